@@ -1,0 +1,423 @@
+//! API token -> JWT exchange (Cognito InitiateAuth) and the one token cache a client shares.
+//!
+//! One exchange is in flight per client: callers that find the JWT missing or about to lapse
+//! queue on one async lock and re-check after it, so 32 threads or 50 tasks cause one exchange.
+
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, RwLock};
+use std::time::{Duration, Instant, SystemTime};
+
+use reqwest::header::{HeaderValue, CONTENT_TYPE};
+use url::Url;
+
+use super::config::{Credential, Settings};
+use super::error::{secs, Error, Result};
+use super::retry::{Decision, Outcome, RetryClass, RetryPolicy};
+use super::secret::{ApiToken, Redactor};
+
+pub const INITIATE_AUTH_TARGET: &str = "AWSCognitoIdentityProviderService.InitiateAuth";
+pub const AMZ_JSON: &str = "application/x-amz-json-1.1";
+/// Used when the identity provider gives neither `ExpiresIn` nor a readable `exp`.
+const DEFAULT_LIFETIME: Duration = Duration::from_secs(3600);
+
+/// What the identity provider's answer means for the client.
+#[derive(Debug, PartialEq)]
+pub enum IdpAnswer {
+    Token { jwt: String, lifetime: Duration },
+    /// Throttling or an internal error: worth another try.
+    Retryable { error_type: String, message: String },
+    /// The token was refused, or the answer cannot be used.
+    Rejected { error_type: Option<String>, message: String },
+}
+
+/// Cuts an AWS error code to its name: `ns#Name:extra` -> `Name` (as the AWS SDKs do).
+pub fn sanitize_error_type(raw: &str) -> String {
+    let cut = raw.split([':', ',']).next().unwrap_or(raw);
+    cut.rsplit('#').next().unwrap_or(cut).trim().to_string()
+}
+
+/// Reads `exp` from a JWT's payload without verifying it (the API verifies; we only schedule).
+pub fn jwt_expiry(jwt: &str) -> Option<SystemTime> {
+    use base64::Engine as _;
+    let payload = jwt.split('.').nth(1)?;
+    let bytes = base64::engine::general_purpose::URL_SAFE_NO_PAD.decode(payload.trim_end_matches('=')).ok()?;
+    let claims: serde_json::Value = serde_json::from_slice(&bytes).ok()?;
+    let exp = claims.get("exp")?.as_f64()?;
+    (exp.is_finite() && exp >= 0.0).then(|| SystemTime::UNIX_EPOCH + Duration::from_secs_f64(exp))
+}
+
+/// Interprets an InitiateAuth answer.
+pub fn parse_idp_response(status: u16, error_type_header: Option<&str>, body: &[u8], now: SystemTime) -> IdpAnswer {
+    let json: Option<serde_json::Value> = serde_json::from_slice(body).ok();
+    let field = |k: &str| json.as_ref().and_then(|j| j.get(k));
+    if (200..300).contains(&status) {
+        if let Some(jwt) = field("AuthenticationResult").and_then(|r| r.get("AccessToken")).and_then(|t| t.as_str())
+        {
+            let lifetime = field("AuthenticationResult")
+                .and_then(|r| r.get("ExpiresIn"))
+                .and_then(serde_json::Value::as_f64)
+                .filter(|s| s.is_finite() && *s > 0.0)
+                .map(Duration::from_secs_f64)
+                .or_else(|| jwt_expiry(jwt).map(|exp| exp.duration_since(now).unwrap_or(Duration::ZERO)))
+                .unwrap_or(DEFAULT_LIFETIME);
+            return IdpAnswer::Token { jwt: jwt.to_string(), lifetime };
+        }
+        if let Some(challenge) = field("ChallengeName").and_then(|c| c.as_str()) {
+            return IdpAnswer::Rejected {
+                error_type: Some(challenge.to_string()),
+                message: format!(
+                    "the identity provider asked for the {challenge} challenge, which an API token cannot answer; \
+                     create a new API token"
+                ),
+            };
+        }
+        return IdpAnswer::Rejected {
+            error_type: None,
+            message: "the identity provider's answer has no AuthenticationResult.AccessToken".into(),
+        };
+    }
+    let error_type = error_type_header
+        .filter(|h| !h.trim().is_empty())
+        .map(str::to_string)
+        .or_else(|| field("code").and_then(|c| c.as_str()).map(str::to_string))
+        .or_else(|| field("__type").and_then(|c| c.as_str()).map(str::to_string))
+        .map(|t| sanitize_error_type(&t));
+    let message = field("message")
+        .or_else(|| field("Message"))
+        .and_then(|m| m.as_str())
+        .map(str::to_string)
+        .unwrap_or_else(|| format!("HTTP {status} from the identity provider"));
+    let retryable = status >= 500
+        || matches!(error_type.as_deref(), Some("TooManyRequestsException" | "InternalErrorException"));
+    match (retryable, error_type) {
+        (true, t) => IdpAnswer::Retryable { error_type: t.unwrap_or_else(|| format!("HTTP {status}")), message },
+        (false, error_type) => IdpAnswer::Rejected { error_type, message },
+    }
+}
+
+/// How close a JWT is to lapsing.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Freshness {
+    Fresh,
+    /// Inside the advisory window: use it, and refresh in the background.
+    Advisory,
+    /// Inside the mandatory window (or lapsed): wait for a new one.
+    Mandatory,
+}
+
+pub fn freshness(now: Instant, expires_at: Option<Instant>, advisory: Duration, mandatory: Duration) -> Freshness {
+    let Some(exp) = expires_at else { return Freshness::Fresh };
+    let left = exp.saturating_duration_since(now);
+    if left <= mandatory {
+        Freshness::Mandatory
+    } else if left <= advisory {
+        Freshness::Advisory
+    } else {
+        Freshness::Fresh
+    }
+}
+
+/// A JWT ready to send. The header value is marked sensitive so it never prints.
+#[derive(Debug)]
+pub struct CachedToken {
+    pub header: HeaderValue,
+    pub expires_at: Option<Instant>,
+    pub generation: u64,
+}
+
+/// The one token cache of a client, shared by every call, thread and task.
+pub struct TokenProvider {
+    api_token: Option<ApiToken>,
+    auth_url: Url,
+    http: reqwest::Client,
+    policy: RetryPolicy,
+    advisory: Duration,
+    mandatory: Duration,
+    redactor: Redactor,
+    current: RwLock<Option<Arc<CachedToken>>>,
+    refresh_lock: tokio::sync::Mutex<()>,
+    background: AtomicBool,
+    generation: AtomicU64,
+    exchanges: AtomicU64,
+}
+
+fn bearer(jwt: &str, expires_at: Option<Instant>, generation: u64) -> Result<CachedToken> {
+    let mut header = HeaderValue::from_str(&format!("Bearer {jwt}"))
+        .map_err(|_| Error::Authentication { error_type: None, message: "the JWT contains invalid characters".into() })?;
+    header.set_sensitive(true);
+    Ok(CachedToken { header, expires_at, generation })
+}
+
+impl TokenProvider {
+    pub fn new(settings: &Settings, http: reqwest::Client) -> Result<Self> {
+        let (api_token, current) = match &settings.credential {
+            Credential::ApiToken(t) => (Some(t.clone()), None),
+            Credential::Jwt(j) => {
+                let exp = jwt_expiry(j.expose()).map(|e| {
+                    let left = e.duration_since(SystemTime::now()).unwrap_or(Duration::ZERO);
+                    Instant::now() + left
+                });
+                (None, Some(Arc::new(bearer(j.expose(), exp, 0)?)))
+            }
+        };
+        Ok(Self {
+            api_token,
+            auth_url: settings.auth_url.clone(),
+            http,
+            policy: RetryPolicy::new(settings.max_retries, settings.max_retry_wait),
+            advisory: settings.refresh_advisory,
+            mandatory: settings.refresh_mandatory,
+            redactor: settings.redactor.clone(),
+            current: RwLock::new(current),
+            refresh_lock: tokio::sync::Mutex::new(()),
+            background: AtomicBool::new(false),
+            generation: AtomicU64::new(1),
+            exchanges: AtomicU64::new(0),
+        })
+    }
+
+    /// Whether a rejected JWT can be replaced (only with an API token).
+    pub fn can_refresh(&self) -> bool {
+        self.api_token.is_some()
+    }
+
+    /// How many exchanges this provider made (for diagnostics and tests).
+    pub fn exchanges(&self) -> u64 {
+        self.exchanges.load(Ordering::Relaxed)
+    }
+
+    fn snapshot(&self) -> Option<Arc<CachedToken>> {
+        self.current.read().ok().and_then(|g| g.clone())
+    }
+
+    fn state_of(&self, t: &CachedToken) -> Freshness {
+        if self.api_token.is_none() {
+            // A given JWT cannot be refreshed: always use it and let the API judge it.
+            return Freshness::Fresh;
+        }
+        freshness(Instant::now(), t.expires_at, self.advisory, self.mandatory)
+    }
+
+    /// A JWT to send now: the cached one, or a fresh one from the single exchange in flight.
+    pub async fn get(self: &Arc<Self>) -> Result<Arc<CachedToken>> {
+        if let Some(t) = self.snapshot() {
+            match self.state_of(&t) {
+                Freshness::Fresh => return Ok(t),
+                Freshness::Advisory => {
+                    self.refresh_in_background();
+                    return Ok(t);
+                }
+                Freshness::Mandatory => {}
+            }
+        }
+        self.refresh_now().await
+    }
+
+    /// Forgets the JWT of `generation` after the API rejected it; a newer one is kept.
+    pub fn invalidate(&self, generation: u64) {
+        if let Ok(mut g) = self.current.write() {
+            if g.as_ref().is_some_and(|t| t.generation == generation) && self.api_token.is_some() {
+                *g = None;
+            }
+        }
+    }
+
+    fn refresh_in_background(self: &Arc<Self>) {
+        if self.background.swap(true, Ordering::AcqRel) {
+            return;
+        }
+        let me = Arc::clone(self);
+        tokio::spawn(async move {
+            if let Err(e) = me.refresh_now().await {
+                log::info!("background JWT refresh failed (will retry before expiry): {e}");
+            }
+            me.background.store(false, Ordering::Release);
+        });
+    }
+
+    async fn refresh_now(self: &Arc<Self>) -> Result<Arc<CachedToken>> {
+        let _guard = self.refresh_lock.lock().await;
+        // Someone may have refreshed while we queued for the lock.
+        if let Some(t) = self.snapshot() {
+            if self.state_of(&t) != Freshness::Mandatory {
+                return Ok(t);
+            }
+        }
+        let Some(api_token) = &self.api_token else {
+            return Err(Error::Authentication {
+                error_type: None,
+                message: "the JWT was rejected and cannot be refreshed: pass api_token=... instead of jwt=...".into(),
+            });
+        };
+        let started = Instant::now();
+        let (jwt, lifetime) = self.exchange(api_token).await?;
+        let generation = self.generation.fetch_add(1, Ordering::Relaxed);
+        let token = Arc::new(bearer(&jwt, Some(started + lifetime), generation)?);
+        if let Ok(mut g) = self.current.write() {
+            *g = Some(Arc::clone(&token));
+        }
+        self.exchanges.fetch_add(1, Ordering::Relaxed);
+        log::info!("obtained a JWT valid for {} (exchange took {})", secs(lifetime), secs(started.elapsed()));
+        Ok(token)
+    }
+
+    async fn exchange(&self, api_token: &ApiToken) -> Result<(String, Duration)> {
+        let mut retries = 0u32;
+        loop {
+            let sent = self
+                .http
+                .post(self.auth_url.clone())
+                .header("X-Amz-Target", INITIATE_AUTH_TARGET)
+                .header(CONTENT_TYPE, AMZ_JSON)
+                .body(api_token.body().to_vec())
+                .send()
+                .await;
+            let (outcome, error) = match sent {
+                Ok(resp) => {
+                    let status = resp.status().as_u16();
+                    let header = resp
+                        .headers()
+                        .get("x-amzn-ErrorType")
+                        .and_then(|v| v.to_str().ok())
+                        .map(str::to_string);
+                    match resp.bytes().await {
+                        Ok(body) => match parse_idp_response(status, header.as_deref(), &body, SystemTime::now()) {
+                            IdpAnswer::Token { jwt, lifetime } => return Ok((jwt, lifetime)),
+                            IdpAnswer::Rejected { error_type, message } => {
+                                return Err(Error::Authentication {
+                                    message: self.redactor.scrub(&match &error_type {
+                                        Some(t) => format!("identity provider rejected the API token: {t}: {message}"),
+                                        None => format!("identity provider rejected the API token: {message}"),
+                                    }),
+                                    error_type,
+                                })
+                            }
+                            IdpAnswer::Retryable { error_type, message } => (
+                                Outcome::IdpRetryable,
+                                Error::Authentication {
+                                    message: self.redactor.scrub(&format!(
+                                        "identity provider error {error_type}: {message}"
+                                    )),
+                                    error_type: Some(error_type),
+                                },
+                            ),
+                        },
+                        Err(e) => (Outcome::ConnectionLost, transport_error(&self.redactor, "identity provider", &e)),
+                    }
+                }
+                Err(e) => (classify(&e), transport_error(&self.redactor, "identity provider", &e)),
+            };
+            match self.policy.decide(retries, outcome, RetryClass::Idempotent, SystemTime::now(), fastrand::f64()) {
+                Decision::RetryAfter(wait) => {
+                    retries += 1;
+                    log::info!("token exchange failed ({error}); retry {retries} of {} in {}", self.policy.max_retries, secs(wait));
+                    tokio::time::sleep(wait).await;
+                }
+                Decision::GiveUp | Decision::RateLimited { .. } => return Err(error),
+            }
+        }
+    }
+}
+
+/// Maps a reqwest failure to the retry outcome it means.
+pub fn classify(e: &reqwest::Error) -> Outcome<'static> {
+    if e.is_timeout() {
+        Outcome::TimedOut
+    } else if e.is_connect() {
+        Outcome::ConnectFailed
+    } else {
+        Outcome::ConnectionLost
+    }
+}
+
+/// A transport error with the whole cause chain, scrubbed of secrets.
+pub fn transport_error(redactor: &Redactor, peer: &str, e: &reqwest::Error) -> Error {
+    let mut text = e.to_string();
+    let mut source = std::error::Error::source(e);
+    while let Some(s) = source {
+        let part = s.to_string();
+        if !text.contains(&part) {
+            text.push_str(": ");
+            text.push_str(&part);
+        }
+        source = s.source();
+    }
+    let text = redactor.scrub(&text);
+    if e.is_timeout() {
+        Error::Timeout(format!("request to the {peer} timed out: {text}"))
+    } else {
+        Error::Transport(format!("request to the {peer} failed: {text}"))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn now() -> SystemTime {
+        SystemTime::UNIX_EPOCH + Duration::from_secs(1_700_000_000)
+    }
+
+    #[test]
+    fn error_types_are_sanitized() {
+        assert_eq!(sanitize_error_type("NotAuthorizedException:"), "NotAuthorizedException");
+        assert_eq!(sanitize_error_type("aws.cognito#TooManyRequestsException:http://x"), "TooManyRequestsException");
+        assert_eq!(sanitize_error_type("A,B"), "A");
+    }
+
+    #[test]
+    fn success_reads_expires_in_then_exp() {
+        let body = br#"{"AuthenticationResult":{"AccessToken":"a.b.c","ExpiresIn":3600,"TokenType":"Bearer"},"ChallengeParameters":{}}"#;
+        assert_eq!(
+            parse_idp_response(200, None, body, now()),
+            IdpAnswer::Token { jwt: "a.b.c".into(), lifetime: Duration::from_secs(3600) }
+        );
+        use base64::Engine as _;
+        let payload = base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(br#"{"exp":1700000600}"#);
+        let jwt = format!("eyJhbGciOiJIUzI1NiJ9.{payload}.sig");
+        let body = format!(r#"{{"AuthenticationResult":{{"AccessToken":"{jwt}"}}}}"#);
+        assert_eq!(
+            parse_idp_response(200, None, body.as_bytes(), now()),
+            IdpAnswer::Token { jwt, lifetime: Duration::from_secs(600) }
+        );
+    }
+
+    #[test]
+    fn challenges_and_errors() {
+        let c = parse_idp_response(200, None, br#"{"ChallengeName":"NEW_PASSWORD_REQUIRED","Session":"s"}"#, now());
+        assert!(matches!(c, IdpAnswer::Rejected { error_type: Some(ref t), .. } if t == "NEW_PASSWORD_REQUIRED"));
+        let e = parse_idp_response(
+            400,
+            Some("NotAuthorizedException:"),
+            br#"{"__type":"NotAuthorizedException","message":"Invalid Refresh Token."}"#,
+            now(),
+        );
+        assert_eq!(
+            e,
+            IdpAnswer::Rejected {
+                error_type: Some("NotAuthorizedException".into()),
+                message: "Invalid Refresh Token.".into()
+            }
+        );
+        let e = parse_idp_response(400, None, br#"{"__type":"TooManyRequestsException","message":"Rate exceeded"}"#, now());
+        assert!(matches!(e, IdpAnswer::Retryable { ref error_type, .. } if error_type == "TooManyRequestsException"));
+        let e = parse_idp_response(500, None, b"oops", now());
+        assert!(matches!(e, IdpAnswer::Retryable { .. }));
+        let e = parse_idp_response(400, None, br#"{"code":"InvalidParameterException","Message":"bad"}"#, now());
+        assert_eq!(
+            e,
+            IdpAnswer::Rejected { error_type: Some("InvalidParameterException".into()), message: "bad".into() }
+        );
+    }
+
+    #[test]
+    fn freshness_windows() {
+        let now = Instant::now();
+        let f = |left: u64| freshness(now, Some(now + Duration::from_secs(left)), Duration::from_secs(120), Duration::from_secs(30));
+        assert_eq!(f(3600), Freshness::Fresh);
+        assert_eq!(f(100), Freshness::Advisory);
+        assert_eq!(f(30), Freshness::Mandatory);
+        assert_eq!(f(0), Freshness::Mandatory);
+        assert_eq!(freshness(now, None, Duration::ZERO, Duration::ZERO), Freshness::Fresh);
+    }
+}

@@ -1,0 +1,393 @@
+//! GraphQL request and response envelopes, and the checks made before anything is sent.
+//!
+//! The document is not fully parsed: a small scanner finds each operation's kind, name and
+//! variable definitions, which is all the client needs (retry class and variable types).
+
+use serde_json::{Map, Value};
+
+use super::error::{Error, Result};
+use super::retry::RetryClass;
+
+/// The largest magnitude of a GraphQL Int: the spec's range is -(2^31 - 1) ..= 2^31 - 1.
+pub const INT_MAX: i64 = (1 << 31) - 1;
+
+/// A variable's declared type, as far as the checks need it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum TypeRef {
+    Named(String),
+    List(Box<TypeRef>),
+    NonNull(Box<TypeRef>),
+}
+
+impl TypeRef {
+    fn render(&self) -> String {
+        match self {
+            Self::Named(n) => n.clone(),
+            Self::List(t) => format!("[{}]", t.render()),
+            Self::NonNull(t) => format!("{}!", t.render()),
+        }
+    }
+}
+
+/// One operation found in a document.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct OperationInfo {
+    pub kind: OperationKind,
+    pub name: Option<String>,
+    pub variables: Vec<(String, TypeRef)>,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum OperationKind {
+    Query,
+    Mutation,
+    Subscription,
+}
+
+impl OperationInfo {
+    pub fn retry_class(&self) -> RetryClass {
+        match self.kind {
+            OperationKind::Mutation => RetryClass::Mutation,
+            OperationKind::Query | OperationKind::Subscription => RetryClass::Idempotent,
+        }
+    }
+}
+
+#[derive(Debug, PartialEq)]
+enum Tok<'a> {
+    Name(&'a str),
+    Punct(char),
+    Dollar,
+    Str,
+    Other,
+}
+
+/// Splits a GraphQL document into the few tokens the scanner needs; strings and comments are skipped.
+fn tokens(doc: &str) -> Vec<Tok<'_>> {
+    let b = doc.as_bytes();
+    let mut out = Vec::new();
+    let mut i = 0;
+    while i < b.len() {
+        let c = b[i];
+        match c {
+            b'#' => {
+                while i < b.len() && b[i] != b'\n' {
+                    i += 1;
+                }
+            }
+            b'"' => {
+                if b[i..].starts_with(b"\"\"\"") {
+                    i += 3;
+                    while i < b.len() && !b[i..].starts_with(b"\"\"\"") {
+                        i += if b[i] == b'\\' { 2 } else { 1 };
+                    }
+                    i += 3;
+                } else {
+                    i += 1;
+                    while i < b.len() && b[i] != b'"' && b[i] != b'\n' {
+                        i += if b[i] == b'\\' { 2 } else { 1 };
+                    }
+                    i += 1;
+                }
+                out.push(Tok::Str);
+                continue;
+            }
+            b'$' => {
+                out.push(Tok::Dollar);
+                i += 1;
+                continue;
+            }
+            c if c.is_ascii_alphabetic() || c == b'_' => {
+                let start = i;
+                while i < b.len() && (b[i].is_ascii_alphanumeric() || b[i] == b'_') {
+                    i += 1;
+                }
+                out.push(Tok::Name(doc.get(start..i).unwrap_or("")));
+                continue;
+            }
+            b'{' | b'}' | b'(' | b')' | b'[' | b']' | b'!' | b':' | b'=' => out.push(Tok::Punct(c as char)),
+            c if c.is_ascii_whitespace() || c == b',' => {}
+            _ => out.push(Tok::Other),
+        }
+        i += 1;
+    }
+    out
+}
+
+fn parse_type(toks: &[Tok<'_>], pos: &mut usize) -> Option<TypeRef> {
+    let base = match toks.get(*pos)? {
+        Tok::Name(n) => {
+            *pos += 1;
+            TypeRef::Named((*n).to_string())
+        }
+        Tok::Punct('[') => {
+            *pos += 1;
+            let inner = parse_type(toks, pos)?;
+            if toks.get(*pos) != Some(&Tok::Punct(']')) {
+                return None;
+            }
+            *pos += 1;
+            TypeRef::List(Box::new(inner))
+        }
+        _ => return None,
+    };
+    if toks.get(*pos) == Some(&Tok::Punct('!')) {
+        *pos += 1;
+        return Some(TypeRef::NonNull(Box::new(base)));
+    }
+    Some(base)
+}
+
+/// Finds every operation of a document (query shorthand `{ ... }` included).
+pub fn scan_operations(doc: &str) -> Vec<OperationInfo> {
+    let toks = tokens(doc);
+    let mut ops = Vec::new();
+    let mut depth = 0usize;
+    let mut i = 0;
+    while i < toks.len() {
+        match &toks[i] {
+            Tok::Punct('{') => {
+                if depth == 0 && (i == 0 || matches!(toks.get(i.wrapping_sub(1)), Some(Tok::Punct('}')))) {
+                    ops.push(OperationInfo { kind: OperationKind::Query, name: None, variables: vec![] });
+                }
+                depth += 1;
+            }
+            Tok::Punct('}') => depth = depth.saturating_sub(1),
+            Tok::Name(kw) if depth == 0 && matches!(*kw, "query" | "mutation" | "subscription") => {
+                let kind = match *kw {
+                    "mutation" => OperationKind::Mutation,
+                    "subscription" => OperationKind::Subscription,
+                    _ => OperationKind::Query,
+                };
+                let mut op = OperationInfo { kind, name: None, variables: vec![] };
+                i += 1;
+                if let Some(Tok::Name(n)) = toks.get(i) {
+                    op.name = Some((*n).to_string());
+                    i += 1;
+                }
+                if toks.get(i) == Some(&Tok::Punct('(')) {
+                    i += 1;
+                    while i < toks.len() && toks[i] != Tok::Punct(')') {
+                        if toks[i] == Tok::Dollar {
+                            if let (Some(Tok::Name(var)), Some(Tok::Punct(':'))) = (toks.get(i + 1), toks.get(i + 2)) {
+                                let mut p = i + 3;
+                                if let Some(t) = parse_type(&toks, &mut p) {
+                                    op.variables.push(((*var).to_string(), t));
+                                }
+                                i = p;
+                                continue;
+                            }
+                        }
+                        i += 1;
+                    }
+                }
+                ops.push(op);
+                continue;
+            }
+            Tok::Name("fragment") if depth == 0 => {
+                // A fragment's selection set is skipped by the brace counting below.
+            }
+            _ => {}
+        }
+        i += 1;
+    }
+    ops
+}
+
+/// Picks the operation that will run: the named one, or the only one.
+pub fn select_operation(doc: &str, operation_name: Option<&str>) -> Result<OperationInfo> {
+    let ops = scan_operations(doc);
+    if ops.is_empty() {
+        return Err(Error::validation("query contains no operation (expected `query`, `mutation` or `{ ... }`)"));
+    }
+    match operation_name {
+        Some(name) => ops
+            .into_iter()
+            .find(|o| o.name.as_deref() == Some(name))
+            .ok_or_else(|| Error::validation(format!("operation_name {name:?} is not an operation of the query"))),
+        None if ops.len() == 1 => ops.into_iter().next().ok_or_else(|| Error::validation("no operation")),
+        None => Err(Error::validation("query has several operations: pass operation_name to choose one")),
+    }
+}
+
+fn check_value(name: &str, ty: &TypeRef, value: &Value) -> Result<()> {
+    let bad = |what: &str| Err(Error::validation(format!("variable ${name} ({}) {what}", ty.render())));
+    match (ty, value) {
+        (TypeRef::NonNull(_), Value::Null) => bad("must not be null"),
+        (TypeRef::NonNull(inner), v) => check_value(name, inner, v),
+        (_, Value::Null) => Ok(()),
+        (TypeRef::List(inner), Value::Array(items)) => items.iter().try_for_each(|v| check_value(name, inner, v)),
+        // GraphQL coerces a single value to a one-item list.
+        (TypeRef::List(inner), v) => check_value(name, inner, v),
+        (TypeRef::Named(n), v) => match (n.as_str(), v) {
+            ("Int", Value::Number(num)) => match num.as_i64() {
+                Some(i) if (-INT_MAX..=INT_MAX).contains(&i) => Ok(()),
+                _ if num.is_f64() => bad(&format!("must be a whole number, got {num}")),
+                _ => bad(&format!("is outside the Int range -(2**31 - 1) .. 2**31 - 1: {num}")),
+            },
+            ("Int", _) => bad("must be an int"),
+            ("Float", Value::Number(_)) => Ok(()),
+            ("Float", _) => bad("must be a number"),
+            ("ID", Value::String(_)) => Ok(()),
+            ("ID", Value::Number(num)) if num.is_i64() || num.is_u64() => Ok(()),
+            ("ID", _) => bad("must be a str or an int"),
+            ("String", Value::String(_)) => Ok(()),
+            ("String", _) => bad("must be a str"),
+            ("Boolean", Value::Bool(_)) => Ok(()),
+            ("Boolean", _) => bad("must be a bool"),
+            _ => Ok(()),
+        },
+    }
+}
+
+/// Checks the variables against the operation's declarations, before anything is sent.
+pub fn check_variables(op: &OperationInfo, variables: &Map<String, Value>) -> Result<()> {
+    for (name, ty) in &op.variables {
+        match variables.get(name) {
+            Some(v) => check_value(name, ty, v)?,
+            None if matches!(ty, TypeRef::NonNull(_)) => {
+                // A declared default would make this fine; the server says so precisely if not.
+            }
+            None => {}
+        }
+    }
+    Ok(())
+}
+
+/// A request ready to send: the serialized body and what retrying needs to know.
+#[derive(Clone, Debug)]
+pub struct PreparedRequest {
+    pub body: bytes::Bytes,
+    pub operation: OperationInfo,
+    pub label: String,
+}
+
+/// Validates and serializes `{query, variables, operationName}`.
+pub fn prepare(query: &str, variables: Option<&Map<String, Value>>, operation_name: Option<&str>) -> Result<PreparedRequest> {
+    if query.trim().is_empty() {
+        return Err(Error::validation("query is empty"));
+    }
+    let operation = select_operation(query, operation_name)?;
+    let empty = Map::new();
+    let vars = variables.unwrap_or(&empty);
+    check_variables(&operation, vars)?;
+    let op_name = operation_name.map(str::to_string).or_else(|| operation.name.clone());
+    let mut body = Map::with_capacity(3);
+    body.insert("query".into(), Value::String(query.to_string()));
+    body.insert("variables".into(), Value::Object(vars.clone()));
+    if let Some(n) = &op_name {
+        body.insert("operationName".into(), Value::String(n.clone()));
+    }
+    let bytes = serde_json::to_vec(&Value::Object(body))
+        .map_err(|e| Error::validation(format!("variables cannot be encoded as JSON: {e}")))?;
+    let label = op_name.unwrap_or_else(|| "anonymous".to_string());
+    Ok(PreparedRequest { body: bytes.into(), operation, label })
+}
+
+/// Splits a response body into data or a GraphQL error, keeping partial data with the errors.
+pub fn decode_response(body: &[u8]) -> Result<Value> {
+    #[derive(serde::Deserialize)]
+    struct Envelope {
+        #[serde(default)]
+        data: Option<Value>,
+        #[serde(default)]
+        errors: Option<Vec<Value>>,
+    }
+    let env: Envelope = serde_json::from_slice(body).map_err(|e| {
+        Error::Transport(format!("the response body is not the JSON a GraphQL server sends ({e})"))
+    })?;
+    match env.errors {
+        Some(errors) if !errors.is_empty() => Err(Error::graphql(errors, env.data.filter(|d| !d.is_null()))),
+        _ => Ok(env.data.unwrap_or(Value::Null)),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn vars(v: Value) -> Map<String, Value> {
+        v.as_object().cloned().unwrap()
+    }
+
+    #[test]
+    fn scans_kinds_names_and_variables() {
+        let doc = r#"
+            # a comment with query mutation { }
+            query Finding($id: ID!, $first: Int = 10, $tags: [String!]) {
+              finding(id: $id) { title description(format: "} {") }
+            }
+            fragment F on Finding { id }
+            mutation AddRule($rule: ScoringRuleInput!) { add_scoring_rule(rule: $rule) { ok } }
+        "#;
+        let ops = scan_operations(doc);
+        assert_eq!(ops.len(), 2);
+        assert_eq!(ops[0].kind, OperationKind::Query);
+        assert_eq!(ops[0].name.as_deref(), Some("Finding"));
+        assert_eq!(
+            ops[0].variables,
+            vec![
+                ("id".into(), TypeRef::NonNull(Box::new(TypeRef::Named("ID".into())))),
+                ("first".into(), TypeRef::Named("Int".into())),
+                (
+                    "tags".into(),
+                    TypeRef::List(Box::new(TypeRef::NonNull(Box::new(TypeRef::Named("String".into())))))
+                ),
+            ]
+        );
+        assert_eq!(ops[1].kind, OperationKind::Mutation);
+        assert_eq!(ops[1].retry_class(), RetryClass::Mutation);
+        assert_eq!(scan_operations("{ finding(id: 1) { id } }")[0].kind, OperationKind::Query);
+    }
+
+    #[test]
+    fn selects_the_operation() {
+        let doc = "query A { a } query B { b }";
+        assert_eq!(select_operation(doc, Some("B")).unwrap().name.as_deref(), Some("B"));
+        assert!(select_operation(doc, None).unwrap_err().to_string().contains("operation_name"));
+        assert!(select_operation(doc, Some("C")).is_err());
+        assert!(select_operation("fragment F on X { a }", None).is_err());
+    }
+
+    #[test]
+    fn checks_int_range_and_types() {
+        let op = select_operation("query Q($n: Int, $id: ID!, $f: Float, $l: [Int!]) { a }", None).unwrap();
+        let ok = |v: Value| check_variables(&op, &vars(v));
+        assert!(ok(json!({"n": INT_MAX, "id": "RmluZGluZzox"})).is_ok());
+        assert!(ok(json!({"n": -INT_MAX, "id": 12})).is_ok());
+        assert!(ok(json!({"n": INT_MAX + 1, "id": 1})).unwrap_err().to_string().contains("Int range"));
+        assert!(ok(json!({"n": -INT_MAX - 1, "id": 1})).is_err());
+        assert!(ok(json!({"n": 1.5, "id": 1})).unwrap_err().to_string().contains("whole number"));
+        assert!(ok(json!({"id": 1.5})).unwrap_err().to_string().contains("str or an int"));
+        assert!(ok(json!({"id": null})).unwrap_err().to_string().contains("null"));
+        assert!(ok(json!({"id": 1, "l": [1, 2, 3_000_000_000_i64]})).is_err());
+        assert!(ok(json!({"id": 1, "f": "x"})).is_err());
+    }
+
+    #[test]
+    fn prepares_body_with_operation_name() {
+        let p = prepare("query Q($id: ID!) { finding(id: $id) { id } }", Some(&vars(json!({"id": 5}))), None).unwrap();
+        let body: Value = serde_json::from_slice(&p.body).unwrap();
+        assert_eq!(body["operationName"], "Q");
+        assert_eq!(body["variables"]["id"], 5);
+        assert_eq!(p.label, "Q");
+        assert!(prepare("  ", None, None).is_err());
+    }
+
+    #[test]
+    fn decodes_data_errors_and_garbage() {
+        assert_eq!(decode_response(br#"{"data":{"a":1}}"#).unwrap(), json!({"a":1}));
+        match decode_response(br#"{"data":{"a":null},"errors":[{"message":"boom","path":["a"]}]}"#) {
+            Err(Error::GraphQL { errors, data, message }) => {
+                assert_eq!(errors.len(), 1);
+                assert_eq!(data, Some(json!({"a": null})));
+                assert_eq!(message, "GraphQL error: boom");
+            }
+            other => panic!("{other:?}"),
+        }
+        assert!(matches!(decode_response(br#"{"errors":[{"message":"x"}]}"#), Err(Error::GraphQL { data: None, .. })));
+        assert!(matches!(decode_response(b"<html>"), Err(Error::Transport(_))));
+        assert!(matches!(decode_response(br#"{"data":{"a":"#), Err(Error::Transport(_))));
+    }
+}

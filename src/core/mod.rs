@@ -1,0 +1,14 @@
+//! The pure core: no PyO3 here. `cargo test --no-default-features` builds and tests it.
+
+pub mod auth;
+pub mod client;
+pub mod config;
+pub mod error;
+pub mod graphql;
+pub mod paging;
+pub mod retry;
+pub mod secret;
+pub mod transport;
+
+pub use client::CoreClient;
+pub use error::{Error, Result};

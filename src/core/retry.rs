@@ -1,0 +1,199 @@
+//! The retry policy, kept pure: given what happened on an attempt, say whether to try again and
+//! after how long. The sleep happens elsewhere, so the schedule is tested without waiting.
+
+use std::time::{Duration, SystemTime};
+
+/// Whether a request may be repeated after a failure that could have reached the server.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum RetryClass {
+    /// Queries and token exchanges: repeating them changes nothing.
+    Idempotent,
+    /// Mutations: repeated only when the server cannot have processed them.
+    Mutation,
+}
+
+/// What one attempt ended with, as far as retrying is concerned.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Outcome<'a> {
+    /// An HTTP answer with this status, and its `Retry-After` header if any.
+    Status { code: u16, retry_after: Option<&'a str> },
+    /// No connection could be made: the request was never sent.
+    ConnectFailed,
+    /// The connection broke after the request may have been sent.
+    ConnectionLost,
+    /// The attempt timed out.
+    TimedOut,
+    /// The identity provider answered a throttling or internal error.
+    IdpRetryable,
+}
+
+/// The policy's verdict.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum Decision {
+    /// Try again after this long.
+    RetryAfter(Duration),
+    /// Stop and report the failure.
+    GiveUp,
+    /// Stop: rate limited, and the server's wait (if it gave one) is reported to the user.
+    RateLimited { retry_after: Option<f64> },
+}
+
+/// Backoff and limits from the client's settings.
+#[derive(Clone, Copy, Debug)]
+pub struct RetryPolicy {
+    pub max_retries: u32,
+    pub max_retry_wait: Duration,
+    pub base: Duration,
+    pub cap: Duration,
+}
+
+impl RetryPolicy {
+    pub fn new(max_retries: u32, max_retry_wait: Duration) -> Self {
+        Self { max_retries, max_retry_wait, base: Duration::from_millis(500), cap: Duration::from_secs(8) }
+    }
+
+    /// Exponential backoff for retry number `retries_done` (0 for the first retry): 0.5 s doubling
+    /// to an 8 s cap, less up to 25 % by `jitter` (in [0, 1)) so that clients spread out.
+    pub fn backoff(&self, retries_done: u32, jitter: f64) -> Duration {
+        let exp = self.base.as_secs_f64() * 2f64.powi(i32::try_from(retries_done.min(30)).unwrap_or(30));
+        let capped = exp.min(self.cap.as_secs_f64());
+        let factor = 1.0 - 0.25 * jitter.clamp(0.0, 1.0);
+        Duration::from_secs_f64(capped * factor)
+    }
+
+    /// Decides what follows `outcome` on the attempt after `retries_done` retries.
+    pub fn decide(
+        &self,
+        retries_done: u32,
+        outcome: Outcome<'_>,
+        class: RetryClass,
+        now: SystemTime,
+        jitter: f64,
+    ) -> Decision {
+        let exhausted = retries_done >= self.max_retries;
+        match outcome {
+            Outcome::Status { code: 429, retry_after } => {
+                let wait = retry_after.and_then(|h| parse_retry_after(h, now));
+                match wait {
+                    Some(w) if w > self.max_retry_wait => {
+                        Decision::RateLimited { retry_after: Some(w.as_secs_f64()) }
+                    }
+                    _ if exhausted => Decision::RateLimited { retry_after: wait.map(|w| w.as_secs_f64()) },
+                    Some(w) => Decision::RetryAfter(w),
+                    None => Decision::RetryAfter(self.backoff(retries_done, jitter)),
+                }
+            }
+            // A 429 and a refused connection mean the request was not processed: safe for mutations.
+            Outcome::ConnectFailed | Outcome::IdpRetryable if !exhausted => {
+                Decision::RetryAfter(self.backoff(retries_done, jitter))
+            }
+            Outcome::Status { code: 502..=504, .. } | Outcome::ConnectionLost | Outcome::TimedOut
+                if !exhausted && class == RetryClass::Idempotent =>
+            {
+                Decision::RetryAfter(self.backoff(retries_done, jitter))
+            }
+            _ => Decision::GiveUp,
+        }
+    }
+}
+
+/// Parses `Retry-After` as seconds (integer or decimal) or an HTTP date, relative to `now`.
+/// A date in the past means "now"; anything unparseable is ignored.
+pub fn parse_retry_after(value: &str, now: SystemTime) -> Option<Duration> {
+    let v = value.trim();
+    if let Ok(secs) = v.parse::<f64>() {
+        return (secs.is_finite() && secs >= 0.0).then(|| Duration::from_secs_f64(secs.min(1e9)));
+    }
+    let when = httpdate::parse_http_date(v).ok()?;
+    Some(when.duration_since(now).unwrap_or(Duration::ZERO))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn policy() -> RetryPolicy {
+        RetryPolicy::new(3, Duration::from_secs(120))
+    }
+
+    fn now() -> SystemTime {
+        SystemTime::UNIX_EPOCH + Duration::from_secs(1_700_000_000)
+    }
+
+    fn status(code: u16) -> Outcome<'static> {
+        Outcome::Status { code, retry_after: None }
+    }
+
+    #[test]
+    fn backoff_doubles_to_cap_with_jitter() {
+        let p = policy();
+        let s: Vec<f64> = (0..7).map(|n| p.backoff(n, 0.0).as_secs_f64()).collect();
+        assert_eq!(s, vec![0.5, 1.0, 2.0, 4.0, 8.0, 8.0, 8.0]);
+        assert!((p.backoff(0, 0.999).as_secs_f64() - 0.375).abs() < 0.001);
+        assert_eq!(p.backoff(1000, 0.0), Duration::from_secs(8));
+    }
+
+    #[test]
+    fn retry_after_seconds_and_dates() {
+        assert_eq!(parse_retry_after("3", now()), Some(Duration::from_secs(3)));
+        assert_eq!(parse_retry_after(" 0.5 ", now()), Some(Duration::from_millis(500)));
+        assert_eq!(parse_retry_after("-1", now()), None);
+        assert_eq!(parse_retry_after("soon", now()), None);
+        let later = httpdate::fmt_http_date(now() + Duration::from_secs(30));
+        assert_eq!(parse_retry_after(&later, now()), Some(Duration::from_secs(30)));
+        let past = httpdate::fmt_http_date(now() - Duration::from_secs(30));
+        assert_eq!(parse_retry_after(&past, now()), Some(Duration::ZERO));
+    }
+
+    #[test]
+    fn rate_limit_honours_retry_after_up_to_the_cap() {
+        let p = policy();
+        let q = RetryClass::Idempotent;
+        let d = p.decide(0, Outcome::Status { code: 429, retry_after: Some("2") }, q, now(), 0.0);
+        assert_eq!(d, Decision::RetryAfter(Duration::from_secs(2)));
+        let d = p.decide(0, Outcome::Status { code: 429, retry_after: Some("3597") }, q, now(), 0.0);
+        assert_eq!(d, Decision::RateLimited { retry_after: Some(3597.0) });
+        let d = p.decide(3, Outcome::Status { code: 429, retry_after: Some("2") }, q, now(), 0.0);
+        assert_eq!(d, Decision::RateLimited { retry_after: Some(2.0) });
+        let d = p.decide(1, status(429), q, now(), 0.0);
+        assert_eq!(d, Decision::RetryAfter(Duration::from_secs(1)));
+        // 429 means not processed: mutations retry too.
+        let d = p.decide(0, Outcome::Status { code: 429, retry_after: Some("1") }, RetryClass::Mutation, now(), 0.0);
+        assert_eq!(d, Decision::RetryAfter(Duration::from_secs(1)));
+    }
+
+    #[test]
+    fn transient_failures_retry_queries_only() {
+        let p = policy();
+        for o in [status(502), status(503), status(504), Outcome::ConnectionLost, Outcome::TimedOut] {
+            assert_eq!(
+                p.decide(0, o, RetryClass::Idempotent, now(), 0.0),
+                Decision::RetryAfter(Duration::from_millis(500))
+            );
+            assert_eq!(p.decide(0, o, RetryClass::Mutation, now(), 0.0), Decision::GiveUp, "{o:?}");
+            assert_eq!(p.decide(3, o, RetryClass::Idempotent, now(), 0.0), Decision::GiveUp);
+        }
+        assert_eq!(
+            p.decide(2, Outcome::ConnectFailed, RetryClass::Mutation, now(), 0.0),
+            Decision::RetryAfter(Duration::from_secs(2))
+        );
+    }
+
+    #[test]
+    fn other_statuses_never_retry() {
+        let p = policy();
+        for code in [400, 401, 403, 404, 500, 501] {
+            assert_eq!(p.decide(0, status(code), RetryClass::Idempotent, now(), 0.0), Decision::GiveUp);
+        }
+    }
+
+    #[test]
+    fn zero_retries_gives_up_at_once() {
+        let p = RetryPolicy::new(0, Duration::from_secs(120));
+        assert_eq!(p.decide(0, status(503), RetryClass::Idempotent, now(), 0.0), Decision::GiveUp);
+        assert_eq!(
+            p.decide(0, status(429), RetryClass::Idempotent, now(), 0.0),
+            Decision::RateLimited { retry_after: None }
+        );
+    }
+}

@@ -1,0 +1,242 @@
+//! The one async send loop every call goes through: token -> POST -> classify -> retry -> body.
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::{Instant, SystemTime};
+
+use bytes::Bytes;
+use reqwest::header::{HeaderMap, AUTHORIZATION, CONTENT_TYPE, RETRY_AFTER};
+use serde_json::Value;
+
+use super::auth::{classify, transport_error, TokenProvider};
+use super::config::Settings;
+use super::error::{secs, Error, Result};
+use super::graphql::{decode_response, PreparedRequest};
+use super::retry::{Decision, Outcome, RetryPolicy};
+
+/// How much of an error body is kept for `APIStatusError.body`.
+const BODY_KEEP: usize = 4096;
+
+pub const USER_AGENT: &str = concat!("secfindings-python/", env!("CARGO_PKG_VERSION"));
+
+/// The HTTP side of a client: one connection pool, one token provider, one retry policy.
+pub struct Transport {
+    http: reqwest::Client,
+    settings: Settings,
+    tokens: Arc<TokenProvider>,
+    policy: RetryPolicy,
+    closed: AtomicBool,
+}
+
+fn install_crypto_provider() {
+    // reqwest is built without a default provider (ring keeps the build small); installing it
+    // twice is harmless, so the error of a second install is ignored on purpose.
+    let _ = rustls::crypto::ring::default_provider().install_default();
+}
+
+fn build_http(settings: &Settings) -> Result<reqwest::Client> {
+    install_crypto_provider();
+    let mut b = reqwest::Client::builder()
+        .user_agent(USER_AGENT)
+        .connect_timeout(settings.connect_timeout)
+        .timeout(settings.timeout)
+        .pool_idle_timeout(std::time::Duration::from_secs(60))
+        .tcp_nodelay(true)
+        .gzip(true);
+    if let Some(p) = &settings.proxy {
+        let proxy = reqwest::Proxy::all(p.as_str())
+            .map_err(|e| Error::config(format!("proxy is not usable: {e}")))?
+            .no_proxy(reqwest::NoProxy::from_env());
+        b = b.proxy(proxy);
+    } else if settings.all_loopback() {
+        // The emulator is on this machine: an HTTPS_PROXY meant for the internet must not catch it.
+        b = b.no_proxy();
+    }
+    if let Some(path) = &settings.ca_bundle {
+        let pem = std::fs::read(path)
+            .map_err(|e| Error::config(format!("ca_bundle {} cannot be read: {e}", path.display())))?;
+        let certs = reqwest::Certificate::from_pem_bundle(&pem)
+            .map_err(|e| Error::config(format!("ca_bundle {} is not a PEM bundle: {e}", path.display())))?;
+        if certs.is_empty() {
+            return Err(Error::config(format!("ca_bundle {} holds no certificate", path.display())));
+        }
+        for c in certs {
+            b = b.add_root_certificate(c);
+        }
+    }
+    b.build().map_err(|e| Error::config(format!("cannot build the HTTP client: {e}")))
+}
+
+fn truncated(body: &[u8]) -> String {
+    let text = String::from_utf8_lossy(&body[..body.len().min(BODY_KEEP)]);
+    if body.len() > BODY_KEEP {
+        format!("{text}... ({} bytes)", body.len())
+    } else {
+        text.into_owned()
+    }
+}
+
+fn header_pairs(h: &HeaderMap) -> Vec<(String, String)> {
+    h.iter()
+        .filter(|(k, _)| *k != reqwest::header::SET_COOKIE)
+        .map(|(k, v)| (k.as_str().to_string(), String::from_utf8_lossy(v.as_bytes()).into_owned()))
+        .collect()
+}
+
+impl Transport {
+    pub fn new(settings: Settings) -> Result<Self> {
+        let http = build_http(&settings)?;
+        let tokens = Arc::new(TokenProvider::new(&settings, http.clone())?);
+        let policy = RetryPolicy::new(settings.max_retries, settings.max_retry_wait);
+        Ok(Self { http, settings, tokens, policy, closed: AtomicBool::new(false) })
+    }
+
+    pub fn settings(&self) -> &Settings {
+        &self.settings
+    }
+
+    pub fn tokens(&self) -> &Arc<TokenProvider> {
+        &self.tokens
+    }
+
+    /// Stops new calls; connections close when the last reference goes.
+    pub fn close(&self) {
+        self.closed.store(true, Ordering::Release);
+    }
+
+    pub fn is_closed(&self) -> bool {
+        self.closed.load(Ordering::Acquire)
+    }
+
+    /// Sends one GraphQL request and returns its `data`, or the error it ended with.
+    pub async fn execute(&self, req: &PreparedRequest) -> Result<Value> {
+        let body = self.send(req).await?;
+        decode_response(&body)
+    }
+
+    /// Sends one request with refresh-on-401 and retries; returns the body of a 2xx answer.
+    pub async fn send(&self, req: &PreparedRequest) -> Result<Bytes> {
+        let class = req.operation.retry_class();
+        let mut retries = 0u32;
+        let mut refreshed = false;
+        loop {
+            if self.is_closed() {
+                return Err(Error::Closed("the client is closed".into()));
+            }
+            let token = self.tokens.get().await?;
+            let started = Instant::now();
+            let sent = self
+                .http
+                .post(self.settings.base_url.clone())
+                .header(AUTHORIZATION, token.header.clone())
+                .header(CONTENT_TYPE, "application/json")
+                .body(req.body.clone())
+                .send()
+                .await;
+            let resp = match sent {
+                Ok(r) => r,
+                Err(e) => {
+                    let err = transport_error(&self.settings.redactor, "API", &e);
+                    self.backoff_or_fail(&mut retries, classify(&e), class, err, &req.label).await?;
+                    continue;
+                }
+            };
+            let status = resp.status().as_u16();
+            let headers = resp.headers().clone();
+            let body = match resp.bytes().await {
+                Ok(b) => b,
+                Err(e) => {
+                    let err = transport_error(&self.settings.redactor, "API", &e);
+                    let outcome = if e.is_timeout() { Outcome::TimedOut } else { Outcome::ConnectionLost };
+                    self.backoff_or_fail(&mut retries, outcome, class, err, &req.label).await?;
+                    continue;
+                }
+            };
+            log::debug!("{} -> HTTP {status} in {:.1} ms", req.label, started.elapsed().as_secs_f64() * 1e3);
+            if (200..300).contains(&status) {
+                return Ok(body);
+            }
+            if status == 401 {
+                if !refreshed && self.tokens.can_refresh() {
+                    refreshed = true;
+                    log::info!("{}: API answered 401; refreshing the JWT once and retrying", req.label);
+                    self.tokens.invalidate(token.generation);
+                    continue;
+                }
+                return Err(Error::Authentication {
+                    error_type: None,
+                    message: if self.tokens.can_refresh() {
+                        "the API rejected a freshly obtained JWT (HTTP 401); check the API token's permissions".into()
+                    } else {
+                        "the API rejected the JWT (HTTP 401); it may have expired: pass api_token=... so the \
+                         client can refresh it"
+                            .into()
+                    },
+                });
+            }
+            if status == 400 {
+                // Parse and validation failures come back as 400 with GraphQL `errors`.
+                if let Err(e @ Error::GraphQL { .. }) = decode_response(&body) {
+                    return Err(e);
+                }
+            }
+            let text = self.settings.redactor.scrub(&truncated(&body));
+            let pairs = header_pairs(&headers);
+            let retry_after = headers.get(RETRY_AFTER).and_then(|v| v.to_str().ok()).map(str::to_string);
+            let outcome = Outcome::Status { code: status, retry_after: retry_after.as_deref() };
+            let err = if status == 429 {
+                Error::RateLimit {
+                    status,
+                    message: "rate limited (HTTP 429)".into(),
+                    body: text,
+                    headers: pairs,
+                    retry_after: None,
+                }
+            } else {
+                let reason = reqwest::StatusCode::from_u16(status)
+                    .ok()
+                    .and_then(|s| s.canonical_reason())
+                    .unwrap_or("unexpected status");
+                Error::ApiStatus { status, message: reason.to_string(), body: text, headers: pairs }
+            };
+            self.backoff_or_fail(&mut retries, outcome, class, err, &req.label).await?;
+        }
+    }
+
+    /// Sleeps before the next attempt, or returns the error the call ends with.
+    async fn backoff_or_fail(
+        &self,
+        retries: &mut u32,
+        outcome: Outcome<'_>,
+        class: super::retry::RetryClass,
+        err: Error,
+        label: &str,
+    ) -> Result<()> {
+        match self.policy.decide(*retries, outcome, class, SystemTime::now(), fastrand::f64()) {
+            Decision::RetryAfter(wait) => {
+                *retries += 1;
+                log::info!("{label}: {err}; retry {} of {} in {}", retries, self.policy.max_retries, secs(wait));
+                tokio::time::sleep(wait).await;
+                Ok(())
+            }
+            Decision::GiveUp => Err(err),
+            Decision::RateLimited { retry_after } => Err(match err {
+                Error::RateLimit { status, body, headers, .. } => Error::RateLimit {
+                    status,
+                    message: match retry_after {
+                        Some(s) if s > self.policy.max_retry_wait.as_secs_f64() => format!(
+                            "rate limited (HTTP 429): the server asks to wait {s:.0}s, longer than max_retry_wait ({:.0}s)",
+                            self.policy.max_retry_wait.as_secs_f64()
+                        ),
+                        Some(s) => format!("rate limited (HTTP 429) after {retries} retries; retry after {s:.0}s"),
+                        None => format!("rate limited (HTTP 429) after {retries} retries"),
+                    },
+                    body,
+                    headers,
+                    retry_after,
+                },
+                other => other,
+            }),
+        }
+    }
+}
