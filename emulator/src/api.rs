@@ -1,0 +1,199 @@
+//! The GraphQL endpoint, in front of which sit the gateway concerns of the real service: bearer
+//! JWT checks and the global / customer / token rate limits.
+
+use bytes::Bytes;
+use hyper::header::{HeaderValue, AUTHORIZATION, RETRY_AFTER, WWW_AUTHENTICATE};
+use hyper::http::request::Parts;
+use hyper::{Method, Response, StatusCode};
+use serde::Serialize;
+
+use crate::fault::Fault;
+use crate::http::{json, status_fault, truncate, with_header, Conn, ResetConnection, RespBody};
+use crate::stats::{Counters, LoggedRequest};
+use crate::Shared;
+
+/// The members of a GraphQL POST body, as sent.
+struct GqlBody {
+    query: Option<String>,
+    operation_name: Option<String>,
+    variables: serde_json::Value,
+}
+
+/// graphene-django's messages for bodies it cannot use.
+const INVALID_JSON: &[u8] = br#"{"errors":[{"message":"POST body sent invalid JSON."}]}"#;
+const NO_QUERY: &[u8] = br#"{"errors":[{"message":"Must provide query string."}]}"#;
+const BAD_VARIABLES: &[u8] = br#"{"errors":[{"message":"Variables are invalid JSON."}]}"#;
+const BAD_METHOD: &[u8] = br#"{"errors":[{"message":"GraphQL only supports GET and POST requests."}]}"#;
+const RATE_LIMITED: &[u8] = br#"{"error":"rate_limited","message":"Too Many Requests"}"#;
+const UNAUTHORIZED: &[u8] = br#"{"message":"Unauthorized"}"#;
+
+pub(crate) async fn handle(
+    conn: &Conn,
+    parts: &Parts,
+    body: Bytes,
+) -> Result<Response<RespBody>, ResetConnection> {
+    let shared = &conn.shared;
+    Counters::bump(&shared.counters.api_requests);
+    let parsed = parse(&body);
+    let logged = parsed.as_ref().map(|b| LoggedRequest {
+        operation_name: b.operation_name.clone(),
+        query: b.query.clone().unwrap_or_default(),
+        variables: b.variables.clone(),
+        status: 0,
+    });
+    let mut truncated = false;
+    let faulted = match shared.api_faults.take() {
+        None => None,
+        Some(Fault::Delay(delay)) => {
+            tokio::time::sleep(delay).await;
+            None
+        }
+        Some(Fault::Truncated) => {
+            truncated = true;
+            None
+        }
+        Some(Fault::Reset) => {
+            if let Some(entry) = logged {
+                shared.log.push(entry);
+            }
+            return Err(conn.reset());
+        }
+        Some(fault) => Some(fault_response(shared, fault)),
+    };
+    let response = match faulted {
+        Some(response) => response,
+        None => process(shared, parts, parsed).await,
+    };
+    if let Some(mut entry) = logged {
+        entry.status = response.status().as_u16();
+        shared.log.push(entry);
+    }
+    Ok(if truncated { truncate(response) } else { response })
+}
+
+fn fault_response(shared: &Shared, fault: Fault) -> Response<RespBody> {
+    match fault {
+        Fault::Status(code) => status_fault(code),
+        Fault::RateLimited { retry_after } => rate_limited(shared, retry_after),
+        // Identity-provider faults on the API answer the same way they would on the IdP, so a
+        // misdirected injection is visible rather than silently ignored.
+        Fault::IdpError { error_type, message, status } => {
+            let status = StatusCode::from_u16(status).unwrap_or(StatusCode::BAD_REQUEST);
+            json(
+                status,
+                Bytes::from(serde_json::json!({"__type": error_type, "message": message}).to_string()),
+            )
+        }
+        Fault::Challenge(name) => json(
+            StatusCode::OK,
+            Bytes::from(serde_json::json!({"ChallengeName": name, "ChallengeParameters": {}}).to_string()),
+        ),
+        Fault::Delay(_) | Fault::Reset | Fault::Truncated => status_fault(500),
+    }
+}
+
+async fn process(shared: &Shared, parts: &Parts, parsed: Option<GqlBody>) -> Response<RespBody> {
+    // Requests the gateway cannot attribute still count against the global limit.
+    if let Err(retry_after) = shared.global_limit.check("") {
+        return rate_limited(shared, retry_after);
+    }
+    if parts.method != Method::POST {
+        return json(StatusCode::METHOD_NOT_ALLOWED, Bytes::from_static(BAD_METHOD));
+    }
+    let caller = parts
+        .headers
+        .get(AUTHORIZATION)
+        .and_then(|v| v.to_str().ok())
+        .and_then(bearer)
+        .and_then(|token| shared.auth.verify(token));
+    let Some(caller) = caller else {
+        Counters::bump(&shared.counters.unauthorized);
+        let response = json(StatusCode::UNAUTHORIZED, Bytes::from_static(UNAUTHORIZED));
+        return with_header(response, WWW_AUTHENTICATE, HeaderValue::from_static("Bearer"));
+    };
+    if let Err(retry_after) = shared.customer_limit.check(&caller.customer) {
+        return rate_limited(shared, retry_after);
+    }
+    if let Err(retry_after) = shared.token_limit.check(&caller.subject) {
+        return rate_limited(shared, retry_after);
+    }
+    let Some(body) = parsed else {
+        return json(StatusCode::BAD_REQUEST, Bytes::from_static(INVALID_JSON));
+    };
+    let Some(query) = body.query.filter(|q| !q.is_empty()) else {
+        return json(StatusCode::BAD_REQUEST, Bytes::from_static(NO_QUERY));
+    };
+    let Some(variables) = variables(body.variables) else {
+        return json(StatusCode::BAD_REQUEST, Bytes::from_static(BAD_VARIABLES));
+    };
+    let mut request =
+        async_graphql::Request::new(query).variables(async_graphql::Variables::from_json(variables));
+    if let Some(name) = body.operation_name {
+        request = request.operation_name(name);
+    }
+    let response = shared.graphql.execute(request, caller).await;
+    graphql_response(&response)
+}
+
+#[derive(Serialize)]
+struct ErrorsOnly<'a> {
+    errors: &'a [async_graphql::ServerError],
+}
+
+/// graphene-django's rule: errors without a path (parse or validation) make a 400 with only
+/// `errors`; resolver errors come back with 200 next to the (partial) data.
+fn graphql_response(response: &async_graphql::Response) -> Response<RespBody> {
+    let request_error = !response.errors.is_empty() && response.errors.iter().all(|e| e.path.is_empty());
+    let (status, encoded) = if request_error {
+        (StatusCode::BAD_REQUEST, serde_json::to_vec(&ErrorsOnly { errors: &response.errors }))
+    } else {
+        (StatusCode::OK, serde_json::to_vec(response))
+    };
+    match encoded {
+        Ok(bytes) => json(status, Bytes::from(bytes)),
+        Err(e) => {
+            let body = serde_json::json!({"errors": [{"message": e.to_string()}]});
+            json(StatusCode::INTERNAL_SERVER_ERROR, Bytes::from(body.to_string()))
+        }
+    }
+}
+
+fn rate_limited(shared: &Shared, retry_after: u64) -> Response<RespBody> {
+    Counters::bump(&shared.counters.rate_limited);
+    let response = json(StatusCode::TOO_MANY_REQUESTS, Bytes::from_static(RATE_LIMITED));
+    with_header(response, RETRY_AFTER, HeaderValue::from(retry_after))
+}
+
+fn bearer(header: &str) -> Option<&str> {
+    let (scheme, token) = header.trim().split_once(' ')?;
+    scheme.eq_ignore_ascii_case("bearer").then(|| token.trim()).filter(|t| !t.is_empty())
+}
+
+/// `None` when the body is not a JSON object (graphene answers "POST body sent invalid JSON.").
+fn parse(body: &[u8]) -> Option<GqlBody> {
+    let serde_json::Value::Object(mut members) = serde_json::from_slice(body).ok()? else {
+        return None;
+    };
+    let query = match members.remove("query") {
+        Some(serde_json::Value::String(query)) => Some(query),
+        _ => None,
+    };
+    let operation_name = match members.remove("operationName") {
+        Some(serde_json::Value::String(name)) => Some(name),
+        _ => None,
+    };
+    let variables = members.remove("variables").unwrap_or(serde_json::Value::Null);
+    Some(GqlBody { query, operation_name, variables })
+}
+
+/// Variables as a JSON object (or null); graphene also accepts them as a JSON text in a string.
+fn variables(value: serde_json::Value) -> Option<serde_json::Value> {
+    match value {
+        serde_json::Value::Null | serde_json::Value::Object(_) => Some(value),
+        serde_json::Value::String(text) => match serde_json::from_str(&text).ok()? {
+            parsed @ (serde_json::Value::Null | serde_json::Value::Object(_)) => Some(parsed),
+            _ => None,
+        },
+        _ => None,
+    }
+}

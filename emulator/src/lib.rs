@@ -1,0 +1,245 @@
+//! An in-process emulator of the Security Findings Management GraphQL API and of the identity
+//! provider (Cognito `InitiateAuth`) that turns API tokens into JWTs.
+//!
+//! One [`Emulator`] is a real HTTP/1.1 server on loopback with its own tokio runtime, so it serves
+//! clients of any runtime (or none) in the same process. Both sides share one port: the identity
+//! provider answers `POST /`, the API `POST /api/v1`.
+
+mod api;
+mod auth;
+pub mod caller;
+mod config;
+mod fault;
+pub mod graphql;
+mod http;
+mod idp;
+mod limits;
+mod stats;
+
+use std::net::{IpAddr, SocketAddr};
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::time::Duration;
+
+use tokio::sync::watch;
+
+pub use crate::caller::Caller;
+pub use crate::config::{EmulatorConfig, LimitScope, RateLimit};
+pub use crate::fault::{Fault, FaultTarget};
+pub use crate::stats::{LoggedRequest, Stats};
+
+use crate::auth::Auth;
+use crate::fault::FaultQueue;
+use crate::graphql::GraphqlService;
+use crate::limits::Limiter;
+use crate::stats::{Counters, RequestLog};
+
+/// Why an emulator could not start.
+#[derive(Debug, thiserror::Error)]
+pub enum EmulatorError {
+    #[error("cannot listen: {0}")]
+    Bind(#[source] std::io::Error),
+    #[error("cannot start the emulator's runtime: {0}")]
+    Runtime(#[source] std::io::Error),
+    #[error("cannot build the GraphQL schema: {0}")]
+    Schema(String),
+}
+
+/// Everything the connection tasks share.
+pub(crate) struct Shared {
+    graphql: GraphqlService,
+    auth: Auth,
+    global_limit: Limiter,
+    customer_limit: Limiter,
+    token_limit: Limiter,
+    idp_limit: Limiter,
+    api_faults: FaultQueue,
+    idp_faults: FaultQueue,
+    counters: Counters,
+    log: RequestLog,
+}
+
+/// A running emulator. Dropping it shuts it down.
+pub struct Emulator {
+    shared: Arc<Shared>,
+    addr: SocketAddr,
+    stop: watch::Sender<bool>,
+    runtime: Mutex<Option<tokio::runtime::Runtime>>,
+}
+
+/// Shutdown waits this long at most for the runtime's threads to finish.
+const SHUTDOWN_GRACE: Duration = Duration::from_secs(2);
+
+const LISTEN_BACKLOG: u32 = 1024;
+
+impl Emulator {
+    /// Builds the store, starts the runtime and binds; the server accepts connections as soon as
+    /// this returns.
+    pub fn start(config: EmulatorConfig) -> Result<Emulator, EmulatorError> {
+        let graphql = GraphqlService::new(config.findings, config.seed).map_err(EmulatorError::Schema)?;
+        let shared = Arc::new(Shared {
+            graphql,
+            auth: Auth::new(config.jwt_lifetime),
+            global_limit: Limiter::new(config.global_limit),
+            customer_limit: Limiter::new(config.customer_limit),
+            token_limit: Limiter::new(config.token_limit),
+            idp_limit: Limiter::new(config.idp_limit),
+            api_faults: FaultQueue::default(),
+            idp_faults: FaultQueue::default(),
+            counters: Counters::default(),
+            log: RequestLog::default(),
+        });
+        let runtime = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(config.worker_threads.max(1))
+            .thread_name("secfindings-emulator")
+            .enable_all()
+            .build()
+            .map_err(EmulatorError::Runtime)?;
+        let listener = {
+            // Registering the socket with the reactor needs the runtime's context.
+            let _context = runtime.enter();
+            bind(SocketAddr::new(config.host, config.port)).map_err(EmulatorError::Bind)?
+        };
+        let addr = listener.local_addr().map_err(EmulatorError::Bind)?;
+        let (stop, stopped) = watch::channel(false);
+        runtime.spawn(http::accept_loop(listener, shared.clone(), stopped));
+        Ok(Emulator { shared, addr, stop, runtime: Mutex::new(Some(runtime)) })
+    }
+
+    /// The API's base URL, `http://HOST:PORT/api/v1`.
+    pub fn base_url(&self) -> String {
+        format!("http://{}/api/v1", self.authority())
+    }
+
+    /// The identity provider's endpoint, `http://HOST:PORT/`.
+    pub fn auth_url(&self) -> String {
+        format!("http://{}/", self.authority())
+    }
+
+    pub fn port(&self) -> u16 {
+        self.addr.port()
+    }
+
+    fn authority(&self) -> String {
+        match self.addr.ip() {
+            IpAddr::V4(ip) => format!("{ip}:{}", self.addr.port()),
+            IpAddr::V6(ip) => format!("[{ip}]:{}", self.addr.port()),
+        }
+    }
+
+    /// A new API token for `customer`: base64 (standard, padded) of the `InitiateAuth` body that
+    /// exchanges it, like the tokens the real service hands out.
+    pub fn create_api_token(&self, customer: &str, name: &str) -> String {
+        self.shared.auth.create_api_token(customer, name)
+    }
+
+    /// Revokes an API token: its exchanges and every JWT issued from it are refused from now on.
+    /// Returns false when the token is unknown to this emulator or was already revoked.
+    pub fn revoke_api_token(&self, api_token: &str) -> bool {
+        self.shared.auth.revoke_api_token(api_token)
+    }
+
+    /// A valid access JWT for `customer` / `name` without a token exchange. `Duration::ZERO`
+    /// yields a JWT that is already expired.
+    pub fn issue_jwt(&self, customer: &str, name: &str, lifetime: Duration) -> String {
+        self.shared.auth.issue_jwt(customer, name, lifetime)
+    }
+
+    /// Every JWT issued so far is refused (401) from now on; new exchanges still work.
+    pub fn expire_jwts(&self) {
+        self.shared.auth.expire_all();
+    }
+
+    /// Lifetime of JWTs issued by later exchanges.
+    pub fn set_jwt_lifetime(&self, lifetime: Duration) {
+        self.shared.auth.set_lifetime(lifetime);
+    }
+
+    /// Replaces one scope's limit (`None` lifts it); the scope's windows start afresh.
+    pub fn set_rate_limit(&self, scope: LimitScope, limit: Option<RateLimit>) {
+        let limiter = match scope {
+            LimitScope::Global => &self.shared.global_limit,
+            LimitScope::Customer => &self.shared.customer_limit,
+            LimitScope::Token => &self.shared.token_limit,
+            LimitScope::Idp => &self.shared.idp_limit,
+        };
+        limiter.set(limit);
+    }
+
+    /// The next `count` requests to `target` get `fault`, after any faults injected earlier.
+    pub fn inject(&self, target: FaultTarget, fault: Fault, count: u32) {
+        match target {
+            FaultTarget::Api => self.shared.api_faults.push(fault, count),
+            FaultTarget::Idp => self.shared.idp_faults.push(fault, count),
+        }
+    }
+
+    pub fn clear_faults(&self) {
+        self.shared.api_faults.clear();
+        self.shared.idp_faults.clear();
+    }
+
+    pub fn stats(&self) -> Stats {
+        self.shared.counters.snapshot()
+    }
+
+    pub fn reset_stats(&self) {
+        self.shared.counters.reset();
+    }
+
+    /// The last (up to 10 000) API requests whose body was a JSON object, oldest first.
+    pub fn request_log(&self) -> Vec<LoggedRequest> {
+        self.shared.log.snapshot()
+    }
+
+    pub fn clear_request_log(&self) {
+        self.shared.log.clear();
+    }
+
+    /// The GraphQL schema in SDL.
+    pub fn sdl(&self) -> String {
+        self.shared.graphql.sdl()
+    }
+
+    /// Stops accepting and stops the runtime. Idempotent; also done on drop.
+    pub fn shutdown(&self) {
+        let _ = self.stop.send(true);
+        let Some(runtime) = lock(&self.runtime).take() else {
+            return;
+        };
+        // Blocking to wait for the workers is forbidden inside an async context (tokio panics);
+        // there the runtime is let go in the background.
+        if tokio::runtime::Handle::try_current().is_ok() {
+            runtime.shutdown_background();
+        } else {
+            runtime.shutdown_timeout(SHUTDOWN_GRACE);
+        }
+    }
+}
+
+impl Drop for Emulator {
+    fn drop(&mut self) {
+        self.shutdown();
+    }
+}
+
+impl std::fmt::Debug for Emulator {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Emulator").field("addr", &self.addr).finish_non_exhaustive()
+    }
+}
+
+fn bind(addr: SocketAddr) -> std::io::Result<tokio::net::TcpListener> {
+    let socket = match addr {
+        SocketAddr::V4(_) => tokio::net::TcpSocket::new_v4()?,
+        SocketAddr::V6(_) => tokio::net::TcpSocket::new_v6()?,
+    };
+    // Lets a fixed port be reused at once after a previous emulator on it stopped.
+    socket.set_reuseaddr(true)?;
+    socket.bind(addr)?;
+    socket.listen(LISTEN_BACKLOG)
+}
+
+/// Locks, ignoring poisoning: every critical section leaves its data consistent.
+pub(crate) fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
+    mutex.lock().unwrap_or_else(PoisonError::into_inner)
+}
