@@ -197,3 +197,43 @@ fn variables(value: serde_json::Value) -> Option<serde_json::Value> {
         _ => None,
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use async_graphql::{PathSegment, ServerError, Value};
+
+    fn body_json(response: &Response<RespBody>) -> serde_json::Value {
+        serde_json::from_slice(response.body().bytes().unwrap()).unwrap()
+    }
+
+    #[test]
+    fn resolver_errors_keep_data_and_status_200() {
+        let mut error = ServerError::new("boom", None);
+        error.path = vec![PathSegment::Field("ping".to_owned())];
+        let mut response =
+            async_graphql::Response::new(Value::from_json(serde_json::json!({"ping": null})).unwrap());
+        response.errors = vec![error];
+        let http = graphql_response(&response);
+        assert_eq!(http.status(), StatusCode::OK);
+        let body = body_json(&http);
+        assert_eq!(body["data"], serde_json::json!({"ping": null}));
+        assert_eq!(body["errors"][0]["path"], serde_json::json!(["ping"]));
+    }
+
+    #[test]
+    fn pathless_errors_are_400_without_data() {
+        let response = async_graphql::Response::from_errors(vec![ServerError::new("bad", None)]);
+        let http = graphql_response(&response);
+        assert_eq!(http.status(), StatusCode::BAD_REQUEST);
+        assert_eq!(body_json(&http), serde_json::json!({"errors": [{"message": "bad"}]}));
+    }
+
+    #[test]
+    fn bearer_scheme() {
+        assert_eq!(bearer("Bearer abc"), Some("abc"));
+        assert_eq!(bearer("bearer  abc "), Some("abc"));
+        assert_eq!(bearer("Basic abc"), None);
+        assert_eq!(bearer("Bearer"), None);
+    }
+}

@@ -188,6 +188,14 @@ impl RespBody {
     pub fn full(bytes: Bytes) -> Self {
         Self { kind: Kind::Full(Some(bytes)) }
     }
+
+    #[cfg(test)]
+    pub fn bytes(&self) -> Option<&Bytes> {
+        match &self.kind {
+            Kind::Full(bytes) => bytes.as_ref(),
+            Kind::Truncated { part, .. } => part.as_ref(),
+        }
+    }
 }
 
 impl Body for RespBody {
