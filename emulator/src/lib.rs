@@ -4,6 +4,11 @@
 //! One [`Emulator`] is a real HTTP/1.1 server on loopback with its own tokio runtime, so it serves
 //! clients of any runtime (or none) in the same process. Both sides share one port: the identity
 //! provider answers `POST /`, the API `POST /api/v1`.
+//!
+//! An API request goes through, in this order: an injected fault, the global rate limit (which
+//! also counts unidentified requests), the method (405 unless POST), the bearer JWT (401), the
+//! customer and token limits (429 with `Retry-After`), the body checks (400 with graphene's
+//! messages), and GraphQL execution (400 with only `errors` when no error has a `path`, else 200).
 
 mod api;
 mod auth;
