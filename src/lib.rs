@@ -1,3 +1,24 @@
 //! secfindings: the Rust core of the Python client for the Security Findings Management API.
+//!
+//! `core` knows nothing of Python; `py` is the PyO3 glue and the `_native` module below.
 
 pub mod core;
+
+#[cfg(feature = "python")]
+mod py;
+
+#[cfg(feature = "python")]
+#[pyo3::pymodule]
+fn _native(m: &pyo3::Bound<'_, pyo3::types::PyModule>) -> pyo3::PyResult<()> {
+    use pyo3::prelude::*;
+    py::init_logging();
+    py::runtime::init_async_runtime().map_err(py::errors::to_py)?;
+    m.add("__version__", env!("CARGO_PKG_VERSION"))?;
+    m.add_class::<py::client::NativeClient>()?;
+    m.add_class::<py::paging::NativePages>()?;
+    #[cfg(feature = "emulator")]
+    m.add_class::<py::emulator::NativeEmulator>()?;
+    m.add_function(wrap_pyfunction!(py::client::prepare_request, m)?)?;
+    m.add_function(wrap_pyfunction!(py::reset_log_cache, m)?)?;
+    Ok(())
+}

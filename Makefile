@@ -1,0 +1,35 @@
+.PHONY: help dev test lint demo bench emulator fmt clean
+
+help:  ## list the targets
+	@grep -E '^[a-z]+:.*##' Makefile | sed 's/:.*## /\t/'
+
+dev:  ## build the extension into .venv (editable) with the test extras
+	bash -c 'source scripts/_venv.sh && install_package "[test]"'
+
+test:  ## everything: Rust tests, fmt, clippy, ruff, mypy, stubtest, pytest
+	bash scripts/test.sh
+
+lint:  ## formatting and static checks only
+	cargo fmt --all -- --check
+	cargo clippy --workspace --all-targets -- -D warnings
+	.venv/bin/python -m ruff check python tests examples benches
+	.venv/bin/python -m mypy
+	.venv/bin/python -m mypy.stubtest secfindings._native --allowlist tests/stubtest-allowlist.txt
+
+fmt:  ## format Rust and Python
+	cargo fmt --all
+	.venv/bin/python -m ruff format python tests examples benches
+	.venv/bin/python -m ruff check --fix python tests examples benches
+
+demo:  ## install and run examples/quickstart.py (emulator unless credentials are set)
+	bash scripts/demo.sh
+
+bench:  ## benchmarks against httpx, requests, gql, aiohttp (see benches/)
+	bash scripts/bench.sh
+
+emulator:  ## run the emulator standalone on port 8080
+	.venv/bin/python -m secfindings.emulator --port 8080
+
+clean:
+	cargo clean
+	rm -rf .venv python/secfindings/*.so

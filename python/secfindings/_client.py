@@ -1,0 +1,168 @@
+"""The sync and async clients. Both wrap the same native client; every rule (token exchange,
+refresh, retries, paging) lives once, in the Rust core."""
+
+from __future__ import annotations
+
+from types import TracebackType
+from typing import Any
+
+from secfindings import _logging
+from secfindings._native import NativeClient
+from secfindings._paging import AsyncPaginator, Paginator
+
+__all__ = ["AsyncClient", "Client"]
+
+
+class _Base:
+    _native: NativeClient
+
+    def __init__(
+        self,
+        api_token: str | None = None,
+        *,
+        base_url: str | None = None,
+        region: str | None = None,
+        auth_url: str | None = None,
+        jwt: str | None = None,
+        timeout: float = 60.0,
+        max_retries: int = 3,
+        max_retry_wait: float = 120.0,
+        proxy: str | None = None,
+        ca_bundle: str | None = None,
+        refresh_advisory: float = 120.0,
+        refresh_mandatory: float = 30.0,
+    ) -> None:
+        _logging.sync_levels()
+        self._native = NativeClient(
+            api_token,
+            base_url=base_url,
+            region=region,
+            auth_url=auth_url,
+            jwt=jwt,
+            timeout=timeout,
+            max_retries=max_retries,
+            max_retry_wait=max_retry_wait,
+            proxy=proxy,
+            ca_bundle=ca_bundle,
+            refresh_advisory=refresh_advisory,
+            refresh_mandatory=refresh_mandatory,
+        )
+
+    @property
+    def base_url(self) -> str:
+        """The API root this client calls (ends in ``/api/v1``)."""
+        return self._native.base_url
+
+    @property
+    def region(self) -> str:
+        """The deployment region (it chooses the identity provider's endpoint)."""
+        return self._native.region
+
+    @property
+    def closed(self) -> bool:
+        return self._native.closed
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}(base_url={self.base_url!r}, region={self.region!r})"
+
+
+class Client(_Base):
+    """Synchronous client. Safe to share across threads; never touches asyncio (works in Jupyter).
+
+    ``api_token`` defaults to ``$SECFINDINGS_API_TOKEN`` and ``base_url`` to
+    ``$SECFINDINGS_BASE_URL``; see the README for every setting.
+    """
+
+    def execute(
+        self,
+        query: str,
+        variables: dict[str, Any] | None = None,
+        operation_name: str | None = None,
+    ) -> dict[str, Any]:
+        """Run one GraphQL operation and return its ``data``.
+
+        Raises :class:`~secfindings.GraphQLError` (with ``.errors`` and the partial ``.data``)
+        when the response carries errors.
+        """
+        result: dict[str, Any] = self._native.execute(query, variables, operation_name)
+        return result
+
+    def paginate(
+        self,
+        query: str,
+        variables: dict[str, Any] | None = None,
+        path: str | None = None,
+        page_size: int = 100,
+        limit: int | None = None,
+        operation_name: str | None = None,
+    ) -> Paginator[dict[str, Any]]:
+        """Walk any Relay connection lazily.
+
+        The query declares ``$first: Int`` and ``$after: String`` and passes them to the
+        connection; ``path`` is the dotted path to the connection in ``data`` (default: the only
+        top-level field). Every other variable is sent with every page.
+        """
+        pages = self._native.paginate(query, variables, operation_name, path, page_size, limit)
+        return Paginator(pages)
+
+    def close(self) -> None:
+        """Stop the client; later calls raise ClientClosedError."""
+        self._native.close()
+
+    def __enter__(self) -> Client:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.close()
+
+
+class AsyncClient(_Base):
+    """Asyncio client with the methods of :class:`Client`, awaited. Safe to share across tasks;
+    cancelling a task cancels its request."""
+
+    async def execute(
+        self,
+        query: str,
+        variables: dict[str, Any] | None = None,
+        operation_name: str | None = None,
+    ) -> dict[str, Any]:
+        """Run one GraphQL operation and return its ``data`` (see :meth:`Client.execute`)."""
+        result: dict[str, Any] = await self._native.execute_async(query, variables, operation_name)
+        return result
+
+    def paginate(
+        self,
+        query: str,
+        variables: dict[str, Any] | None = None,
+        path: str | None = None,
+        page_size: int = 100,
+        limit: int | None = None,
+        operation_name: str | None = None,
+    ) -> AsyncPaginator[dict[str, Any]]:
+        """Walk any Relay connection lazily with ``async for`` (see :meth:`Client.paginate`)."""
+        pages = self._native.paginate(query, variables, operation_name, path, page_size, limit)
+        return AsyncPaginator(pages)
+
+    async def aclose(self) -> None:
+        """Stop the client; later calls raise ClientClosedError."""
+        self._native.close()
+
+    def close(self) -> None:
+        """Synchronous close, for places where no event loop runs (fixtures, atexit)."""
+        self._native.close()
+
+    async def __aenter__(self) -> AsyncClient:
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        await self.aclose()

@@ -1,0 +1,183 @@
+"""The offline emulator of the API and its identity provider, for tests, notebooks and demos.
+
+    from secfindings.testing import Emulator
+
+    with Emulator(findings=5_000, seed=7) as emu:
+        client = emu.client()                  # a Client with a fresh API token
+        print(client.execute("{ finding(id: 1) { title } }"))
+
+The emulator is a real HTTP server on 127.0.0.1 (a free port), running in this process on its
+own threads. It speaks the identity provider's InitiateAuth protocol at ``auth_url`` and serves
+the whole API at ``base_url`` from seeded, deterministic data (same seed, same data).
+"""
+
+from __future__ import annotations
+
+from types import TracebackType
+from typing import Any, Literal
+
+from secfindings._client import AsyncClient, Client
+from secfindings._native import NativeEmulator
+
+__all__ = ["Emulator"]
+
+RateLimitSpec = tuple[int, float]
+"""(requests, window in seconds)."""
+
+
+class Emulator:
+    """An in-process emulator; stop it with :meth:`close` or a ``with`` block.
+
+    Args:
+        findings: how many findings to seed.
+        seed: the seed of the generated data.
+        port: 0 picks a free port.
+        jwt_lifetime: seconds a JWT from the identity provider lives (``ExpiresIn``).
+        global_limit, customer_limit, token_limit: API rate limits as (requests, window seconds);
+            None means unlimited. A breach answers 429 with ``Retry-After``.
+        idp_limit: the identity provider's limit (TooManyRequestsException when breached).
+    """
+
+    def __init__(
+        self,
+        findings: int = 5_000,
+        seed: int = 7,
+        *,
+        port: int = 0,
+        host: str = "127.0.0.1",
+        jwt_lifetime: float = 3600.0,
+        global_limit: RateLimitSpec | None = None,
+        customer_limit: RateLimitSpec | None = None,
+        token_limit: RateLimitSpec | None = None,
+        idp_limit: RateLimitSpec | None = None,
+    ) -> None:
+        self._native = NativeEmulator(
+            findings=findings,
+            seed=seed,
+            port=port,
+            host=host,
+            jwt_lifetime=jwt_lifetime,
+            global_limit=global_limit,
+            customer_limit=customer_limit,
+            token_limit=token_limit,
+            idp_limit=idp_limit,
+        )
+        self.findings = findings
+        self.seed = seed
+
+    @property
+    def base_url(self) -> str:
+        """``http://127.0.0.1:PORT/api/v1``."""
+        return self._native.base_url
+
+    @property
+    def auth_url(self) -> str:
+        """The identity provider's endpoint (``http://127.0.0.1:PORT/``)."""
+        return self._native.auth_url
+
+    @property
+    def port(self) -> int:
+        return self._native.port
+
+    def create_api_token(self, customer: str = "acme", name: str = "default") -> str:
+        """A new API token: base64 of an InitiateAuth request body, like the real ones."""
+        return self._native.create_api_token(customer, name)
+
+    def revoke_api_token(self, api_token: str) -> bool:
+        """Revoke a token: its exchanges and the JWTs it produced stop working."""
+        return self._native.revoke_api_token(api_token)
+
+    def issue_jwt(self, customer: str = "acme", name: str = "default", lifetime: float = 3600.0) -> str:
+        """A JWT without an exchange (for clients given ``jwt=``)."""
+        return self._native.issue_jwt(customer, name, lifetime)
+
+    def expire_jwts(self) -> None:
+        """Make every JWT issued so far answer 401 (clients must refresh)."""
+        self._native.expire_jwts()
+
+    def set_jwt_lifetime(self, seconds: float) -> None:
+        self._native.set_jwt_lifetime(seconds)
+
+    def set_rate_limit(
+        self, scope: Literal["global", "customer", "token", "idp"], limit: RateLimitSpec | None
+    ) -> None:
+        """Change one rate limit: (requests, window seconds), or None to lift it."""
+        self._native.set_rate_limit(scope, limit)
+
+    def inject(
+        self,
+        kind: Literal["status", "reset", "truncated", "delay", "rate_limit", "idp_error", "challenge"],
+        count: int = 1,
+        *,
+        target: Literal["api", "idp"] = "api",
+        status: int | None = None,
+        retry_after: int | None = None,
+        delay: float | None = None,
+        error_type: str | None = None,
+        message: str | None = None,
+    ) -> None:
+        """Make the next ``count`` requests to ``target`` fail: ``status`` (502 with an HTML body,
+        503, 504), ``reset`` (connection dropped), ``truncated`` (body cut short), ``delay``
+        (seconds), ``rate_limit`` (429 with ``retry_after``), ``idp_error`` (``error_type``,
+        ``message``) or ``challenge`` (an InitiateAuth challenge named by ``error_type``)."""
+        self._native.inject(
+            kind,
+            count,
+            target=target,
+            status=status,
+            retry_after=retry_after,
+            delay=delay,
+            error_type=error_type,
+            message=message,
+        )
+
+    def clear_faults(self) -> None:
+        self._native.clear_faults()
+
+    def stats(self) -> dict[str, int]:
+        """Counters: api_requests, idp_requests, token_exchanges, rate_limited, unauthorized."""
+        return self._native.stats()
+
+    def reset_stats(self) -> None:
+        self._native.reset_stats()
+
+    def request_log(self) -> list[dict[str, Any]]:
+        """The API requests received (operation_name, query, variables, status), oldest first."""
+        return self._native.request_log()
+
+    def clear_request_log(self) -> None:
+        self._native.clear_request_log()
+
+    def sdl(self) -> str:
+        """The emulated schema in GraphQL SDL."""
+        return self._native.sdl()
+
+    def client(self, *, customer: str = "acme", name: str = "default", **kwargs: Any) -> Client:
+        """A :class:`~secfindings.Client` for this emulator with a new API token."""
+        return Client(
+            self.create_api_token(customer, name), base_url=self.base_url, auth_url=self.auth_url, **kwargs
+        )
+
+    def async_client(self, *, customer: str = "acme", name: str = "default", **kwargs: Any) -> AsyncClient:
+        """An :class:`~secfindings.AsyncClient` for this emulator with a new API token."""
+        return AsyncClient(
+            self.create_api_token(customer, name), base_url=self.base_url, auth_url=self.auth_url, **kwargs
+        )
+
+    def close(self) -> None:
+        """Stop the server (idempotent)."""
+        self._native.shutdown()
+
+    def __enter__(self) -> Emulator:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        return f"Emulator(base_url={self.base_url!r}, findings={self.findings}, seed={self.seed})"

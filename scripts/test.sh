@@ -1,0 +1,31 @@
+#!/usr/bin/env bash
+# Runs every check and test: Rust (core without PyO3, emulator), formatting, clippy, ruff, mypy,
+# stubtest, and the Python suite against the emulator over real HTTP. No test touches the internet.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+source scripts/_venv.sh
+step() { printf '\n== %s\n' "$*"; }
+
+step "build and install the package with test extras"
+install_package "[test]"
+
+step "rustfmt"
+cargo fmt --all -- --check
+
+step "cargo test: core (no PyO3) and emulator"
+cargo test --no-default-features --lib --quiet
+cargo test -p secfindings-emulator --quiet
+
+step "clippy"
+cargo clippy --workspace --all-targets --quiet -- -D warnings
+
+step "ruff"
+"$PY" -m ruff check python tests examples benches
+"$PY" -m ruff format --check python tests examples benches
+
+step "mypy and stubtest"
+"$PY" -m mypy
+"$PY" -m mypy.stubtest secfindings._native --allowlist tests/stubtest-allowlist.txt
+
+step "pytest"
+"$PY" -m pytest -q "$@"

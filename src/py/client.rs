@@ -1,0 +1,199 @@
+//! The native client both Python classes wrap: `Client` blocks on the core future with the GIL
+//! released, `AsyncClient` awaits the same future through asyncio. Nothing is decided here.
+
+use pyo3::prelude::*;
+use pyo3::types::PyDict;
+
+use crate::core::config::SettingsInput;
+use crate::core::paging::PageSpec;
+use crate::core::{CoreClient, Error};
+use crate::py::convert::to_py;
+use crate::py::errors::to_py as err;
+use crate::py::paging::NativePages;
+use crate::py::runtime::{async_usable, block_on, runtime};
+
+#[pyclass(frozen, module = "secfindings._native")]
+pub struct NativeClient {
+    core: CoreClient,
+    pid: u32,
+}
+
+impl NativeClient {
+    fn check(&self) -> PyResult<&CoreClient> {
+        if self.pid != std::process::id() {
+            return Err(err(Error::Closed(
+                "this client was created in another process (before fork()); create a new client in this process"
+                    .into(),
+            )));
+        }
+        if self.core.is_closed() {
+            return Err(err(Error::Closed("the client is closed".into())));
+        }
+        Ok(&self.core)
+    }
+}
+
+#[pymethods]
+impl NativeClient {
+    #[new]
+    #[pyo3(signature = (
+        api_token=None, *, base_url=None, region=None, auth_url=None, jwt=None, timeout=None,
+        max_retries=None, max_retry_wait=None, proxy=None, ca_bundle=None,
+        refresh_advisory=None, refresh_mandatory=None
+    ))]
+    #[allow(clippy::too_many_arguments)]
+    fn new(
+        api_token: Option<String>,
+        base_url: Option<String>,
+        region: Option<String>,
+        auth_url: Option<String>,
+        jwt: Option<String>,
+        timeout: Option<f64>,
+        max_retries: Option<i64>,
+        max_retry_wait: Option<f64>,
+        proxy: Option<String>,
+        ca_bundle: Option<String>,
+        refresh_advisory: Option<f64>,
+        refresh_mandatory: Option<f64>,
+    ) -> PyResult<Self> {
+        let input = SettingsInput {
+            api_token,
+            jwt,
+            base_url,
+            region,
+            auth_url,
+            timeout,
+            max_retries,
+            max_retry_wait,
+            proxy,
+            ca_bundle,
+            refresh_advisory,
+            refresh_mandatory,
+        };
+        let rt = runtime().map_err(err)?;
+        // reqwest's connector belongs to the runtime it is built in.
+        let _entered = rt.enter();
+        let core = CoreClient::new(input).map_err(err)?;
+        Ok(Self { core, pid: std::process::id() })
+    }
+
+    #[getter]
+    fn base_url(&self) -> String {
+        self.core.settings().base_url.to_string()
+    }
+
+    #[getter]
+    fn auth_url(&self) -> String {
+        self.core.settings().auth_url.to_string()
+    }
+
+    #[getter]
+    fn region(&self) -> String {
+        self.core.settings().region.clone()
+    }
+
+    #[getter]
+    fn closed(&self) -> bool {
+        self.core.is_closed()
+    }
+
+    /// Token exchanges this client made.
+    #[getter]
+    fn exchanges(&self) -> u64 {
+        self.core.exchanges()
+    }
+
+    fn close(&self) {
+        self.core.close();
+    }
+
+    #[pyo3(signature = (query, variables=None, operation_name=None))]
+    fn execute(
+        &self,
+        py: Python<'_>,
+        query: String,
+        variables: Option<Bound<'_, PyAny>>,
+        operation_name: Option<String>,
+    ) -> PyResult<Py<PyAny>> {
+        let core = self.check()?.clone();
+        let vars = crate::py::convert::variables(variables.as_ref())?;
+        let out = block_on(py, async move { core.execute(&query, vars.as_ref(), operation_name.as_deref()).await })?;
+        let value = out.map_err(err)?;
+        Ok(to_py(py, &value)?.unbind())
+    }
+
+    #[pyo3(signature = (query, variables=None, operation_name=None))]
+    fn execute_async<'py>(
+        &self,
+        py: Python<'py>,
+        query: String,
+        variables: Option<Bound<'py, PyAny>>,
+        operation_name: Option<String>,
+    ) -> PyResult<Bound<'py, PyAny>> {
+        if !async_usable() {
+            return Err(err(Error::Closed(
+                "async calls are not available in a process forked after the first call; use Client here".into(),
+            )));
+        }
+        let core = self.check()?.clone();
+        let vars = crate::py::convert::variables(variables.as_ref())?;
+        pyo3_async_runtimes::tokio::future_into_py(py, async move {
+            let value = core.execute(&query, vars.as_ref(), operation_name.as_deref()).await.map_err(err)?;
+            Python::attach(|py| to_py(py, &value).map(Bound::unbind))
+        })
+    }
+
+    #[pyo3(signature = (query, variables=None, operation_name=None, path=None, page_size=100, limit=None))]
+    fn paginate(
+        &self,
+        query: String,
+        variables: Option<Bound<'_, PyAny>>,
+        operation_name: Option<String>,
+        path: Option<String>,
+        page_size: i64,
+        limit: Option<i64>,
+    ) -> PyResult<NativePages> {
+        let core = self.check()?.clone();
+        let vars = crate::py::convert::variables(variables.as_ref())?.unwrap_or_default();
+        let page_size = u32::try_from(page_size).map_err(|_| {
+            err(Error::Validation(format!("page_size must be between 1 and 100, got {page_size}")))
+        })?;
+        let limit = match limit {
+            None => None,
+            Some(l) => Some(
+                u64::try_from(l).map_err(|_| err(Error::Validation(format!("limit must be >= 0, got {l}"))))?,
+            ),
+        };
+        let spec = PageSpec { query, variables: vars, operation_name, path, page_size, limit };
+        let stream = core.paginate(spec).map_err(err)?;
+        Ok(NativePages::new(stream))
+    }
+
+    fn __repr__(&self) -> String {
+        format!("NativeClient(base_url={:?}, region={:?})", self.base_url(), self.region())
+    }
+}
+
+/// Checks and converts variables without sending anything (used by typed operations' tests).
+#[pyfunction]
+#[pyo3(signature = (query, variables=None, operation_name=None))]
+pub fn prepare_request(
+    py: Python<'_>,
+    query: &str,
+    variables: Option<Bound<'_, PyAny>>,
+    operation_name: Option<&str>,
+) -> PyResult<Py<PyDict>> {
+    let vars = crate::py::convert::variables(variables.as_ref())?;
+    let req = crate::core::graphql::prepare(query, vars.as_ref(), operation_name).map_err(err)?;
+    let body: serde_json::Value = serde_json::from_slice(&req.body)
+        .map_err(|e| err(Error::Validation(format!("request could not be encoded: {e}"))))?;
+    let d = PyDict::new(py);
+    if let serde_json::Value::Object(m) = body {
+        for (k, v) in &m {
+            d.set_item(k, to_py(py, v)?)?;
+        }
+    }
+    d.set_item("kind", format!("{:?}", req.operation.kind).to_lowercase())?;
+    Ok(d.unbind())
+}
+

@@ -1,0 +1,128 @@
+//! JSON values <-> Python objects, directly, without an intermediate text form.
+
+use pyo3::exceptions::PyTypeError;
+use pyo3::prelude::*;
+use pyo3::types::{PyBool, PyDict, PyFloat, PyInt, PyList, PyString, PyTuple};
+use serde_json::{Map, Number, Value};
+
+use crate::core::Error;
+
+/// Builds Python objects for a JSON value: dict, list, str, int, float, bool, None.
+pub fn to_py<'py>(py: Python<'py>, v: &Value) -> PyResult<Bound<'py, PyAny>> {
+    Ok(match v {
+        Value::Null => py.None().into_bound(py),
+        Value::Bool(b) => PyBool::new(py, *b).to_owned().into_any(),
+        Value::Number(n) => number(py, n)?,
+        Value::String(s) => PyString::new(py, s).into_any(),
+        Value::Array(items) => {
+            let list = PyList::empty(py);
+            for item in items {
+                list.append(to_py(py, item)?)?;
+            }
+            list.into_any()
+        }
+        Value::Object(map) => dict(py, map)?.into_any(),
+    })
+}
+
+pub fn dict<'py>(py: Python<'py>, map: &Map<String, Value>) -> PyResult<Bound<'py, PyDict>> {
+    let d = PyDict::new(py);
+    for (k, v) in map {
+        d.set_item(PyString::new(py, k), to_py(py, v)?)?;
+    }
+    Ok(d)
+}
+
+fn number<'py>(py: Python<'py>, n: &Number) -> PyResult<Bound<'py, PyAny>> {
+    if let Some(i) = n.as_i64() {
+        Ok(i.into_pyobject(py)?.into_any())
+    } else if let Some(u) = n.as_u64() {
+        Ok(u.into_pyobject(py)?.into_any())
+    } else {
+        Ok(PyFloat::new(py, n.as_f64().unwrap_or(f64::NAN)).into_any())
+    }
+}
+
+fn invalid(path: &str, what: &str) -> Error {
+    let at = if path.is_empty() { "value".to_string() } else { path.to_string() };
+    Error::Validation(format!("{at} {what}"))
+}
+
+/// Converts Python values to JSON, refusing what JSON or GraphQL cannot carry (NaN, infinities,
+/// ints beyond 64 bits, bytes, arbitrary objects) instead of changing it silently.
+pub fn from_py(obj: &Bound<'_, PyAny>, path: &str) -> Result<Value, Error> {
+    if obj.is_none() {
+        return Ok(Value::Null);
+    }
+    if let Ok(b) = obj.cast::<PyBool>() {
+        return Ok(Value::Bool(b.is_true()));
+    }
+    if obj.is_instance_of::<PyInt>() {
+        if let Ok(i) = obj.extract::<i64>() {
+            return Ok(Value::from(i));
+        }
+        if let Ok(u) = obj.extract::<u64>() {
+            return Ok(Value::from(u));
+        }
+        return Err(invalid(path, "is an int too large to encode"));
+    }
+    if let Ok(f) = obj.cast::<PyFloat>() {
+        let x = f.value();
+        return Number::from_f64(x).map(Value::Number).ok_or_else(|| invalid(path, &format!("is {x}, which JSON cannot carry")));
+    }
+    if let Ok(s) = obj.cast::<PyString>() {
+        return s.to_str().map(|s| Value::String(s.to_string())).map_err(|_| invalid(path, "is not valid UTF-8 text"));
+    }
+    if let Ok(d) = obj.cast::<PyDict>() {
+        return from_dict(d, path).map(Value::Object);
+    }
+    if obj.is_instance_of::<PyList>() || obj.is_instance_of::<PyTuple>() {
+        let mut out = Vec::new();
+        for (i, item) in obj.try_iter().map_err(|_| invalid(path, "cannot be iterated"))?.enumerate() {
+            let item = item.map_err(|_| invalid(path, "cannot be iterated"))?;
+            out.push(from_py(&item, &format!("{path}[{i}]"))?);
+        }
+        return Ok(Value::Array(out));
+    }
+    // Dates, datetimes, enums and models: their JSON form by their own protocol.
+    let type_name = obj.get_type().name().map(|n| n.to_string()).unwrap_or_else(|_| "?".into());
+    if let Ok(iso) = obj.call_method0("isoformat") {
+        if let Ok(s) = iso.extract::<String>() {
+            return Ok(Value::String(s));
+        }
+    }
+    if obj.hasattr("value").unwrap_or(false) && obj.get_type().hasattr("__members__").unwrap_or(false) {
+        if let Ok(v) = obj.getattr("value") {
+            return from_py(&v, path);
+        }
+    }
+    if let Ok(d) = obj.call_method0("to_dict") {
+        return from_py(&d, path);
+    }
+    Err(invalid(path, &format!("has type {type_name}, which cannot be encoded as JSON")))
+}
+
+/// Converts a variables mapping; keys must be strings.
+pub fn from_dict(d: &Bound<'_, PyDict>, path: &str) -> Result<Map<String, Value>, Error> {
+    let mut map = Map::with_capacity(d.len());
+    for (k, v) in d.iter() {
+        let key: String = k
+            .extract()
+            .map_err(|_| invalid(path, "has a key that is not a str"))?;
+        let child = if path.is_empty() { key.clone() } else { format!("{path}.{key}") };
+        map.insert(key, from_py(&v, &child)?);
+    }
+    Ok(map)
+}
+
+/// Reads an optional `variables=` argument: None or a mapping.
+pub fn variables(obj: Option<&Bound<'_, PyAny>>) -> PyResult<Option<Map<String, Value>>> {
+    match obj {
+        None => Ok(None),
+        Some(o) if o.is_none() => Ok(None),
+        Some(o) => match o.cast::<PyDict>() {
+            Ok(d) => from_dict(d, "variables").map(Some).map_err(crate::py::errors::to_py),
+            Err(_) => Err(PyTypeError::new_err("variables must be a dict or None")),
+        },
+    }
+}

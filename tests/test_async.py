@@ -1,0 +1,48 @@
+"""AsyncClient: same behaviour as Client, awaited; cancellation cancels the request."""
+
+import asyncio
+import time
+
+import pytest
+from tests.conftest import FINDING_QUERY
+
+from secfindings import GraphQLError, ValidationError
+
+pytestmark = pytest.mark.asyncio
+
+
+async def test_execute(async_client):
+    data = await async_client.execute(FINDING_QUERY, {"id": 5})
+    assert data["finding"]["id_int"] == 5
+
+
+async def test_errors_are_the_same(async_client):
+    with pytest.raises(GraphQLError):
+        await async_client.execute("{ finding(id: 1) { nope } }")
+    with pytest.raises(ValidationError):
+        await async_client.execute(FINDING_QUERY, {"id": 1.5})
+
+
+async def test_execute_returns_a_coroutine_usable_with_create_task(async_client):
+    task = asyncio.create_task(async_client.execute(FINDING_QUERY, {"id": 2}))
+    assert (await task)["finding"]["id_int"] == 2
+
+
+async def test_cancel_cancels_the_request(emulator, async_client):
+    await async_client.execute(FINDING_QUERY, {"id": 1})
+    emulator.inject("delay", delay=10.0)
+    task = asyncio.create_task(async_client.execute(FINDING_QUERY, {"id": 2}))
+    await asyncio.sleep(0.05)
+    started = time.monotonic()
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await task
+    assert time.monotonic() - started < 1.0
+    # The client still works afterwards.
+    assert (await async_client.execute(FINDING_QUERY, {"id": 3}))["finding"]["id_int"] == 3
+
+
+async def test_async_context_manager(emulator):
+    async with emulator.async_client() as ac:
+        assert (await ac.execute(FINDING_QUERY, {"id": 1}))["finding"]
+    assert ac.closed

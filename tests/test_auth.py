@@ -1,0 +1,164 @@
+"""Token exchange, expiry-driven and 401-driven refresh, single flight across threads/tasks."""
+
+import asyncio
+import threading
+
+import pytest
+from tests.conftest import FINDING_QUERY
+
+import secfindings
+import secfindings.testing
+from secfindings import AuthenticationError
+
+
+def test_exchange_once_then_reuse(emulator, client):
+    for i in range(1, 4):
+        assert client.execute(FINDING_QUERY, {"id": i})["finding"]["id_int"] == i
+    s = emulator.stats()
+    assert s["token_exchanges"] == 1
+    assert s["api_requests"] == 3
+
+
+def test_unknown_token_is_authentication_error(emulator):
+    other = secfindings.testing.Emulator(findings=1)
+    foreign = other.create_api_token()  # valid shape, unknown to `emulator`
+    other.close()
+    c = secfindings.Client(foreign, base_url=emulator.base_url, auth_url=emulator.auth_url)
+    with pytest.raises(AuthenticationError) as info:
+        c.execute(FINDING_QUERY, {"id": 1})
+    assert info.value.error_type in {"NotAuthorizedException", "ResourceNotFoundException"}
+    assert emulator.stats()["api_requests"] == 0
+
+
+def test_revoked_token(emulator):
+    token = emulator.create_api_token()
+    assert emulator.revoke_api_token(token)
+    c = secfindings.Client(token, base_url=emulator.base_url, auth_url=emulator.auth_url)
+    with pytest.raises(AuthenticationError, match="NotAuthorizedException") as info:
+        c.execute(FINDING_QUERY, {"id": 1})
+    assert info.value.error_type == "NotAuthorizedException"
+
+
+def test_challenge_is_authentication_error(emulator, client):
+    emulator.inject("challenge", target="idp", error_type="NEW_PASSWORD_REQUIRED")
+    with pytest.raises(AuthenticationError, match="NEW_PASSWORD_REQUIRED"):
+        client.execute(FINDING_QUERY, {"id": 1})
+
+
+def test_idp_throttling_is_retried(emulator, client):
+    emulator.inject("idp_error", target="idp", error_type="TooManyRequestsException", message="Rate exceeded")
+    assert client.execute(FINDING_QUERY, {"id": 1})["finding"]["id_int"] == 1
+    s = emulator.stats()
+    assert s["idp_requests"] == 2
+    assert s["token_exchanges"] == 1
+
+
+def test_expiry_inside_mandatory_window_refreshes_before_the_call(emulator):
+    # A 25 s JWT is inside the 30 s mandatory window as soon as it arrives: every call must
+    # wait for a fresh one. No sleeping: the window does the work.
+    emulator.set_jwt_lifetime(25)
+    c = emulator.client()
+    for i in range(3):
+        c.execute(FINDING_QUERY, {"id": i + 1})
+    assert emulator.stats()["token_exchanges"] == 3
+
+
+def test_advisory_window_refreshes_in_background(emulator):
+    emulator.set_jwt_lifetime(100)  # between the 30 s mandatory and 120 s advisory margins
+    c = emulator.client()
+    c.execute(FINDING_QUERY, {"id": 1})
+    c.execute(FINDING_QUERY, {"id": 2})  # uses the current JWT, starts a refresh
+    assert emulator.stats()["api_requests"] == 2
+    assert emulator.stats()["token_exchanges"] >= 1
+
+
+def test_custom_margins(emulator):
+    emulator.set_jwt_lifetime(25)
+    c = emulator.client(refresh_advisory=10, refresh_mandatory=5)
+    for i in range(3):
+        c.execute(FINDING_QUERY, {"id": i + 1})
+    assert emulator.stats()["token_exchanges"] == 1
+
+
+def test_401_refreshes_once_and_retries(emulator, client):
+    client.execute(FINDING_QUERY, {"id": 1})
+    emulator.expire_jwts()
+    assert client.execute(FINDING_QUERY, {"id": 2})["finding"]["id_int"] == 2
+    s = emulator.stats()
+    assert s["token_exchanges"] == 2
+    assert s["unauthorized"] == 1
+
+
+def test_second_401_is_authentication_error(emulator, client):
+    client.execute(FINDING_QUERY, {"id": 1})
+    emulator.inject("status", 2, status=401)
+    with pytest.raises(AuthenticationError, match="401"):
+        client.execute(FINDING_QUERY, {"id": 2})
+    assert emulator.stats()["token_exchanges"] == 2
+
+
+def test_static_jwt_rejected_without_refresh(emulator):
+    jwt = emulator.issue_jwt(lifetime=3600)
+    c = secfindings.Client(jwt=jwt, base_url=emulator.base_url)
+    assert c.execute(FINDING_QUERY, {"id": 1})["finding"]["id_int"] == 1
+    emulator.expire_jwts()
+    with pytest.raises(AuthenticationError, match="api_token"):
+        c.execute(FINDING_QUERY, {"id": 1})
+    assert emulator.stats()["idp_requests"] == 0
+
+
+def _prime_with_short_jwt(emulator, client):
+    emulator.set_jwt_lifetime(25)
+    client.execute(FINDING_QUERY, {"id": 1})  # holds a JWT already inside the mandatory window
+    emulator.set_jwt_lifetime(3600)
+    emulator.reset_stats()
+
+
+def _run_threads(n, fn):
+    barrier = threading.Barrier(n)
+    errors = []
+
+    def work(i):
+        try:
+            barrier.wait()
+            fn(i)
+        except Exception as e:
+            errors.append(e)
+
+    threads = [threading.Thread(target=work, args=(i,)) for i in range(n)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(30)
+    assert not errors, errors
+
+
+def test_32_threads_expired_jwt_one_exchange(emulator, client):
+    _prime_with_short_jwt(emulator, client)
+    _run_threads(32, lambda i: client.execute(FINDING_QUERY, {"id": i + 1}))
+    s = emulator.stats()
+    assert s["token_exchanges"] == 1
+    assert s["api_requests"] == 32
+
+
+def test_32_threads_after_server_side_expiry_one_exchange(emulator, client):
+    client.execute(FINDING_QUERY, {"id": 1})
+    emulator.expire_jwts()
+    emulator.reset_stats()
+    _run_threads(32, lambda i: client.execute(FINDING_QUERY, {"id": i + 1}))
+    assert emulator.stats()["token_exchanges"] == 1
+
+
+@pytest.mark.asyncio
+async def test_50_tasks_expired_jwt_one_exchange(emulator):
+    ac = emulator.async_client()
+    emulator.set_jwt_lifetime(25)
+    await ac.execute(FINDING_QUERY, {"id": 1})
+    emulator.set_jwt_lifetime(3600)
+    emulator.reset_stats()
+    results = await asyncio.gather(*(ac.execute(FINDING_QUERY, {"id": i + 1}) for i in range(50)))
+    assert [r["finding"]["id_int"] for r in results] == list(range(1, 51))
+    s = emulator.stats()
+    assert s["token_exchanges"] == 1
+    assert s["api_requests"] == 50
+    await ac.aclose()

@@ -1,0 +1,95 @@
+"""execute(): data vs errors, partial data, variable checks that send nothing."""
+
+import math
+
+import pytest
+from tests.conftest import FINDING_QUERY
+
+from secfindings import GraphQLError, ValidationError
+
+INT_MAX = 2**31 - 1
+
+
+def test_execute_returns_data(client):
+    data = client.execute(FINDING_QUERY, {"id": 7})
+    f = data["finding"]
+    assert f["id_int"] == 7
+    assert isinstance(f["title"], str)
+    assert isinstance(f["finding_score"]["score"], float | int)
+
+
+def test_id_as_str_int_or_global_id(client):
+    by_int = client.execute(FINDING_QUERY, {"id": 3})["finding"]
+    by_str = client.execute(FINDING_QUERY, {"id": "3"})["finding"]
+    by_global = client.execute(FINDING_QUERY, {"id": by_int["id"]})["finding"]
+    assert by_int == by_str == by_global
+
+
+def test_resolver_error_keeps_partial_data(client):
+    q = "query Two($a: ID!, $b: ID!) { a: finding(id: $a) { id_int } b: finding(id: $b) { id_int } }"
+    with pytest.raises(GraphQLError) as info:
+        client.execute(q, {"a": 1, "b": 999_999_999})
+    err = info.value
+    assert err.data is not None
+    assert err.data["a"] == {"id_int": 1}
+    assert err.data["b"] is None
+    assert err.errors[0]["path"] == ["b"]
+    assert "message" in err.errors[0]
+
+
+def test_validation_error_has_no_data(emulator, client):
+    with pytest.raises(GraphQLError) as info:
+        client.execute("{ finding(id: 1) { no_such_field } }")
+    assert info.value.data is None
+    assert "no_such_field" in info.value.errors[0]["message"]
+    assert emulator.request_log()[-1]["status"] == 400
+
+
+def test_syntax_error(client):
+    with pytest.raises(GraphQLError):
+        client.execute("{ finding(id: 1) { id ")
+
+
+@pytest.mark.parametrize(
+    ("variables", "message"),
+    [
+        ({"id": 1, "n": INT_MAX + 1}, "Int range"),
+        ({"id": 1, "n": -(2**31)}, "Int range"),
+        ({"id": 1, "x": math.nan}, "nan"),
+        ({"id": 1, "x": math.inf}, "inf"),
+        ({"id": 1, "big": 2**70}, "too large"),
+        ({"id": b"bytes"}, "bytes"),
+        ({"id": 1.5}, "str or an int"),
+        ({"id": None}, "null"),
+        ({"id": object()}, "object"),
+    ],
+)
+def test_bad_variables_send_nothing(emulator, client, variables, message):
+    q = "query Q($id: ID!, $n: Int, $x: Float, $big: Int) { finding(id: $id) { id } }"
+    with pytest.raises(ValidationError, match=message):
+        client.execute(q, variables)
+    assert emulator.stats()["api_requests"] == 0
+    assert emulator.stats()["idp_requests"] == 0
+
+
+def test_int_bounds_are_accepted(client):
+    q = "query Q($id: ID!, $n: Int) { finding(id: $id) { id_int } }"
+    assert client.execute(q, {"id": 1, "n": INT_MAX})["finding"]["id_int"] == 1
+    assert client.execute(q, {"id": 1, "n": -INT_MAX})["finding"]["id_int"] == 1
+
+
+def test_variables_must_be_a_dict(client):
+    with pytest.raises(TypeError):
+        client.execute(FINDING_QUERY, [("id", 1)])  # type: ignore[arg-type]
+
+
+def test_several_operations_need_a_name(client):
+    q = "query A { finding(id: 1) { id_int } } query B { finding(id: 2) { id_int } }"
+    with pytest.raises(ValidationError, match="operation_name"):
+        client.execute(q)
+    assert client.execute(q, operation_name="B")["finding"]["id_int"] == 2
+
+
+def test_operation_name_is_sent(emulator, client):
+    client.execute(FINDING_QUERY, {"id": 1})
+    assert emulator.request_log()[-1]["operation_name"] == "GetFinding"

@@ -1,0 +1,34 @@
+import builtins
+
+import secfindings
+from secfindings import errors
+
+
+def test_all_is_sorted_and_importable():
+    assert secfindings.__all__ == sorted(secfindings.__all__)
+    for name in secfindings.__all__:
+        assert hasattr(secfindings, name), name
+
+
+def test_error_hierarchy_matches_api_md():
+    assert issubclass(errors.ConfigurationError, errors.SecFindingsError)
+    assert issubclass(errors.ConfigurationError, ValueError)
+    assert issubclass(errors.ValidationError, ValueError)
+    assert issubclass(errors.TransportError, ConnectionError)
+    assert issubclass(errors.TimeoutError, errors.TransportError)
+    assert issubclass(errors.TimeoutError, builtins.TimeoutError)
+    assert issubclass(errors.RateLimitError, errors.APIStatusError)
+    assert issubclass(errors.GraphQLError, errors.SecFindingsError)
+    assert issubclass(errors.AuthenticationError, errors.SecFindingsError)
+    assert set(errors.__all__) <= set(secfindings.__all__)
+
+
+def test_rate_limit_error_fields():
+    e = errors.RateLimitError("slow down", retry_after=3.0, headers={"retry-after": "3"})
+    assert e.status_code == 429
+    assert e.retry_after == 3.0
+    assert str(e) == "slow down"
+
+
+def test_version():
+    assert secfindings.__version__.count(".") == 2
