@@ -23,11 +23,20 @@ const DEFAULT_LIFETIME: Duration = Duration::from_secs(3600);
 /// What the identity provider's answer means for the client.
 #[derive(Debug, PartialEq)]
 pub enum IdpAnswer {
-    Token { jwt: String, lifetime: Duration },
+    Token {
+        jwt: String,
+        lifetime: Duration,
+    },
     /// Throttling or an internal error: worth another try.
-    Retryable { error_type: String, message: String },
+    Retryable {
+        error_type: String,
+        message: String,
+    },
     /// The token was refused, or the answer cannot be used.
-    Rejected { error_type: Option<String>, message: String },
+    Rejected {
+        error_type: Option<String>,
+        message: String,
+    },
 }
 
 /// Cuts an AWS error code to its name: `ns#Name:extra` -> `Name` (as the AWS SDKs do).
@@ -40,18 +49,25 @@ pub fn sanitize_error_type(raw: &str) -> String {
 pub fn jwt_expiry(jwt: &str) -> Option<SystemTime> {
     use base64::Engine as _;
     let payload = jwt.split('.').nth(1)?;
-    let bytes = base64::engine::general_purpose::URL_SAFE_NO_PAD.decode(payload.trim_end_matches('=')).ok()?;
+    let bytes =
+        base64::engine::general_purpose::URL_SAFE_NO_PAD.decode(payload.trim_end_matches('=')).ok()?;
     let claims: serde_json::Value = serde_json::from_slice(&bytes).ok()?;
     let exp = claims.get("exp")?.as_f64()?;
     (exp.is_finite() && exp >= 0.0).then(|| SystemTime::UNIX_EPOCH + Duration::from_secs_f64(exp))
 }
 
 /// Interprets an InitiateAuth answer.
-pub fn parse_idp_response(status: u16, error_type_header: Option<&str>, body: &[u8], now: SystemTime) -> IdpAnswer {
+pub fn parse_idp_response(
+    status: u16,
+    error_type_header: Option<&str>,
+    body: &[u8],
+    now: SystemTime,
+) -> IdpAnswer {
     let json: Option<serde_json::Value> = serde_json::from_slice(body).ok();
     let field = |k: &str| json.as_ref().and_then(|j| j.get(k));
     if (200..300).contains(&status) {
-        if let Some(jwt) = field("AuthenticationResult").and_then(|r| r.get("AccessToken")).and_then(|t| t.as_str())
+        if let Some(jwt) =
+            field("AuthenticationResult").and_then(|r| r.get("AccessToken")).and_then(|t| t.as_str())
         {
             let lifetime = field("AuthenticationResult")
                 .and_then(|r| r.get("ExpiresIn"))
@@ -90,7 +106,9 @@ pub fn parse_idp_response(status: u16, error_type_header: Option<&str>, body: &[
     let retryable = status >= 500
         || matches!(error_type.as_deref(), Some("TooManyRequestsException" | "InternalErrorException"));
     match (retryable, error_type) {
-        (true, t) => IdpAnswer::Retryable { error_type: t.unwrap_or_else(|| format!("HTTP {status}")), message },
+        (true, t) => {
+            IdpAnswer::Retryable { error_type: t.unwrap_or_else(|| format!("HTTP {status}")), message }
+        }
         (false, error_type) => IdpAnswer::Rejected { error_type, message },
     }
 }
@@ -105,7 +123,12 @@ pub enum Freshness {
     Mandatory,
 }
 
-pub fn freshness(now: Instant, expires_at: Option<Instant>, advisory: Duration, mandatory: Duration) -> Freshness {
+pub fn freshness(
+    now: Instant,
+    expires_at: Option<Instant>,
+    advisory: Duration,
+    mandatory: Duration,
+) -> Freshness {
     let Some(exp) = expires_at else { return Freshness::Fresh };
     let left = exp.saturating_duration_since(now);
     if left <= mandatory {
@@ -142,8 +165,10 @@ pub struct TokenProvider {
 }
 
 fn bearer(jwt: &str, expires_at: Option<Instant>, generation: u64) -> Result<CachedToken> {
-    let mut header = HeaderValue::from_str(&format!("Bearer {jwt}"))
-        .map_err(|_| Error::Authentication { error_type: None, message: "the JWT contains invalid characters".into() })?;
+    let mut header = HeaderValue::from_str(&format!("Bearer {jwt}")).map_err(|_| Error::Authentication {
+        error_type: None,
+        message: "the JWT contains invalid characters".into(),
+    })?;
     header.set_sensitive(true);
     Ok(CachedToken { header, expires_at, generation })
 }
@@ -246,7 +271,9 @@ impl TokenProvider {
         let Some(api_token) = &self.api_token else {
             return Err(Error::Authentication {
                 error_type: None,
-                message: "the JWT was rejected and cannot be refreshed: pass api_token=... instead of jwt=...".into(),
+                message:
+                    "the JWT was rejected and cannot be refreshed: pass api_token=... instead of jwt=..."
+                        .into(),
             });
         };
         let started = Instant::now();
@@ -281,36 +308,55 @@ impl TokenProvider {
                         .and_then(|v| v.to_str().ok())
                         .map(str::to_string);
                     match resp.bytes().await {
-                        Ok(body) => match parse_idp_response(status, header.as_deref(), &body, SystemTime::now()) {
-                            IdpAnswer::Token { jwt, lifetime } => return Ok((jwt, lifetime)),
-                            IdpAnswer::Rejected { error_type, message } => {
-                                return Err(Error::Authentication {
-                                    message: self.redactor.scrub(&match &error_type {
-                                        Some(t) => format!("identity provider rejected the API token: {t}: {message}"),
-                                        None => format!("identity provider rejected the API token: {message}"),
-                                    }),
-                                    error_type,
-                                })
+                        Ok(body) => {
+                            match parse_idp_response(status, header.as_deref(), &body, SystemTime::now()) {
+                                IdpAnswer::Token { jwt, lifetime } => return Ok((jwt, lifetime)),
+                                IdpAnswer::Rejected { error_type, message } => {
+                                    return Err(Error::Authentication {
+                                        message: self.redactor.scrub(&match &error_type {
+                                            Some(t) => format!(
+                                                "identity provider rejected the API token: {t}: {message}"
+                                            ),
+                                            None => {
+                                                format!("identity provider rejected the API token: {message}")
+                                            }
+                                        }),
+                                        error_type,
+                                    })
+                                }
+                                IdpAnswer::Retryable { error_type, message } => (
+                                    Outcome::IdpRetryable,
+                                    Error::Authentication {
+                                        message: self.redactor.scrub(&format!(
+                                            "identity provider error {error_type}: {message}"
+                                        )),
+                                        error_type: Some(error_type),
+                                    },
+                                ),
                             }
-                            IdpAnswer::Retryable { error_type, message } => (
-                                Outcome::IdpRetryable,
-                                Error::Authentication {
-                                    message: self.redactor.scrub(&format!(
-                                        "identity provider error {error_type}: {message}"
-                                    )),
-                                    error_type: Some(error_type),
-                                },
-                            ),
-                        },
-                        Err(e) => (Outcome::ConnectionLost, transport_error(&self.redactor, "identity provider", &e)),
+                        }
+                        Err(e) => (
+                            Outcome::ConnectionLost,
+                            transport_error(&self.redactor, "identity provider", &e),
+                        ),
                     }
                 }
                 Err(e) => (classify(&e), transport_error(&self.redactor, "identity provider", &e)),
             };
-            match self.policy.decide(retries, outcome, RetryClass::Idempotent, SystemTime::now(), fastrand::f64()) {
+            match self.policy.decide(
+                retries,
+                outcome,
+                RetryClass::Idempotent,
+                SystemTime::now(),
+                fastrand::f64(),
+            ) {
                 Decision::RetryAfter(wait) => {
                     retries += 1;
-                    log::info!("token exchange failed ({error}); retry {retries} of {} in {}", self.policy.max_retries, secs(wait));
+                    log::info!(
+                        "token exchange failed ({error}); retry {retries} of {} in {}",
+                        self.policy.max_retries,
+                        secs(wait)
+                    );
                     tokio::time::sleep(wait).await;
                 }
                 Decision::GiveUp | Decision::RateLimited { .. } => return Err(error),
@@ -361,7 +407,10 @@ mod tests {
     #[test]
     fn error_types_are_sanitized() {
         assert_eq!(sanitize_error_type("NotAuthorizedException:"), "NotAuthorizedException");
-        assert_eq!(sanitize_error_type("aws.cognito#TooManyRequestsException:http://x"), "TooManyRequestsException");
+        assert_eq!(
+            sanitize_error_type("aws.cognito#TooManyRequestsException:http://x"),
+            "TooManyRequestsException"
+        );
         assert_eq!(sanitize_error_type("A,B"), "A");
     }
 
@@ -384,8 +433,15 @@ mod tests {
 
     #[test]
     fn challenges_and_errors() {
-        let c = parse_idp_response(200, None, br#"{"ChallengeName":"NEW_PASSWORD_REQUIRED","Session":"s"}"#, now());
-        assert!(matches!(c, IdpAnswer::Rejected { error_type: Some(ref t), .. } if t == "NEW_PASSWORD_REQUIRED"));
+        let c = parse_idp_response(
+            200,
+            None,
+            br#"{"ChallengeName":"NEW_PASSWORD_REQUIRED","Session":"s"}"#,
+            now(),
+        );
+        assert!(
+            matches!(c, IdpAnswer::Rejected { error_type: Some(ref t), .. } if t == "NEW_PASSWORD_REQUIRED")
+        );
         let e = parse_idp_response(
             400,
             Some("NotAuthorizedException:"),
@@ -399,21 +455,39 @@ mod tests {
                 message: "Invalid Refresh Token.".into()
             }
         );
-        let e = parse_idp_response(400, None, br#"{"__type":"TooManyRequestsException","message":"Rate exceeded"}"#, now());
-        assert!(matches!(e, IdpAnswer::Retryable { ref error_type, .. } if error_type == "TooManyRequestsException"));
+        let e = parse_idp_response(
+            400,
+            None,
+            br#"{"__type":"TooManyRequestsException","message":"Rate exceeded"}"#,
+            now(),
+        );
+        assert!(
+            matches!(e, IdpAnswer::Retryable { ref error_type, .. } if error_type == "TooManyRequestsException")
+        );
         let e = parse_idp_response(500, None, b"oops", now());
         assert!(matches!(e, IdpAnswer::Retryable { .. }));
-        let e = parse_idp_response(400, None, br#"{"code":"InvalidParameterException","Message":"bad"}"#, now());
+        let e =
+            parse_idp_response(400, None, br#"{"code":"InvalidParameterException","Message":"bad"}"#, now());
         assert_eq!(
             e,
-            IdpAnswer::Rejected { error_type: Some("InvalidParameterException".into()), message: "bad".into() }
+            IdpAnswer::Rejected {
+                error_type: Some("InvalidParameterException".into()),
+                message: "bad".into()
+            }
         );
     }
 
     #[test]
     fn freshness_windows() {
         let now = Instant::now();
-        let f = |left: u64| freshness(now, Some(now + Duration::from_secs(left)), Duration::from_secs(120), Duration::from_secs(30));
+        let f = |left: u64| {
+            freshness(
+                now,
+                Some(now + Duration::from_secs(left)),
+                Duration::from_secs(120),
+                Duration::from_secs(30),
+            )
+        };
         assert_eq!(f(3600), Freshness::Fresh);
         assert_eq!(f(100), Freshness::Advisory);
         assert_eq!(f(30), Freshness::Mandatory);

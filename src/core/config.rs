@@ -73,7 +73,8 @@ fn is_loopback(url: &Url) -> bool {
 /// Parses an http(s) URL and refuses plain http except to loopback, so a bearer token or API
 /// token never crosses a network in clear text.
 fn checked_url(name: &str, raw: &str) -> Result<Url> {
-    let url = Url::parse(raw).map_err(|e| Error::config(format!("{name} is not a valid URL ({e}): {raw:?}")))?;
+    let url =
+        Url::parse(raw).map_err(|e| Error::config(format!("{name} is not a valid URL ({e}): {raw:?}")))?;
     match url.scheme() {
         "https" => {}
         "http" if is_loopback(&url) => {}
@@ -104,7 +105,8 @@ fn seconds(name: &str, v: f64, min: f64) -> Result<Duration> {
 impl Settings {
     /// Resolves arguments, then `env` (normally `std::env::var`), then defaults, and checks them.
     pub fn resolve(input: SettingsInput, env: &dyn Fn(&str) -> Option<String>) -> Result<Self> {
-        let api_token = non_empty(input.api_token.clone()).or_else(|| non_empty(env("SECFINDINGS_API_TOKEN")));
+        let api_token =
+            non_empty(input.api_token.clone()).or_else(|| non_empty(env("SECFINDINGS_API_TOKEN")));
         let jwt = non_empty(input.jwt.clone());
         let credential = match (api_token, jwt) {
             (Some(_), Some(_)) => {
@@ -124,9 +126,11 @@ impl Settings {
             }
         };
 
-        let base_raw = non_empty(input.base_url.clone()).or_else(|| non_empty(env("SECFINDINGS_BASE_URL"))).ok_or_else(
-            || Error::config("no base_url: pass base_url=... (ending in /api/v1) or set SECFINDINGS_BASE_URL"),
-        )?;
+        let base_raw = non_empty(input.base_url.clone())
+            .or_else(|| non_empty(env("SECFINDINGS_BASE_URL")))
+            .ok_or_else(|| {
+            Error::config("no base_url: pass base_url=... (ending in /api/v1) or set SECFINDINGS_BASE_URL")
+        })?;
         let mut base_url = checked_url("base_url", &base_raw)?;
         let trimmed = base_url.path().trim_end_matches('/').to_string();
         if !trimmed.ends_with("/api/v1") {
@@ -141,7 +145,10 @@ impl Settings {
             .or_else(|| non_empty(env("SECFINDINGS_REGION")))
             .unwrap_or_else(|| DEFAULT_REGION.to_string());
         if !REGIONS.contains(&region.as_str()) {
-            return Err(Error::config(format!("region must be one of {}, got {region:?}", REGIONS.join(", "))));
+            return Err(Error::config(format!(
+                "region must be one of {}, got {region:?}",
+                REGIONS.join(", ")
+            )));
         }
         let auth_raw = non_empty(input.auth_url.clone())
             .or_else(|| non_empty(env("SECFINDINGS_AUTH_URL")))
@@ -150,22 +157,24 @@ impl Settings {
 
         let timeout = seconds("timeout", input.timeout.unwrap_or(60.0), 0.001)?;
         let max_retries = input.max_retries.unwrap_or(3);
-        let max_retries = u32::try_from(max_retries)
-            .ok()
-            .filter(|n| *n <= 100)
-            .ok_or_else(|| Error::config(format!("max_retries must be between 0 and 100, got {max_retries}")))?;
+        let max_retries = u32::try_from(max_retries).ok().filter(|n| *n <= 100).ok_or_else(|| {
+            Error::config(format!("max_retries must be between 0 and 100, got {max_retries}"))
+        })?;
         let max_retry_wait = seconds("max_retry_wait", input.max_retry_wait.unwrap_or(120.0), 0.0)?;
         let proxy = match non_empty(input.proxy.clone()) {
-            Some(p) => Some(
-                Url::parse(&p).map_err(|e| Error::config(format!("proxy is not a valid URL ({e})")))?,
-            ),
+            Some(p) => {
+                Some(Url::parse(&p).map_err(|e| Error::config(format!("proxy is not a valid URL ({e})")))?)
+            }
             None => None,
         };
         let ca_bundle = match non_empty(input.ca_bundle.clone()) {
             Some(p) => {
                 let path = PathBuf::from(p);
                 if !path.is_file() {
-                    return Err(Error::config(format!("ca_bundle {} is not a readable file", path.display())));
+                    return Err(Error::config(format!(
+                        "ca_bundle {} is not a readable file",
+                        path.display()
+                    )));
                 }
                 Some(path)
             }
@@ -267,8 +276,11 @@ mod tests {
         assert!(bad(input("https://u:p@x.example/api/v1")).contains("credentials"));
         assert!(bad(SettingsInput { region: Some("mars-1".into()), ..input("https://x.example/api/v1") })
             .contains("region"));
-        assert!(bad(SettingsInput { base_url: Some("https://x.example/api/v1".into()), ..Default::default() })
-            .contains("no credentials"));
+        assert!(bad(SettingsInput {
+            base_url: Some("https://x.example/api/v1".into()),
+            ..Default::default()
+        })
+        .contains("no credentials"));
         assert!(bad(SettingsInput { jwt: Some("a.b.c".into()), ..input("https://x.example/api/v1") })
             .contains("not both"));
         assert!(bad(SettingsInput { api_token: Some(token()), ..Default::default() }).contains("base_url"));

@@ -169,7 +169,9 @@ pub fn scan_operations(doc: &str) -> Vec<OperationInfo> {
                     i += 1;
                     while i < toks.len() && toks[i] != Tok::Punct(')') {
                         if toks[i] == Tok::Dollar {
-                            if let (Some(Tok::Name(var)), Some(Tok::Punct(':'))) = (toks.get(i + 1), toks.get(i + 2)) {
+                            if let (Some(Tok::Name(var)), Some(Tok::Punct(':'))) =
+                                (toks.get(i + 1), toks.get(i + 2))
+                            {
                                 let mut p = i + 3;
                                 if let Some(t) = parse_type(&toks, &mut p) {
                                     op.variables.push(((*var).to_string(), t));
@@ -198,13 +200,14 @@ pub fn scan_operations(doc: &str) -> Vec<OperationInfo> {
 pub fn select_operation(doc: &str, operation_name: Option<&str>) -> Result<OperationInfo> {
     let ops = scan_operations(doc);
     if ops.is_empty() {
-        return Err(Error::validation("query contains no operation (expected `query`, `mutation` or `{ ... }`)"));
+        return Err(Error::validation(
+            "query contains no operation (expected `query`, `mutation` or `{ ... }`)",
+        ));
     }
     match operation_name {
-        Some(name) => ops
-            .into_iter()
-            .find(|o| o.name.as_deref() == Some(name))
-            .ok_or_else(|| Error::validation(format!("operation_name {name:?} is not an operation of the query"))),
+        Some(name) => ops.into_iter().find(|o| o.name.as_deref() == Some(name)).ok_or_else(|| {
+            Error::validation(format!("operation_name {name:?} is not an operation of the query"))
+        }),
         None if ops.len() == 1 => ops.into_iter().next().ok_or_else(|| Error::validation("no operation")),
         None => Err(Error::validation("query has several operations: pass operation_name to choose one")),
     }
@@ -216,7 +219,9 @@ fn check_value(name: &str, ty: &TypeRef, value: &Value) -> Result<()> {
         (TypeRef::NonNull(_), Value::Null) => bad("must not be null"),
         (TypeRef::NonNull(inner), v) => check_value(name, inner, v),
         (_, Value::Null) => Ok(()),
-        (TypeRef::List(inner), Value::Array(items)) => items.iter().try_for_each(|v| check_value(name, inner, v)),
+        (TypeRef::List(inner), Value::Array(items)) => {
+            items.iter().try_for_each(|v| check_value(name, inner, v))
+        }
         // GraphQL coerces a single value to a one-item list.
         (TypeRef::List(inner), v) => check_value(name, inner, v),
         (TypeRef::Named(n), v) => match (n.as_str(), v) {
@@ -263,7 +268,11 @@ pub struct PreparedRequest {
 }
 
 /// Validates and serializes `{query, variables, operationName}`.
-pub fn prepare(query: &str, variables: Option<&Map<String, Value>>, operation_name: Option<&str>) -> Result<PreparedRequest> {
+pub fn prepare(
+    query: &str,
+    variables: Option<&Map<String, Value>>,
+    operation_name: Option<&str>,
+) -> Result<PreparedRequest> {
     if query.trim().is_empty() {
         return Err(Error::validation("query is empty"));
     }
@@ -367,7 +376,8 @@ mod tests {
 
     #[test]
     fn prepares_body_with_operation_name() {
-        let p = prepare("query Q($id: ID!) { finding(id: $id) { id } }", Some(&vars(json!({"id": 5}))), None).unwrap();
+        let p = prepare("query Q($id: ID!) { finding(id: $id) { id } }", Some(&vars(json!({"id": 5}))), None)
+            .unwrap();
         let body: Value = serde_json::from_slice(&p.body).unwrap();
         assert_eq!(body["operationName"], "Q");
         assert_eq!(body["variables"]["id"], 5);
@@ -386,7 +396,10 @@ mod tests {
             }
             other => panic!("{other:?}"),
         }
-        assert!(matches!(decode_response(br#"{"errors":[{"message":"x"}]}"#), Err(Error::GraphQL { data: None, .. })));
+        assert!(matches!(
+            decode_response(br#"{"errors":[{"message":"x"}]}"#),
+            Err(Error::GraphQL { data: None, .. })
+        ));
         assert!(matches!(decode_response(b"<html>"), Err(Error::Transport(_))));
         assert!(matches!(decode_response(br#"{"data":{"a":"#), Err(Error::Transport(_))));
     }

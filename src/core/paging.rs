@@ -150,12 +150,16 @@ impl Walker {
     pub fn accept(&mut self, mut data: Value) -> Result<Page> {
         let (conn, label) = self.connection(&data)?;
         let pi = conn.get("pageInfo").and_then(Value::as_object).ok_or_else(|| {
-            Error::Pagination(format!("connection {label:?} has no pageInfo: select pageInfo {{ hasNextPage endCursor }}"))
+            Error::Pagination(format!(
+                "connection {label:?} has no pageInfo: select pageInfo {{ hasNextPage endCursor }}"
+            ))
         })?;
         let text = |k: &str| pi.get(k).and_then(Value::as_str).map(str::to_string);
         let info = PageInfo {
             has_next_page: pi.get("hasNextPage").and_then(Value::as_bool).ok_or_else(|| {
-                Error::Pagination(format!("connection {label:?}: select pageInfo {{ hasNextPage endCursor }}"))
+                Error::Pagination(format!(
+                    "connection {label:?}: select pageInfo {{ hasNextPage endCursor }}"
+                ))
             })?,
             has_previous_page: pi.get("hasPreviousPage").and_then(Value::as_bool).unwrap_or(false),
             start_cursor: text("startCursor"),
@@ -164,7 +168,9 @@ impl Walker {
         let has_edges = conn.contains_key("edges");
         let has_nodes = conn.contains_key("nodes");
         if !has_edges && !has_nodes {
-            return Err(Error::Pagination(format!("connection {label:?}: select edges {{ node {{ ... }} }}")));
+            return Err(Error::Pagination(format!(
+                "connection {label:?}: select edges {{ node {{ ... }} }}"
+            )));
         }
         // Take the nodes out of the tree instead of cloning them.
         let conn_mut = match &self.path {
@@ -236,7 +242,9 @@ impl PageStream {
     /// The next page, or `None` at the end. Starts fetching the page after it before returning.
     pub async fn next_page(&mut self) -> Result<Option<Page>> {
         let data = match self.inflight.take() {
-            Some(handle) => handle.await.map_err(|e| Error::Transport(format!("page fetch was interrupted: {e}")))??,
+            Some(handle) => {
+                handle.await.map_err(|e| Error::Transport(format!("page fetch was interrupted: {e}")))??
+            }
             None => match self.walker.next_request() {
                 None => return Ok(None),
                 Some(req) => self.transport.execute(&req?).await?,
@@ -265,7 +273,8 @@ mod tests {
     use super::*;
     use serde_json::json;
 
-    const Q: &str = "query Q($first: Int, $after: String, $f: String) { items(first: $first, after: $after, f: $f) \
+    const Q: &str =
+        "query Q($first: Int, $after: String, $f: String) { items(first: $first, after: $after, f: $f) \
                      { edges { cursor node { id } } pageInfo { hasNextPage endCursor } } }";
 
     fn spec(page_size: u32, limit: Option<u64>) -> PageSpec {
@@ -338,7 +347,9 @@ mod tests {
         s.path = Some("a.b".into());
         let mut w = Walker::new(s).unwrap();
         let p = w
-            .accept(json!({"a": {"b": {"nodes": [1, 2], "pageInfo": {"hasNextPage": false, "endCursor": null}}}}))
+            .accept(
+                json!({"a": {"b": {"nodes": [1, 2], "pageInfo": {"hasNextPage": false, "endCursor": null}}}}),
+            )
             .unwrap();
         assert_eq!(p.nodes, vec![json!(1), json!(2)]);
     }

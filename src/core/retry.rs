@@ -158,7 +158,13 @@ mod tests {
         let d = p.decide(1, status(429), q, now(), 0.0);
         assert_eq!(d, Decision::RetryAfter(Duration::from_secs(1)));
         // 429 means not processed: mutations retry too.
-        let d = p.decide(0, Outcome::Status { code: 429, retry_after: Some("1") }, RetryClass::Mutation, now(), 0.0);
+        let d = p.decide(
+            0,
+            Outcome::Status { code: 429, retry_after: Some("1") },
+            RetryClass::Mutation,
+            now(),
+            0.0,
+        );
         assert_eq!(d, Decision::RetryAfter(Duration::from_secs(1)));
     }
 

@@ -58,11 +58,12 @@ impl ApiToken {
             .find_map(|e| e.decode(compact.as_bytes()).ok())
             .ok_or_else(|| "api_token is not valid base64; copy the whole token from Settings > Authentication - API Tokens".to_string())?;
         let parsed: serde_json::Value = serde_json::from_slice(&body).map_err(|_| {
-            "api_token does not decode to a JSON InitiateAuth request; is it an API token (not a JWT)?".to_string()
+            "api_token does not decode to a JSON InitiateAuth request; is it an API token (not a JWT)?"
+                .to_string()
         })?;
-        let obj = parsed
-            .as_object()
-            .ok_or_else(|| "api_token does not decode to a JSON object (an InitiateAuth request)".to_string())?;
+        let obj = parsed.as_object().ok_or_else(|| {
+            "api_token does not decode to a JSON object (an InitiateAuth request)".to_string()
+        })?;
         let mut inner = Vec::new();
         if let Some(params) = obj.get("AuthParameters").and_then(serde_json::Value::as_object) {
             for v in params.values().filter_map(serde_json::Value::as_str) {

@@ -117,7 +117,11 @@ impl NativeClient {
     ) -> PyResult<Py<PyAny>> {
         let core = self.check()?.clone();
         let vars = crate::py::convert::variables(variables.as_ref())?;
-        let out = block_on(py, async move { core.execute(&query, vars.as_ref(), operation_name.as_deref()).await })?;
+        let out =
+            block_on(
+                py,
+                async move { core.execute(&query, vars.as_ref(), operation_name.as_deref()).await },
+            )?;
         let value = out.map_err(err)?;
         Ok(to_py(py, &value)?.unbind())
     }
@@ -132,7 +136,8 @@ impl NativeClient {
     ) -> PyResult<Bound<'py, PyAny>> {
         if !async_usable() {
             return Err(err(Error::Closed(
-                "async calls are not available in a process forked after the first call; use Client here".into(),
+                "async calls are not available in a process forked after the first call; use Client here"
+                    .into(),
             )));
         }
         let core = self.check()?.clone();
@@ -161,7 +166,8 @@ impl NativeClient {
         let limit = match limit {
             None => None,
             Some(l) => Some(
-                u64::try_from(l).map_err(|_| err(Error::Validation(format!("limit must be >= 0, got {l}"))))?,
+                u64::try_from(l)
+                    .map_err(|_| err(Error::Validation(format!("limit must be >= 0, got {l}"))))?,
             ),
         };
         let spec = PageSpec { query, variables: vars, operation_name, path, page_size, limit };
@@ -196,4 +202,3 @@ pub fn prepare_request(
     d.set_item("kind", format!("{:?}", req.operation.kind).to_lowercase())?;
     Ok(d.unbind())
 }
-

@@ -68,10 +68,15 @@ pub fn from_py(obj: &Bound<'_, PyAny>, path: &str) -> Result<Value, Error> {
     }
     if let Ok(f) = obj.cast::<PyFloat>() {
         let x = f.value();
-        return Number::from_f64(x).map(Value::Number).ok_or_else(|| invalid(path, &format!("is {x}, which JSON cannot carry")));
+        return Number::from_f64(x)
+            .map(Value::Number)
+            .ok_or_else(|| invalid(path, &format!("is {x}, which JSON cannot carry")));
     }
     if let Ok(s) = obj.cast::<PyString>() {
-        return s.to_str().map(|s| Value::String(s.to_string())).map_err(|_| invalid(path, "is not valid UTF-8 text"));
+        return s
+            .to_str()
+            .map(|s| Value::String(s.to_string()))
+            .map_err(|_| invalid(path, "is not valid UTF-8 text"));
     }
     if let Ok(d) = obj.cast::<PyDict>() {
         return from_dict(d, path).map(Value::Object);
@@ -106,9 +111,7 @@ pub fn from_py(obj: &Bound<'_, PyAny>, path: &str) -> Result<Value, Error> {
 pub fn from_dict(d: &Bound<'_, PyDict>, path: &str) -> Result<Map<String, Value>, Error> {
     let mut map = Map::with_capacity(d.len());
     for (k, v) in d.iter() {
-        let key: String = k
-            .extract()
-            .map_err(|_| invalid(path, "has a key that is not a str"))?;
+        let key: String = k.extract().map_err(|_| invalid(path, "has a key that is not a str"))?;
         let child = if path.is_empty() { key.clone() } else { format!("{path}.{key}") };
         map.insert(key, from_py(&v, &child)?);
     }

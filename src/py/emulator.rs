@@ -15,12 +15,15 @@ fn limit(v: Option<(u32, f64)>) -> PyResult<Option<RateLimit>> {
         Some((requests, window)) if window.is_finite() && window > 0.0 => {
             Ok(Some(RateLimit { requests, window: Duration::from_secs_f64(window) }))
         }
-        Some((_, window)) => Err(PyValueError::new_err(format!("a rate-limit window must be > 0 s, got {window}"))),
+        Some((_, window)) => {
+            Err(PyValueError::new_err(format!("a rate-limit window must be > 0 s, got {window}")))
+        }
     }
 }
 
 fn secs(name: &str, v: f64) -> PyResult<Duration> {
-    Duration::try_from_secs_f64(v).map_err(|_| PyValueError::new_err(format!("{name} must be >= 0 seconds, got {v}")))
+    Duration::try_from_secs_f64(v)
+        .map_err(|_| PyValueError::new_err(format!("{name} must be >= 0 seconds, got {v}")))
 }
 
 #[pyclass(frozen, module = "secfindings._native")]
@@ -48,7 +51,9 @@ impl NativeEmulator {
         token_limit: Option<(u32, f64)>,
         idp_limit: Option<(u32, f64)>,
     ) -> PyResult<Self> {
-        let host = host.parse().map_err(|_| PyValueError::new_err(format!("host must be an IP address, got {host:?}")))?;
+        let host = host
+            .parse()
+            .map_err(|_| PyValueError::new_err(format!("host must be an IP address, got {host:?}")))?;
         let config = EmulatorConfig {
             host,
             port,
@@ -141,7 +146,9 @@ impl NativeEmulator {
         let target = match target {
             "api" => FaultTarget::Api,
             "idp" => FaultTarget::Idp,
-            other => return Err(PyValueError::new_err(format!("target must be 'api' or 'idp', got {other:?}"))),
+            other => {
+                return Err(PyValueError::new_err(format!("target must be 'api' or 'idp', got {other:?}")))
+            }
         };
         let fault = match kind {
             "status" => Fault::Status(status.unwrap_or(503)),

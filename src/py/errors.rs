@@ -55,10 +55,13 @@ fn build(py: Python<'_>, err: Error) -> PyResult<PyErr> {
                 list.append(value_to_py(py, e)?)?;
             }
             kw.set_item("errors", list)?;
-            kw.set_item("data", match &data {
-                Some(d) => value_to_py(py, d)?,
-                None => py.None().into_bound(py),
-            })?;
+            kw.set_item(
+                "data",
+                match &data {
+                    Some(d) => value_to_py(py, d)?,
+                    None => py.None().into_bound(py),
+                },
+            )?;
             ("GraphQLError", message)
         }
         Error::Pagination(m) => ("PaginationError", m),
@@ -73,6 +76,8 @@ fn build(py: Python<'_>, err: Error) -> PyResult<PyErr> {
 pub fn to_py(err: Error) -> PyErr {
     Python::attach(|py| match build(py, err) {
         Ok(e) => e,
-        Err(lookup) => PyRuntimeError::new_err(format!("secfindings could not build its exception: {lookup}")),
+        Err(lookup) => {
+            PyRuntimeError::new_err(format!("secfindings could not build its exception: {lookup}"))
+        }
     })
 }
