@@ -116,6 +116,9 @@ fn sdl_names_every_query_and_mutation_of_the_spec() {
     want.sort();
     assert_eq!(m, want);
     let sdl = s.sdl();
+    if std::env::var_os("PRINT_SDL").is_some() {
+        println!("{sdl}");
+    }
     assert!(sdl.contains("@deprecated(reason: \"Use get_resources_ch\")"));
     assert!(sdl.contains("@deprecated(reason: \"Use new_finding_filter_v2\")"));
     for ty in
@@ -647,4 +650,79 @@ async fn same_seed_same_answers() {
     let c = data(&GraphqlService::new(1500, 100).unwrap(), q, json!({})).await;
     assert_eq!(a, b);
     assert_ne!(a, c);
+}
+
+/// Timings in release: `cargo test --release -p secfindings-emulator --lib graphql::tests::perf -- --ignored --nocapture`
+#[tokio::test]
+#[ignore]
+async fn perf() {
+    use std::time::Instant;
+    for n in [100_000usize, 1_000_000] {
+        let t = Instant::now();
+        let d = super::data::seed(n, 7).unwrap();
+        let seeded = t.elapsed();
+        drop(d);
+        let t = Instant::now();
+        let s = GraphqlService::new(n, 7).unwrap();
+        let service = t.elapsed();
+        let one = r#"query($id: ID!) { finding(id: $id) { id id_int finding_id last_reported_time discovered_time
+            cloud_provider original_status cloud_account package_name datasource { friendly_name }
+            main_resource { resource_name } title finding_score { score severity original_score } age description } }"#;
+        for i in 0..50 {
+            data(&s, one, json!({"id": i + 1})).await;
+        }
+        let runs = 2000;
+        let t = Instant::now();
+        for i in 0..runs {
+            exec(&s, one, json!({"id": (i * 7919) % n + 1})).await;
+        }
+        let per_finding = t.elapsed() / runs as u32;
+        let t = Instant::now();
+        for _ in 0..runs {
+            exec(&s, "{ __typename }", json!({})).await;
+        }
+        let typename = t.elapsed() / runs as u32;
+        let t = Instant::now();
+        for i in 0..runs {
+            exec(&s, "query($id: ID!) { finding(id: $id) { id } }", json!({"id": (i * 7919) % n + 1})).await;
+        }
+        let finding_id_only = t.elapsed() / runs as u32;
+        let page = r#"query($after: String, $fc: FiltersConfigInput, $sort: [FindingsViewSortEnum]) {
+            findings_view(first: 100, after: $after, filters_config: $fc, sort: $sort) {
+            pageInfo { hasNextPage endCursor } edges { cursor node { id id_int title score severity
+            remediation_sub_phase cloud_account cloud_account_friendly_name cloud_provider resource_name
+            resource_type sla_status age datasource_tags_values source actual_status { category } } } } }"#;
+        data(&s, page, json!({})).await;
+        let runs = 200;
+        let t = Instant::now();
+        let mut after = J::Null;
+        for _ in 0..runs {
+            let d = exec(&s, page, json!({"after": after})).await;
+            after = d["data"]["findings_view"]["pageInfo"]["endCursor"].clone();
+        }
+        let per_page = t.elapsed() / runs;
+        let fc = json!({"filtersjson": r#"{"operator":"and","operands":[{"field":"severity","condition":"in","value":["4","5"]},{"field":"actual_status","condition":"","value":{"field":"category","condition":"in","value":["OPEN"]}}]}"#});
+        let t = Instant::now();
+        let d = data(&s, page, json!({"fc": fc, "sort": ["SCORE_DESC", "AGE_ASC"]})).await;
+        let cold = t.elapsed();
+        let deep = super::paging::cursor(n / 5);
+        let t = Instant::now();
+        let runs = 100;
+        for _ in 0..runs {
+            data(&s, page, json!({"fc": fc, "sort": ["SCORE_DESC", "AGE_ASC"], "after": deep})).await;
+        }
+        let warm_deep = t.elapsed() / runs;
+        assert!(d["findings_view"]["edges"].as_array().unwrap().len() == 100);
+        println!(
+            "n={n}: seed {seeded:?}, service {service:?}, finding(id) {per_finding:?} \
+             (__typename {typename:?}, finding(id){{id}} {finding_id_only:?}), \
+             view page {per_page:?}, filtered+sorted cold {cold:?}, warm deep page {warm_deep:?}"
+        );
+    }
+}
+
+#[test]
+fn service_is_shareable_across_tasks() {
+    fn assert_send_sync<T: Send + Sync>() {}
+    assert_send_sync::<GraphqlService>();
 }
