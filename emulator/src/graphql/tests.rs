@@ -726,3 +726,14 @@ fn service_is_shareable_across_tasks() {
     fn assert_send_sync<T: Send + Sync>() {}
     assert_send_sync::<GraphqlService>();
 }
+
+/// Prints sample answers: `cargo test -p secfindings-emulator --lib graphql::tests::sample -- --ignored --nocapture`
+#[tokio::test]
+#[ignore]
+async fn sample() {
+    let s = GraphqlService::new(1000, 7).unwrap();
+    let d = data(&s, FINDING, json!({"id": 42})).await;
+    println!("{}", serde_json::to_string_pretty(&d).unwrap());
+    let d = data(&s, VIEW, json!({"first": 2})).await;
+    println!("{}", serde_json::to_string_pretty(&d).unwrap());
+}
