@@ -1,0 +1,13 @@
+#!/usr/bin/env bash
+# Benchmarks (make bench): secfindings against httpx, requests, gql and aiohttp, and a Rust floor.
+# Usage: bash scripts/bench.sh [--quick] [--budget SECONDS] [--skip-memory]
+# The baselines are installed into the venv for the benchmark only; they are not dependencies
+# of the package. Results: benches/results/latest.{json,md}.
+cd "$(dirname "$0")/.."
+source scripts/_venv.sh
+install_package
+"$PY" -m pip install --quiet --disable-pip-version-check \
+  httpx orjson requests "gql[requests,aiohttp,httpx]" aiohttp
+# The floor: a small cargo project outside the workspace, with its own target dir.
+cargo build --release --quiet --manifest-path benches/floor/Cargo.toml
+"$PY" benches/bench.py "$@"
