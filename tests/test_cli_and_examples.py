@@ -31,13 +31,17 @@ def test_quickstart_runs_against_the_embedded_emulator():
 
 
 def test_emulator_command_prints_urls_and_token(tmp_path):
-    proc = subprocess.Popen(
+    with subprocess.Popen(
         [sys.executable, "-m", "secfindings.emulator", "--port", "0", "--findings", "50"],
         env=clean_env(),
         stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
         text=True,
-    )
+    ) as proc:
+        _drive(proc)
+
+
+def _drive(proc):
     try:
         lines = {}
         assert proc.stdout is not None

@@ -7,6 +7,7 @@ import boto3
 import pytest
 from botocore.exceptions import ClientError
 from gql import Client as GqlClient
+from gql import GraphQLRequest
 from gql import gql
 from gql.transport.requests import RequestsHTTPTransport
 
@@ -75,7 +76,9 @@ def _gql(emulator):
 def test_gql_introspection_and_queries(emulator):
     with _gql(emulator) as session:
         result = session.execute(
-            gql("query Q($id: ID!) { finding(id: $id) { id_int title age } }"), {"id": 4}
+            GraphQLRequest(
+                "query Q($id: ID!) { finding(id: $id) { id_int title age } }", variable_values={"id": 4}
+            )
         )
         assert result["finding"]["id_int"] == 4
         page = session.execute(

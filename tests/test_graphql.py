@@ -55,7 +55,7 @@ def test_syntax_error(client):
     [
         ({"id": 1, "n": INT_MAX + 1}, "Int range"),
         ({"id": 1, "n": -(2**31)}, "Int range"),
-        ({"id": 1, "x": math.nan}, "nan"),
+        ({"id": 1, "x": math.nan}, "NaN"),
         ({"id": 1, "x": math.inf}, "inf"),
         ({"id": 1, "big": 2**70}, "too large"),
         ({"id": b"bytes"}, "bytes"),
@@ -72,10 +72,12 @@ def test_bad_variables_send_nothing(emulator, client, variables, message):
     assert emulator.stats()["idp_requests"] == 0
 
 
-def test_int_bounds_are_accepted(client):
-    q = "query Q($id: ID!, $n: Int) { finding(id: $id) { id_int } }"
-    assert client.execute(q, {"id": 1, "n": INT_MAX})["finding"]["id_int"] == 1
-    assert client.execute(q, {"id": 1, "n": -INT_MAX})["finding"]["id_int"] == 1
+def test_int_bounds_pass_the_client_checks(emulator, client):
+    q = "query Q($n: Int) { findings_view(first: 1, offset: $n) { edges { node { id_int } } } }"
+    assert client.execute(q, {"n": INT_MAX})["findings_view"]["edges"] == []
+    with pytest.raises(GraphQLError):  # the server refuses a negative offset; the client sent it
+        client.execute(q, {"n": -INT_MAX})
+    assert [r["variables"]["n"] for r in emulator.request_log()] == [INT_MAX, -INT_MAX]
 
 
 def test_variables_must_be_a_dict(client):

@@ -64,11 +64,12 @@ def test_server_cap_error_from_raw_execute(client):
 
 
 def test_repeated_cursor_fails_instead_of_looping(client):
-    # $after is declared but never passed on: the server returns the same page for ever.
+    # $after goes to another field, not the connection: the server returns the same page for ever.
     q = """query Stuck($first: Int, $after: String) {
       findings_view(first: $first) { edges { node { id_int } } pageInfo { hasNextPage endCursor } }
+      finding_filters(first: 1, after: $after) { edges { node { id } } }
     }"""
-    pager = client.paginate(q, page_size=10)
+    pager = client.paginate(q, path="findings_view", page_size=10)
     with pytest.raises(PaginationError, match="twice"):
         pager.to_list()
 

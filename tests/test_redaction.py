@@ -28,10 +28,11 @@ def test_nothing_secret_anywhere(emulator, caplog, recwarn):
     emulator.inject("status", status=503)
     c.execute(FINDING_QUERY, {"id": 1})  # retry, logged
     for kind in ["status", "rate_limit"]:
-        emulator.inject(kind, 5, status=502, retry_after=0)
+        emulator.inject(kind, 2, status=502, retry_after=0)
         with pytest.raises(secfindings.SecFindingsError) as info:
             c.execute(FINDING_QUERY, {"id": 1})
         texts += [str(info.value), repr(info.value), repr(vars(info.value))]
+        emulator.clear_faults()
     emulator.revoke_api_token(token)
     emulator.expire_jwts()
     with pytest.raises(secfindings.AuthenticationError) as info:

@@ -5,7 +5,7 @@ from tests.conftest import ADD_RULE, FINDING_QUERY
 
 from secfindings import APIStatusError, RateLimitError, TimeoutError, TransportError
 
-RULE = {"name": "r", "method": "FIXED", "value": 5.0}
+RULE = {"name": "r", "method": "SET", "value": 5.0}
 
 
 def test_429_short_retry_after_is_honoured(emulator, client):
