@@ -656,6 +656,25 @@ def targets(res: dict[str, Any]) -> list[dict[str, Any]]:
     return out
 
 
+def _server_row(wl: str, throughput: list[dict[str, Any]]) -> str | None:
+    """The emulator's own figures (raw pipelined load, no client library) as a row of a client table,
+    so the reader sees how far below the server's capacity each client runs."""
+    want = {
+        "latency": ("finding(id)", "sequential"),
+        "concurrency": ("finding(id)", "saturated"),
+        "paging": ("findings_view page of 100", "saturated"),
+    }.get(wl)
+    for t in throughput:
+        if want and (t.get("workload"), t.get("mode")) == want and "rps" in t:
+            label = f"(server alone: emulator, raw {t['connections']}x{t['depth']} load)"
+            if wl == "paging":
+                return f"| {label} | | {t['rps'] * 100:,.0f} items/s | | | |"
+            if wl == "latency":
+                return f"| {label} | | {t['p50_ms'] * 1e3:,.1f} us/call p50 ({t['rps']:,.0f}/s) | | | |"
+            return f"| {label} | | {1e6 / t['rps']:,.1f} us/call ({t['rps']:,.0f}/s) | | | |"
+    return None
+
+
 def render(report: dict[str, Any]) -> str:
     m, res, cfg = report["machine"], report["results"], report["config"]
     lines = [
@@ -739,11 +758,14 @@ def render(report: dict[str, Any]) -> str:
                 )
             ratio = (
                 f"{r['median_s'] / base['median_s']:.2f}"
-                if "median_s" in base and not client.startswith("secfindings")
+                if "median_s" in base and not client.startswith("secfindings") and client != "floor"
                 else ""
             )
             cpu = f"{r['cpu_s']:.3f}" if "cpu_s" in r else ""
             lines.append(f"| {name} | {r['median_s']:.3f} | {fig} | {cpu} | {over} | {ratio} |")
+        server = _server_row(wl, res.get("emulator", {}).get("throughput", []))
+        if server:
+            lines.append(server)
 
     table(
         "latency",
