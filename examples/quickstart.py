@@ -54,9 +54,8 @@ def run(client: secfindings.Client) -> None:
         finding = client.execute(FINDING, {"id": top[0]["id"]})["finding"]
         print(f"\nfinding #{finding['id_int']}: {finding['title']}")
         print(f"  discovered {finding['discovered_time']}, age {finding['age']} days")
-        print(
-            f"  datasource {finding['datasource']['friendly_name']}, resource {finding['main_resource']['resource_name']}"
-        )
+        source, resource = finding["datasource"]["friendly_name"], finding["main_resource"]["resource_name"]
+        print(f"  datasource {source}, resource {resource}")
         first_line = (finding["description"] or "").strip().splitlines()[:1]
         print(f"  {first_line[0] if first_line else ''}")
 

@@ -7,8 +7,7 @@ import boto3
 import pytest
 from botocore.exceptions import ClientError
 from gql import Client as GqlClient
-from gql import GraphQLRequest
-from gql import gql
+from gql import GraphQLRequest, gql
 from gql.transport.requests import RequestsHTTPTransport
 
 
@@ -30,7 +29,7 @@ def test_boto3_initiate_auth(emulator, cognito):
     assert result["TokenType"] == "Bearer"
     assert result["ExpiresIn"] == 3600
     assert "RefreshToken" not in result
-    header, payload, _sig = result["AccessToken"].split(".")
+    _header, payload, _sig = result["AccessToken"].split(".")
     claims = json.loads(base64.urlsafe_b64decode(payload + "=" * (-len(payload) % 4)))
     assert claims["token_use"] == "access"
     assert claims["customer"] == "acme"

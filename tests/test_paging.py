@@ -80,14 +80,18 @@ def test_query_must_declare_paging_variables(client):
 
 
 def test_missing_page_info_is_explained(client):
-    q = "query Q($first: Int, $after: String) { findings_view(first: $first, after: $after) { edges { node { id } } } }"
+    q = """query Q($first: Int, $after: String) {
+      findings_view(first: $first, after: $after) { edges { node { id } } }
+    }"""
     with pytest.raises(PaginationError, match="pageInfo"):
         client.paginate(q).to_list()
 
 
 def test_explicit_path(client):
     q = """query Q($first: Int, $after: String) {
-      f: findings_view(first: $first, after: $after) { edges { node { id_int } } pageInfo { hasNextPage endCursor } }
+      f: findings_view(first: $first, after: $after) {
+        edges { node { id_int } } pageInfo { hasNextPage endCursor }
+      }
     }"""
     assert len(client.paginate(q, path="f", limit=5).to_list()) == 5
 

@@ -1,7 +1,14 @@
 # Stub of the compiled module secfindings._native (checked by mypy.stubtest).
 from typing import Any, final
 
-__all__ = ["NativeClient", "NativeEmulator", "NativePages", "__version__", "prepare_request", "reset_log_cache"]
+__all__ = [
+    "NativeClient",
+    "NativeEmulator",
+    "NativePages",
+    "__version__",
+    "prepare_request",
+    "reset_log_cache",
+]
 
 __version__: str
 
