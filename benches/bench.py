@@ -246,7 +246,7 @@ class Emulator:
         try:
             for line in Path(f"/proc/{self.proc.pid}/status").read_text().splitlines():
                 if line.startswith("VmHWM:"):
-                    return int(line.split()[1]) / 1024
+                    return round(int(line.split()[1]) / 1024, 1)
         except OSError:
             return None
         return None
@@ -378,9 +378,18 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--budget", type=float, help="seconds for the whole run; later parts are skipped")
     ap.add_argument("--skip-memory", action="store_true", help="leave out the 1M-findings memory workload")
     ap.add_argument("--output-dir", type=Path, default=RESULTS)
+    ap.add_argument("--render", type=Path, metavar="JSON", help="only rewrite the tables of a latest.json")
     args = ap.parse_args(argv)
     if args.worker:
         return worker(args.worker)
+    if args.render:
+        report = json.loads(args.render.read_text())
+        report["targets"] = targets(report["results"])
+        md = render(report)
+        args.render.write_text(json.dumps(report, indent=2) + "\n")
+        args.render.with_suffix(".md").write_text(md + "\n")
+        print(md)
+        return 0
 
     cfg: dict[str, Any] = dict(QUICK if args.quick else FULL)
     if args.budget:
@@ -618,7 +627,7 @@ def targets(res: dict[str, Any]) -> list[dict[str, Any]]:
     peak = mem.get("peak_rss_mb")
     out.append(
         {
-            "target": f"memory, {res.get('memory', {}).get('emulator', {}).get('findings', '?')} findings",
+            "target": f"memory, {res.get('memory', {}).get('emulator', {}).get('findings', 0):,} findings",
             "goal": "< 200 MB peak RSS",
             "measured": None if peak is None else f"{peak} MB",
             "met": None if peak is None else peak < 200,
@@ -688,6 +697,20 @@ def render(report: dict[str, Any]) -> str:
         f"{cfg['repeats']['latency']}/{cfg['repeats']['paging']}/{cfg['repeats']['concurrency']} runs "
         "(latency/paging/concurrency)",
         f"- whole run: {report.get('elapsed_s')} s",
+        *(
+            ["- QUICK MODE: a smoke test with tiny counts and one run; the figures are not measurements"]
+            if report.get("mode") == "quick"
+            else []
+        ),
+        *(
+            [
+                f"- the machine was busy before the run started (load average {m['loadavg_at_start'][0]} on "
+                f"{m['cores']} cores, i.e. other work such as compiles): absolute figures are pessimistic "
+                "and noisier than on an idle machine"
+            ]
+            if (m.get("loadavg_at_start") or [0])[0] >= 0.5 * (m.get("cores") or 1)
+            else []
+        ),
         "",
         "## Emulator (server capacity; load from benches/_loadgen.py, raw pipelined sockets)",
         "",
@@ -711,7 +734,7 @@ def render(report: dict[str, Any]) -> str:
     if mememu:
         startup += (
             f"; {mememu['startup_s']} s with {mememu['findings']:,} findings "
-            f"(its peak RSS {mememu.get('peak_rss_mb')} MB)"
+            f"(its peak RSS {round(mememu.get('peak_rss_mb') or 0, 1)} MB)"
         )
     lines.extend(["", startup])
 
@@ -810,7 +833,35 @@ def render(report: dict[str, Any]) -> str:
     for t in report["targets"]:
         met = {True: "met", False: "MISSED", None: "not measured"}[t["met"]]
         lines.append(f"| {t['target']} | {t['goal']} | {t['measured'] or '-'} | {met} |")
+    lines.extend(_notes(res))
     return "\n".join(lines)
+
+
+def _notes(res: dict[str, Any]) -> list[str]:
+    """Context a reader needs to judge the ratios, computed from the figures."""
+    notes = []
+    thr = {(t.get("workload"), t.get("mode")): t for t in res.get("emulator", {}).get("throughput", [])}
+    seq_page = thr.get(("findings_view page of 100", "sequential"), {})
+    floor_page = res.get("paging", {}).get("floor", {})
+    if "p50_ms" in seq_page and "per_page_us" in floor_page:
+        notes.append(
+            f"- Paging is bounded by the server: the emulator alone answers a 100-node page in "
+            f"{seq_page['p50_ms'] * 1e3:,.0f} us (p50, one at a time) and the Rust floor walks pages at "
+            f"{floor_page['per_page_us']:,.0f} us each, so no sequential client can be much faster than the "
+            "floor, and the ratios between clients are compressed accordingly."
+        )
+    seq_call = thr.get(("finding(id)", "sequential"), {})
+    floor_call = res.get("latency", {}).get("floor", {})
+    if "p50_ms" in seq_call and "per_call_us" in floor_call:
+        notes.append(
+            f"- One finding(id) round trip costs the emulator about {seq_call['p50_ms'] * 1e3:,.0f} us (p50, "
+            f"raw socket client); the Rust floor needs {floor_call['per_call_us']:,.1f} us per call."
+        )
+    notes.append(
+        "- Server and client share the machine's cores, so client CPU per call (the CPU column) also "
+        "slows the server under concurrency."
+    )
+    return ["", "## Notes", "", *notes]
 
 
 if __name__ == "__main__":
