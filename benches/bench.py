@@ -78,6 +78,7 @@ LATENCY_CLIENTS = ["secfindings", "httpx", "requests", "gql-requests", "gql-http
 PAGING_CLIENTS = [
     "secfindings",
     "secfindings-async",
+    "secfindings-typed",
     "httpx",
     "httpx-async",
     "requests",
