@@ -7,7 +7,7 @@ from types import TracebackType
 from typing import Any
 
 from secfindings import _logging
-from secfindings._native import NativeClient
+from secfindings._native import NativeClient, NativePages
 from secfindings._paging import AsyncPaginator, Paginator
 
 __all__ = ["AsyncClient", "Client"]
@@ -65,6 +65,18 @@ class _Base:
     def __repr__(self) -> str:
         return f"{type(self).__name__}(base_url={self.base_url!r}, region={self.region!r})"
 
+    def _pages(
+        self,
+        query: str,
+        variables: dict[str, Any] | None,
+        path: str | None,
+        page_size: int,
+        limit: int | None,
+        operation_name: str | None,
+    ) -> NativePages:
+        # One walk for both clients; only the iterator around it differs.
+        return self._native.paginate(query, variables, operation_name, path, page_size, limit)
+
 
 class Client(_Base):
     """Synchronous client. Safe to share across threads; never touches asyncio (works in Jupyter).
@@ -102,8 +114,7 @@ class Client(_Base):
         connection; ``path`` is the dotted path to the connection in ``data`` (default: the only
         top-level field). Every other variable is sent with every page.
         """
-        pages = self._native.paginate(query, variables, operation_name, path, page_size, limit)
-        return Paginator(pages)
+        return Paginator(self._pages(query, variables, path, page_size, limit, operation_name))
 
     def close(self) -> None:
         """Stop the client; later calls raise ClientClosedError."""
@@ -145,8 +156,7 @@ class AsyncClient(_Base):
         operation_name: str | None = None,
     ) -> AsyncPaginator[dict[str, Any]]:
         """Walk any Relay connection lazily with ``async for`` (see :meth:`Client.paginate`)."""
-        pages = self._native.paginate(query, variables, operation_name, path, page_size, limit)
-        return AsyncPaginator(pages)
+        return AsyncPaginator(self._pages(query, variables, path, page_size, limit, operation_name))
 
     async def aclose(self) -> None:
         """Stop the client; later calls raise ClientClosedError."""
