@@ -20,5 +20,10 @@ fn _native(m: &pyo3::Bound<'_, pyo3::types::PyModule>) -> pyo3::PyResult<()> {
     m.add_class::<py::emulator::NativeEmulator>()?;
     m.add_function(wrap_pyfunction!(py::client::prepare_request, m)?)?;
     m.add_function(wrap_pyfunction!(py::reset_log_cache, m)?)?;
+    m.add_function(wrap_pyfunction!(py::operations::catalog, m)?)?;
+    m.add_function(wrap_pyfunction!(py::operations::input_objects, m)?)?;
+    m.add_function(wrap_pyfunction!(py::operations::build_operation, m)?)?;
+    m.add_function(wrap_pyfunction!(py::operations::to_global_id, m)?)?;
+    m.add_function(wrap_pyfunction!(py::operations::from_global_id, m)?)?;
     Ok(())
 }

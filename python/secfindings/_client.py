@@ -8,6 +8,7 @@ from typing import Any
 
 from secfindings import _logging
 from secfindings._native import NativeClient, NativePages
+from secfindings._operations import AsyncOperations, SyncOperations
 from secfindings._paging import AsyncPaginator, Paginator
 
 __all__ = ["AsyncClient", "Client"]
@@ -78,7 +79,7 @@ class _Base:
         return self._native.paginate(query, variables, operation_name, path, page_size, limit)
 
 
-class Client(_Base):
+class Client(_Base, SyncOperations):
     """Synchronous client. Safe to share across threads; never touches asyncio (works in Jupyter).
 
     ``api_token`` defaults to ``$SECFINDINGS_API_TOKEN`` and ``base_url`` to
@@ -132,7 +133,7 @@ class Client(_Base):
         self.close()
 
 
-class AsyncClient(_Base):
+class AsyncClient(_Base, AsyncOperations):
     """Asyncio client with the methods of :class:`Client`, awaited. Safe to share across tasks;
     cancelling a task cancels its request."""
 

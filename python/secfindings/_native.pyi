@@ -6,8 +6,13 @@ __all__ = [
     "NativeEmulator",
     "NativePages",
     "__version__",
+    "build_operation",
+    "catalog",
+    "from_global_id",
+    "input_objects",
     "prepare_request",
     "reset_log_cache",
+    "to_global_id",
 ]
 
 __version__: str
@@ -53,6 +58,16 @@ class NativeClient:
         variables: dict[str, Any] | None = None,
         operation_name: str | None = None,
         path: str | None = None,
+        page_size: int = 100,
+        limit: int | None = None,
+    ) -> NativePages: ...
+    def call(self, name: str, args: dict[str, Any], fields: str | None = None) -> Any: ...
+    def call_async(self, name: str, args: dict[str, Any], fields: str | None = None) -> Any: ...
+    def paginate_operation(
+        self,
+        name: str,
+        args: dict[str, Any],
+        fields: str | None = None,
         page_size: int = 100,
         limit: int | None = None,
     ) -> NativePages: ...
@@ -114,3 +129,8 @@ def prepare_request(
     query: str, variables: dict[str, Any] | None = None, operation_name: str | None = None
 ) -> dict[str, Any]: ...
 def reset_log_cache() -> None: ...
+def catalog() -> list[dict[str, Any]]: ...
+def input_objects() -> dict[str, list[tuple[str, str]]]: ...
+def build_operation(name: str, args: dict[str, Any], fields: str | None = None) -> dict[str, Any]: ...
+def to_global_id(type_name: str, pk: str | int) -> str: ...
+def from_global_id(id: str) -> tuple[str, str]: ...

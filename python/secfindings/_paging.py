@@ -41,7 +41,10 @@ class Page(Generic[T]):
 
 def _page(raw: tuple[list[Any], dict[str, Any]], wrap: Callable[[Any], T] | None) -> Page[T]:
     items, info = raw
-    return Page(items=[wrap(i) for i in items] if wrap else items, page_info=PageInfo(**info))
+    if wrap is not None:
+        # A null node stays None (a server may null one out with a resolver error).
+        items = [wrap(i) if i is not None else i for i in items]
+    return Page(items=items, page_info=PageInfo(**info))
 
 
 def _frame(items: list[Any]) -> Any:

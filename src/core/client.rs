@@ -5,8 +5,9 @@ use std::sync::Arc;
 use serde_json::{Map, Value};
 
 use super::config::{Settings, SettingsInput};
-use super::error::Result;
+use super::error::{Error, Result};
 use super::graphql::prepare;
+use super::operations::{build, find};
 use super::paging::{PageSpec, PageStream};
 use super::transport::Transport;
 
@@ -62,5 +63,47 @@ impl CoreClient {
     /// A lazy, prefetching walk over a connection. Nothing is sent until the first page is asked for.
     pub fn paginate(&self, spec: PageSpec) -> Result<PageStream> {
         PageStream::new(Arc::clone(&self.transport), spec)
+    }
+
+    /// Runs one catalog operation and returns its field's value (`data[name]`).
+    pub async fn call(&self, name: &str, args: Map<String, Value>, fields: Option<&str>) -> Result<Value> {
+        let op = find(name)?;
+        if op.is_connection() {
+            return Err(Error::validation(format!(
+                "{name}() returns a connection: page it with paginate_operation"
+            )));
+        }
+        let built = build(op, args, fields)?;
+        let mut req = prepare(&built.query, Some(&built.variables), Some(op.name))?;
+        req.retry = op.retry;
+        let data = self.transport.execute(&req).await?;
+        match data {
+            Value::Object(mut m) => Ok(m.remove(op.name).unwrap_or(Value::Null)),
+            _ => Ok(Value::Null),
+        }
+    }
+
+    /// A lazy walk over a catalog operation that returns a connection.
+    pub fn paginate_operation(
+        &self,
+        name: &str,
+        args: Map<String, Value>,
+        fields: Option<&str>,
+        page_size: u32,
+        limit: Option<u64>,
+    ) -> Result<PageStream> {
+        let op = find(name)?;
+        if !op.is_connection() {
+            return Err(Error::validation(format!("{name}() does not return a connection")));
+        }
+        let built = build(op, args, fields)?;
+        self.paginate(PageSpec {
+            query: built.query,
+            variables: built.variables,
+            operation_name: Some(op.name.to_string()),
+            path: Some(op.name.to_string()),
+            page_size,
+            limit,
+        })
     }
 }

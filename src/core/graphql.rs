@@ -265,6 +265,8 @@ pub struct PreparedRequest {
     pub body: bytes::Bytes,
     pub operation: OperationInfo,
     pub label: String,
+    /// From the operation's kind; a catalog entry may mark a mutation as safe to resend.
+    pub retry: RetryClass,
 }
 
 /// Validates and serializes `{query, variables, operationName}`.
@@ -290,7 +292,8 @@ pub fn prepare(
     let bytes = serde_json::to_vec(&Value::Object(body))
         .map_err(|e| Error::validation(format!("variables cannot be encoded as JSON: {e}")))?;
     let label = op_name.unwrap_or_else(|| "anonymous".to_string());
-    Ok(PreparedRequest { body: bytes.into(), operation, label })
+    let retry = operation.retry_class();
+    Ok(PreparedRequest { body: bytes.into(), operation, label, retry })
 }
 
 /// Splits a response body into data or a GraphQL error, keeping partial data with the errors.

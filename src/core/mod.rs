@@ -5,6 +5,8 @@ pub mod client;
 pub mod config;
 pub mod error;
 pub mod graphql;
+pub mod ids;
+pub mod operations;
 pub mod paging;
 pub mod retry;
 pub mod secret;

@@ -116,7 +116,7 @@ impl Transport {
 
     /// Sends one request with refresh-on-401 and retries; returns the body of a 2xx answer.
     pub async fn send(&self, req: &PreparedRequest) -> Result<Bytes> {
-        let class = req.operation.retry_class();
+        let class = req.retry;
         let mut retries = 0u32;
         let mut refreshed = false;
         loop {

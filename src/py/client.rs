@@ -7,7 +7,7 @@ use pyo3::types::PyDict;
 use crate::core::config::SettingsInput;
 use crate::core::paging::PageSpec;
 use crate::core::{CoreClient, Error};
-use crate::py::convert::to_py;
+use crate::py::convert::{from_dict, to_py};
 use crate::py::errors::to_py as err;
 use crate::py::paging::NativePages;
 use crate::py::runtime::{async_usable, block_on, runtime};
@@ -160,18 +160,66 @@ impl NativeClient {
     ) -> PyResult<NativePages> {
         let core = self.check()?.clone();
         let vars = crate::py::convert::variables(variables.as_ref())?.unwrap_or_default();
-        let page_size = u32::try_from(page_size).map_err(|_| {
-            err(Error::Validation(format!("page_size must be between 1 and 100, got {page_size}")))
-        })?;
-        let limit = match limit {
-            None => None,
-            Some(l) => Some(
-                u64::try_from(l)
-                    .map_err(|_| err(Error::Validation(format!("limit must be >= 0, got {l}"))))?,
-            ),
-        };
+        let (page_size, limit) = page_bounds(page_size, limit)?;
         let spec = PageSpec { query, variables: vars, operation_name, path, page_size, limit };
         let stream = core.paginate(spec).map_err(err)?;
+        Ok(NativePages::new(stream))
+    }
+
+    /// Runs one catalog operation (not a connection) and returns its field's value.
+    #[pyo3(signature = (name, args, fields=None))]
+    fn call(
+        &self,
+        py: Python<'_>,
+        name: String,
+        args: Bound<'_, PyDict>,
+        fields: Option<String>,
+    ) -> PyResult<Py<PyAny>> {
+        let core = self.check()?.clone();
+        let args = from_dict(&args, "").map_err(err)?;
+        let out = block_on(py, async move { core.call(&name, args, fields.as_deref()).await })?;
+        let value = out.map_err(err)?;
+        Ok(to_py(py, &value)?.unbind())
+    }
+
+    /// The awaitable twin of `call`.
+    #[pyo3(signature = (name, args, fields=None))]
+    fn call_async<'py>(
+        &self,
+        py: Python<'py>,
+        name: String,
+        args: Bound<'py, PyDict>,
+        fields: Option<String>,
+    ) -> PyResult<Bound<'py, PyAny>> {
+        if !async_usable() {
+            return Err(err(Error::Closed(
+                "async calls are not available in a process forked after the first call; use Client here"
+                    .into(),
+            )));
+        }
+        let core = self.check()?.clone();
+        let args = from_dict(&args, "").map_err(err)?;
+        pyo3_async_runtimes::tokio::future_into_py(py, async move {
+            let value = core.call(&name, args, fields.as_deref()).await.map_err(err)?;
+            Python::attach(|py| to_py(py, &value).map(Bound::unbind))
+        })
+    }
+
+    /// A lazy walk over a catalog operation that returns a connection.
+    #[pyo3(signature = (name, args, fields=None, page_size=100, limit=None))]
+    fn paginate_operation(
+        &self,
+        name: String,
+        args: Bound<'_, PyDict>,
+        fields: Option<String>,
+        page_size: i64,
+        limit: Option<i64>,
+    ) -> PyResult<NativePages> {
+        let core = self.check()?.clone();
+        let args = from_dict(&args, "").map_err(err)?;
+        let (page_size, limit) = page_bounds(page_size, limit)?;
+        let stream =
+            core.paginate_operation(&name, args, fields.as_deref(), page_size, limit).map_err(err)?;
         Ok(NativePages::new(stream))
     }
 
@@ -201,4 +249,21 @@ pub fn prepare_request(
     }
     d.set_item("kind", format!("{:?}", req.operation.kind).to_lowercase())?;
     Ok(d.unbind())
+}
+
+/// Python ints to the walker's bounds; the walker itself checks the cap.
+fn page_bounds(page_size: i64, limit: Option<i64>) -> PyResult<(u32, Option<u64>)> {
+    let page_size = u32::try_from(page_size).map_err(|_| {
+        err(Error::Validation(format!(
+            "page_size must be between 1 and {}, got {page_size}",
+            crate::core::paging::MAX_PAGE_SIZE
+        )))
+    })?;
+    let limit = match limit {
+        None => None,
+        Some(l) => Some(
+            u64::try_from(l).map_err(|_| err(Error::Validation(format!("limit must be >= 0, got {l}"))))?,
+        ),
+    };
+    Ok((page_size, limit))
 }

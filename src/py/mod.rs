@@ -5,6 +5,7 @@ pub mod convert;
 #[cfg(feature = "emulator")]
 pub mod emulator;
 pub mod errors;
+pub mod operations;
 pub mod paging;
 pub mod runtime;
 

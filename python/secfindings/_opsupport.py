@@ -1,0 +1,73 @@
+"""What the generated typed methods (``_operations.py``) share: selections, filters, warnings.
+
+Conversion only: every check of the arguments themselves happens once, in the Rust core.
+"""
+
+from __future__ import annotations
+
+import warnings
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING, Any, TypeVar, Union
+
+from secfindings.errors import ValidationError
+
+if TYPE_CHECKING:
+    from secfindings._native import NativeClient
+    from secfindings.filters import Filter
+    from secfindings.models import Model
+
+__all__ = ["Fields", "OperationsBase", "deprecated", "fields_text", "with_filters", "wrap"]
+
+#: A selection for ``fields=``: GraphQL selection text (``"id title finding_score { score }"``),
+#: a list of such pieces, or ``"*"`` for every field the model declares (the emulator's model:
+#: the production schema may lack some of them).
+Fields = Union[str, Sequence[str]]
+
+M = TypeVar("M", bound="Model")
+
+
+class OperationsBase:
+    _native: NativeClient
+
+
+def fields_text(fields: Fields | None, model: type[Model] | None) -> str | None:
+    """The selection text to send, or None for the catalog's default selection."""
+    if fields is None:
+        return None
+    if isinstance(fields, str):
+        if fields.strip() == "*":
+            if model is None:  # pragma: no cover - scalar results have no fields= parameter
+                raise ValidationError("fields='*' needs an object result")
+            return model.selection()
+        return fields
+    if not all(isinstance(f, str) for f in fields):
+        raise ValidationError("fields must be a str or a list of str")
+    return " ".join(fields)
+
+
+def with_filters(
+    filters_config: Mapping[str, Any] | None, filters: Filter | Mapping[str, Any] | None
+) -> Mapping[str, Any] | None:
+    """Puts a filter tree (``filters=``) into ``filters_config.filtersjson``; the core serializes it."""
+    if filters is None:
+        return filters_config
+    from secfindings.filters import filter_tree
+
+    config = dict(filters_config or {})
+    if config.get("filtersjson") is not None:
+        raise ValidationError("pass either filters= or filters_config['filtersjson'], not both")
+    config["filtersjson"] = filter_tree(filters)
+    return config
+
+
+def deprecated(name: str, successor: str) -> None:
+    # stacklevel 3: the warning points at the caller of the typed method.
+    warnings.warn(
+        f"{name}() is deprecated by the API; use {successor}() instead",
+        DeprecationWarning,
+        stacklevel=3,
+    )
+
+
+def wrap(model: type[M], raw: Any) -> M | None:
+    return None if raw is None else model(raw)

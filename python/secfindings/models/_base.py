@@ -1,0 +1,597 @@
+"""The machinery behind the typed result models: :class:`Model`, :class:`Connection`, JSONString.
+
+A model is a thin, read-only view over the JSON dict the server sent. Building one only stores
+the dict, because paging builds a model per row (100k of them in a long walk) and most callers
+read a few attributes of each. Values are converted on first access and cached per instance;
+the per-class field table is derived from the class annotations on first use, not at import.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import difflib
+import functools
+import json
+import re
+import types
+import typing
+from collections.abc import Callable, Iterator, Mapping
+from typing import TYPE_CHECKING, Annotated, Any, ClassVar, Generic, TypeVar, overload
+
+from secfindings._paging import PageInfo
+
+__all__ = ["Connection", "JSONString", "Model"]
+
+
+class _JSONStringMarker:
+    """Marks a field whose value the server sends as JSON text inside a GraphQL string."""
+
+    __slots__ = ()
+
+    def __repr__(self) -> str:
+        return "JSONString"
+
+    def __reduce__(self) -> str:
+        return "_JSON_STRING"
+
+
+_JSON_STRING = _JSONStringMarker()
+
+JSONString = Annotated[Any, _JSON_STRING]
+"""A GraphQL ``JSONString`` field: decoded with :func:`json.loads` on access."""
+
+_Convert = Callable[[Any], Any]
+
+
+class _Field:
+    """How one declared field is converted on access and dumped by ``to_dict``.
+
+    ``convert`` / ``dump`` are None when the raw JSON value is already the right thing; the
+    getter then returns it without caching, which keeps plain str/int fields at dict speed.
+    """
+
+    __slots__ = ("convert", "dump", "kind", "node")
+
+    def __init__(
+        self,
+        convert: _Convert | None,
+        dump: _Convert | None,
+        kind: str = "scalar",
+        node: type[Model] | None = None,
+    ) -> None:
+        self.convert = convert
+        self.dump = dump
+        # kind is "scalar", "object", "list" or "connection"; selection() and repr use it.
+        self.kind = kind
+        self.node = node
+
+
+# Per-class field tables, filled on first attribute access (see Model._table).
+_TABLES: dict[type[Model], dict[str, _Field]] = {}
+
+
+class _ModelMeta(type):
+    """Gives every model class ``__slots__ = ()`` so instances never grow a ``__dict__``.
+
+    Model classes only declare annotations; forgetting ``__slots__`` in one of fifty classes
+    would silently cost a dict per instance, so the metaclass adds it.
+    """
+
+    def __new__(mcs, name: str, bases: tuple[type, ...], namespace: dict[str, Any]) -> _ModelMeta:
+        namespace.setdefault("__slots__", ())
+        return super().__new__(mcs, name, bases, namespace)
+
+
+class Model(metaclass=_ModelMeta):
+    """Base of the typed result models: a lazy, read-only view over a response dict.
+
+    Attributes are the GraphQL fields, named as in the schema. A field that was selected is
+    converted on first access (DateTime to an aware :class:`datetime.datetime`, JSONString
+    decoded, nested objects to models, connections to :class:`Connection`) and cached. A declared
+    field that the request did not select raises :class:`AttributeError` (it is never a silent
+    None: None means the server sent null). Fields selected with ``fields=`` that the class does
+    not declare come back as the raw JSON value.
+    """
+
+    __slots__ = ("_cache", "_data")
+
+    _data: Mapping[str, Any]
+    _cache: dict[str, Any] | None
+
+    # Fields shown first by repr, when selected; the rest follow in the order they came.
+    _REPR_ORDER: ClassVar[tuple[str, ...]] = (
+        "id_int",
+        "id",
+        "name",
+        "title",
+        "key",
+        "category",
+        "status",
+        "score",
+        "severity",
+        "active",
+        "enabled",
+        "ok",
+        "finding_id",
+        "resource_name",
+        "friendly_name",
+        "external_id",
+        "file_name",
+        "node_type",
+        "state",
+        "type",
+    )
+
+    def __init__(self, data: Mapping[str, Any]) -> None:
+        self._data = data
+        self._cache = None
+
+    @classmethod
+    def _table(cls) -> dict[str, _Field]:
+        table = _TABLES.get(cls)
+        if table is None:
+            table = _build_table(cls)
+            _TABLES[cls] = table
+        return table
+
+    @classmethod
+    def declared_fields(cls) -> tuple[str, ...]:
+        """The names of the GraphQL fields this class declares, in declaration order."""
+        return tuple(cls._table())
+
+    if not TYPE_CHECKING:
+        # Hidden from type checkers so that a typo such as ``f.titel`` is a mypy error; the
+        # declared fields are plain annotations, which is what checkers and editors read.
+        def __getattr__(self, name: str) -> Any:
+            if name[:1] == "_":
+                raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
+            cache = self._cache
+            if cache is not None and name in cache:
+                return cache[name]
+            data = self._data
+            field = type(self)._table().get(name)
+            if name in data:
+                value = data[name]
+                if value is None or field is None or field.convert is None:
+                    return value
+                value = field.convert(value)
+                if cache is None:
+                    self._cache = cache = {}
+                cache[name] = value
+                return value
+            if field is not None:
+                raise AttributeError(_not_selected(self, name))
+            raise AttributeError(f"{type(self).__name__!r} object has no field {name!r}")
+
+    def __contains__(self, name: object) -> bool:
+        return name in self._data
+
+    def __dir__(self) -> list[str]:
+        return sorted(set(super().__dir__()) | set(type(self)._table()) | set(self._data))
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, Model) or type(other) is not type(self):
+            return NotImplemented
+        return self._data == other._data
+
+    __hash__ = None  # type: ignore[assignment]
+
+    def __reduce__(self) -> tuple[type[Model], tuple[Mapping[str, Any]]]:
+        # The converted-value cache is rebuilt on demand; the raw data is the whole state.
+        return (type(self), (self._data,))
+
+    def __repr__(self) -> str:
+        return _repr_model(self, 6, nested=True)
+
+    def to_dict(self) -> dict[str, Any]:
+        """A JSON-ready deep copy of the data: JSONString fields decoded, DateTimes as ISO text."""
+        return _dump_model(type(self), self._data)
+
+    @classmethod
+    def selection(cls, depth: int = 2) -> str:
+        """GraphQL selection text that asks for every declared field of this class.
+
+        Nested objects and connections are expanded ``depth`` levels down and left out beyond
+        that. Connections are selected as ``name { edges { node { ... } } pageInfo { hasNextPage
+        endCursor } }``.
+        """
+        if depth < 0:
+            raise ValueError(f"depth must be >= 0, got {depth}")
+        return _selection(cls, depth)
+
+
+T = TypeVar("T", bound=Model)
+
+
+class Connection(Generic[T]):
+    """A Relay connection inside a result (for example a finding's tickets).
+
+    Wraps the raw ``{"edges": [{"cursor": ..., "node": {...}}], "pageInfo": {...},
+    "total_count": ...}`` dict; each key may be missing when it was not selected. Iterating,
+    ``len`` and indexing work on the nodes of this page only; edges whose node is null carry
+    nothing to show and are skipped.
+    """
+
+    __slots__ = ("_node_type", "_nodes", "_raw")
+
+    def __init__(self, raw: Mapping[str, Any], node_type: type[T]) -> None:
+        self._raw = raw
+        self._node_type = node_type
+        self._nodes: list[T] | None = None
+
+    @property
+    def nodes(self) -> list[T]:
+        """The nodes of this page, as models (built once, then cached)."""
+        nodes = self._nodes
+        if nodes is None:
+            if "edges" not in self._raw:
+                raise AttributeError(
+                    f"Connection[{self._node_type.__name__}].edges was not selected in this request; "
+                    "select it as `edges { node { ... } }`"
+                )
+            make = self._node_type
+            nodes = []
+            for edge in self._raw["edges"] or ():
+                if edge is None:
+                    continue
+                if "node" not in edge:
+                    raise AttributeError(
+                        f"Connection[{make.__name__}]: edges {{ node }} was not selected in this request"
+                    )
+                node = edge["node"]
+                if node is not None:
+                    nodes.append(make(node))
+            self._nodes = nodes
+        return nodes
+
+    @property
+    def page_info(self) -> PageInfo | None:
+        """The connection's ``pageInfo``, or None if it was not selected.
+
+        Flags that were not selected read as False and cursors as None.
+        """
+        info = self._raw.get("pageInfo")
+        if info is None:
+            return None
+        return PageInfo(
+            has_next_page=bool(info.get("hasNextPage", False)),
+            has_previous_page=bool(info.get("hasPreviousPage", False)),
+            start_cursor=info.get("startCursor"),
+            end_cursor=info.get("endCursor"),
+        )
+
+    @property
+    def total_count(self) -> int | None:
+        """The connection's ``total_count``, or None if it was not selected (or is null)."""
+        value = self._raw.get("total_count")
+        return None if value is None else int(value)
+
+    def __iter__(self) -> Iterator[T]:
+        return iter(self.nodes)
+
+    def __len__(self) -> int:
+        return len(self.nodes)
+
+    @overload
+    def __getitem__(self, index: int) -> T: ...
+
+    @overload
+    def __getitem__(self, index: slice) -> list[T]: ...
+
+    def __getitem__(self, index: int | slice) -> T | list[T]:
+        return self.nodes[index]
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, Connection):
+            return NotImplemented
+        return self._node_type is other._node_type and self._raw == other._raw
+
+    __hash__ = None  # type: ignore[assignment]
+
+    def __reduce__(self) -> tuple[type[Connection[T]], tuple[Mapping[str, Any], type[T]]]:
+        return (type(self), (self._raw, self._node_type))
+
+    def to_dict(self) -> dict[str, Any]:
+        """A JSON-ready deep copy of the raw connection, nodes dumped like ``Model.to_dict``."""
+        return _dump_connection(self._node_type, self._raw)
+
+    def __repr__(self) -> str:
+        name = self._node_type.__name__
+        if "edges" not in self._raw:
+            parts = []
+        else:
+            nodes = self.nodes
+            shown = ", ".join(_repr_model(n, 3, nested=False) for n in nodes[:3])
+            more = f", ... ({len(nodes)} nodes)" if len(nodes) > 3 else ""
+            parts = [f"[{shown}{more}]"]
+        total = self._raw.get("total_count")
+        if total is not None:
+            parts.append(f"total_count={total!r}")
+        return f"Connection[{name}]({', '.join(parts)})"
+
+
+# ----------------------------------------------------------------------------- field table
+
+
+def _build_table(cls: type[Model]) -> dict[str, _Field]:
+    hints = typing.get_type_hints(cls, include_extras=True)
+    table: dict[str, _Field] = {}
+    for name, hint in hints.items():
+        if name.startswith("_") or typing.get_origin(hint) is ClassVar:
+            continue
+        table[name] = _compile(hint, f"{cls.__name__}.{name}")
+    return table
+
+
+def _strip_optional(hint: Any) -> Any:
+    origin = typing.get_origin(hint)
+    if origin is typing.Union or origin is types.UnionType:
+        args = [a for a in typing.get_args(hint) if a is not type(None)]
+        if len(args) == 1:
+            return args[0]
+    return hint
+
+
+def _compile(hint: Any, where: str) -> _Field:
+    hint = _strip_optional(hint)
+    origin = typing.get_origin(hint)
+    if origin is Annotated:
+        base, *extras = typing.get_args(hint)
+        if any(isinstance(e, _JSONStringMarker) for e in extras):
+            return _Field(functools.partial(_decode_json, where), functools.partial(_dump_json, where))
+        return _compile(base, where)
+    if hint is Any or hint in (str, int, bool):
+        return _Field(None, None)
+    if hint is float:
+        return _Field(_to_float, None)
+    # datetime is a subclass of date, so it is tested first.
+    if hint is dt.datetime:
+        return _Field(functools.partial(_parse_datetime, where), None)
+    if hint is dt.date:
+        return _Field(functools.partial(_parse_date, where), None)
+    if origin is list:
+        (item_hint,) = typing.get_args(hint)
+        item = _compile(item_hint, f"{where}[]")
+        convert = None if item.convert is None else functools.partial(_convert_list, item.convert)
+        dump = None if item.dump is None else functools.partial(_convert_list, item.dump)
+        return _Field(convert, dump, "list" if item.kind == "scalar" else item.kind, item.node)
+    if origin is Connection:
+        (node,) = typing.get_args(hint)
+        return _Field(
+            functools.partial(_make_connection, node, where),
+            functools.partial(_dump_connection, node),
+            "connection",
+            node,
+        )
+    if isinstance(hint, type) and issubclass(hint, Model):
+        return _Field(
+            functools.partial(_make_model, hint, where),
+            functools.partial(_dump_model, hint),
+            "object",
+            hint,
+        )
+    raise TypeError(f"{where}: unsupported field annotation {hint!r}")
+
+
+# ----------------------------------------------------------------------------- converters
+
+
+def _convert_list(item: _Convert, value: Any) -> Any:
+    return [None if v is None else item(v) for v in value]
+
+
+def _to_float(value: Any) -> Any:
+    # JSON has one number type; a whole-number score may arrive as 7, which is still a Float.
+    if type(value) is int:
+        return float(value)
+    return value
+
+
+def _make_model(cls: type[Model], where: str, value: Any) -> Model:
+    if not isinstance(value, Mapping):
+        raise ValueError(f"{where}: expected a JSON object for {cls.__name__}, got {type(value).__name__}")
+    return cls(value)
+
+
+def _make_connection(node: type[Model], where: str, value: Any) -> Connection[Any]:
+    if not isinstance(value, Mapping):
+        raise ValueError(f"{where}: expected a JSON object for a connection, got {type(value).__name__}")
+    return Connection(value, node)
+
+
+def _decode_json(where: str, value: Any) -> Any:
+    if not isinstance(value, str):
+        # Already decoded (a transport or a test gave the Python value): pass it through.
+        return value
+    try:
+        return json.loads(value)
+    except ValueError as exc:
+        raise ValueError(f"{where} is a JSONString but its value is not valid JSON: {exc}") from None
+
+
+def _dump_json(where: str, value: Any) -> Any:
+    return _copy_json(_decode_json(where, value))
+
+
+# Python 3.10's fromisoformat takes only [+-]HH:MM offsets and 3 or 6 fraction digits.
+_ISO_DATETIME = re.compile(
+    r"(?P<date>\d{4}-\d{2}-\d{2})[T ](?P<time>\d{2}:\d{2}(?::\d{2})?)"
+    r"(?:[.,](?P<frac>\d+))?(?P<tz>[Zz]|[+-]\d{2}(?::?\d{2})?)?"
+)
+
+
+def _parse_datetime(where: str, value: Any) -> dt.datetime:
+    if isinstance(value, dt.datetime):
+        result = value
+    elif isinstance(value, str):
+        text = value.strip()
+        if text[-1:] in ("Z", "z"):
+            text = text[:-1] + "+00:00"
+        try:
+            result = dt.datetime.fromisoformat(text)
+        except ValueError:
+            result = _parse_datetime_slow(where, value)
+    else:
+        raise ValueError(f"{where}: expected an ISO 8601 DateTime string, got {type(value).__name__}")
+    if result.tzinfo is None:
+        # The API documents DateTimes with a UTC offset; a value without one is taken as UTC.
+        result = result.replace(tzinfo=dt.timezone.utc)
+    return result
+
+
+def _parse_datetime_slow(where: str, value: str) -> dt.datetime:
+    match = _ISO_DATETIME.fullmatch(value.strip())
+    if match is None:
+        raise ValueError(f"{where}: {value!r} is not an ISO 8601 DateTime")
+    text = f"{match['date']}T{match['time']}"
+    if match["frac"]:
+        text += "." + match["frac"][:6].ljust(6, "0")
+    tz = match["tz"]
+    if tz:
+        if tz in ("Z", "z"):
+            tz = "+00:00"
+        elif len(tz) == 3:
+            tz += ":00"
+        elif ":" not in tz:
+            tz = f"{tz[:3]}:{tz[3:]}"
+        text += tz
+    try:
+        return dt.datetime.fromisoformat(text)
+    except ValueError:
+        raise ValueError(f"{where}: {value!r} is not an ISO 8601 DateTime") from None
+
+
+def _parse_date(where: str, value: Any) -> dt.date:
+    if isinstance(value, dt.datetime):
+        return value.date()
+    if isinstance(value, dt.date):
+        return value
+    if not isinstance(value, str):
+        raise ValueError(f"{where}: expected an ISO 8601 Date string, got {type(value).__name__}")
+    try:
+        return dt.date.fromisoformat(value.strip())
+    except ValueError:
+        raise ValueError(f"{where}: {value!r} is not an ISO 8601 Date") from None
+
+
+# ----------------------------------------------------------------------------- to_dict
+
+
+def _copy_json(value: Any) -> Any:
+    if isinstance(value, Mapping):
+        return {k: _copy_json(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_copy_json(v) for v in value]
+    return value
+
+
+def _dump_model(cls: type[Model], data: Mapping[str, Any]) -> dict[str, Any]:
+    table = cls._table()
+    out: dict[str, Any] = {}
+    for key, value in data.items():
+        field = table.get(key)
+        if value is None:
+            out[key] = None
+        elif field is not None and field.dump is not None:
+            out[key] = field.dump(value)
+        else:
+            out[key] = _copy_json(value)
+    return out
+
+
+def _dump_connection(node: type[Model], raw: Mapping[str, Any]) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for key, value in raw.items():
+        if key == "edges" and value is not None:
+            edges: list[Any] = []
+            for edge in value:
+                if edge is None:
+                    edges.append(None)
+                    continue
+                copied: dict[str, Any] = {}
+                for ekey, evalue in edge.items():
+                    if ekey == "node" and evalue is not None:
+                        copied[ekey] = _dump_model(node, evalue)
+                    else:
+                        copied[ekey] = _copy_json(evalue)
+                edges.append(copied)
+            out[key] = edges
+        else:
+            out[key] = _copy_json(value)
+    return out
+
+
+# ----------------------------------------------------------------------------- messages
+
+
+def _not_selected(model: Model, name: str) -> str:
+    cls = type(model).__name__
+    # Suggest the current top-level scalar selection plus the missing field; nested objects
+    # would need their own sub-selection, so they are left out of the example.
+    current = [k for k, v in model._data.items() if not isinstance(v, (Mapping, list))][:5]
+    example = " ".join([*current, name])
+    return (
+        f'{cls}.{name} was not selected in this request; select it with fields=... (e.g. fields="{example}")'
+    )
+
+
+def _short(value: Any) -> str:
+    if isinstance(value, str) and len(value) > 40:
+        return repr(value[:39] + "\u2026")
+    if isinstance(value, (Mapping, list)):
+        return "{...}" if isinstance(value, Mapping) else f"[{len(value)} items]"
+    return repr(value)
+
+
+def _repr_model(model: Model, limit: int, *, nested: bool) -> str:
+    cls = type(model)
+    data = model._data
+    table = cls._table()
+    order = [k for k in cls._REPR_ORDER if k in data and not isinstance(data[k], (Mapping, list))]
+    if "id_int" in order and "id" in order:
+        # The global id is base64 of "Type:id_int": noise next to the integer.
+        order.remove("id")
+    scalars = [k for k in data if k not in order and not isinstance(data[k], (Mapping, list))]
+    objects = [k for k in data if isinstance(data[k], Mapping)] if nested else []
+    keys = [*order, *scalars, *objects]
+    parts = []
+    for key in keys[:limit]:
+        value = data[key]
+        field = table.get(key)
+        if isinstance(value, Mapping) and field is not None and field.node is not None:
+            if field.kind == "connection":
+                edges = value.get("edges")
+                text = f"<{len(edges)} edges>" if isinstance(edges, list) else "<connection>"
+            else:
+                text = _repr_model(field.node(value), 3, nested=False)
+        else:
+            text = _short(value)
+        parts.append(f"{key}={text}")
+    if len(parts) < len(data):
+        parts.append("...")
+    return f"{cls.__name__}({', '.join(parts)})"
+
+
+@functools.lru_cache(maxsize=256)
+def _selection(cls: type[Model], depth: int) -> str:
+    parts: list[str] = []
+    for name, field in cls._table().items():
+        if field.node is None:
+            parts.append(name)
+            continue
+        if depth == 0:
+            continue
+        inner = _selection(field.node, depth - 1)
+        if not inner:
+            continue
+        if field.kind == "connection":
+            parts.append(f"{name} {{ edges {{ node {{ {inner} }} }} pageInfo {{ hasNextPage endCursor }} }}")
+        else:
+            parts.append(f"{name} {{ {inner} }}")
+    return " ".join(parts)
+
+
+def did_you_mean(name: str, choices: typing.Iterable[str]) -> str:
+    """`` (did you mean 'x'?)`` for the closest of choices, or an empty string."""
+    close = difflib.get_close_matches(name, list(choices), n=1)
+    return f" (did you mean {close[0]!r}?)" if close else ""

@@ -1,0 +1,207 @@
+"""Generates python/secfindings/_operations.py (the typed methods of Client and AsyncClient) from the
+operation catalog in the Rust core (src/core/operations), so methods, signatures and the catalog
+cannot drift apart.
+
+    python scripts/gen_operations.py          # rewrite the file
+    python scripts/gen_operations.py --check  # exit 1 if the file is not what the catalog gives
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+TARGET = Path(__file__).resolve().parents[1] / "python" / "secfindings" / "_operations.py"
+
+SCALARS = {
+    "ID": "str | int",
+    "String": "str",
+    "Int": "int",
+    "Float": "float",
+    "Boolean": "bool",
+    "DateTime": "datetime | str",
+    "Date": "date | str",
+    "JSONString": "Any",
+    "JSONText": "Any",
+    "GenericScalar": "Any",
+}
+FILTERS_DOC = (
+    "filters: a filter tree (``secfindings.field(...)`` or dicts in the API's filter language),\n"
+    "    serialized into ``filters_config.filtersjson``."
+)
+
+
+def py_type(ty: str, inputs: dict[str, Any]) -> str:
+    if ty.endswith("!"):
+        return py_type(ty[:-1], inputs)
+    if ty.startswith("["):
+        inner = py_type(ty[1:-1], inputs)
+        if inner == "str":  # enum and String lists: one value stands for a one-item list
+            return "Sequence[str] | str"
+        return f"Sequence[{inner}]"
+    if ty in SCALARS:
+        return SCALARS[ty]
+    if ty in inputs:
+        return f"{ty} | Mapping[str, Any]"
+    return "str"  # an enum: its value as a str
+
+
+def typed_dicts(inputs: dict[str, list[tuple[str, str]]]) -> list[str]:
+    out = []
+    for name, fields in sorted(inputs.items()):
+        out.append(f"class {name}(TypedDict, total=False):")
+        out.append(f'    """The ``{name}`` input object (every key optional)."""')
+        out.append("")
+        for fname, fty in fields:
+            out.append(f"    {fname}: {py_type(fty, inputs)}")
+        out.append("")
+        out.append("")
+    return out
+
+
+def method(op: dict[str, Any], inputs: dict[str, Any], *, is_async: bool) -> list[str]:
+    name, kind, returns, model = op["name"], op["kind"], op["returns"], op["type"]
+    required = [(a, t) for a, t in op["args"] if t.endswith("!")]
+    optional = [(a, t) for a, t in op["args"] if not t.endswith("!")]
+    has_filters = any(a == "filters_config" for a, _ in op["args"])
+    params = ["self"]
+    params += [f"{a}: {py_type(t, inputs)}" for a, t in required]
+    kw = [f"{a}: {py_type(t, inputs)} | None = None" for a, t in optional]
+    if has_filters:
+        kw.append("filters: Filter | Mapping[str, Any] | None = None")
+    if returns == "connection":
+        kw += ["after: str | None = None", "page_size: int = 100", "limit: int | None = None"]
+    if returns != "scalar":
+        kw.append("fields: Fields | None = None")
+    if kw:
+        params.append("*")
+        params += kw
+    pager = "AsyncPaginator" if is_async else "Paginator"
+    result = {"connection": f"{pager}[{model}]", "object": f"{model} | None", "scalar": "Any"}[returns]
+    head = "async def" if is_async and returns != "connection" else "def"
+    lines = [f"    {head} {name}(", *[f"        {p}," for p in params], f"    ) -> {result}:"]
+
+    doc = [op["doc"], ""]
+    if op["deprecated"]:
+        doc += [f"Deprecated by the API: use :meth:`{op['deprecated']}` (this emits a DeprecationWarning).", ""]
+    graphql = f"GraphQL ``{kind} {{ {name} }}``"
+    if returns == "connection":
+        doc.append(f"{graphql}, a connection of ``{model}``: returns a lazy paginator")
+        doc.append("(``after=`` resumes from a cursor; ``page_size`` is at most 100).")
+    elif returns == "object":
+        doc.append(f"{graphql} -> ``{model}``.")
+    else:
+        doc.append(f"{graphql} -> ``{model}`` (JSON, passed through).")
+    if returns != "scalar":
+        doc.append(f"Default selection: ``{op['selection']}``; ``fields=`` selects others.")
+    if has_filters:
+        doc.append(FILTERS_DOC)
+    if not op["resendable"]:
+        doc.append("Not resent after a failure that may have reached the server (not idempotent).")
+    lines.append('        """' + doc[0])
+    for d in doc[1:]:
+        lines.append(f"        {d}" if d else "")
+    lines.append('        """')
+
+    if op["deprecated"]:
+        lines.append(f'        deprecated("{name}", "{op["deprecated"]}")')
+    pairs = []
+    for a, _ in op["args"]:
+        value = "with_filters(filters_config, filters)" if a == "filters_config" else a
+        pairs.append(f'"{a}": {value}')
+    if returns == "connection":
+        pairs.append('"after": after')
+    args = "{" + ", ".join(pairs) + "}"
+    fields = f"fields_text(fields, {model})" if returns != "scalar" else "None"
+    if returns == "connection":
+        lines.append("        pages = self._native.paginate_operation(")
+        lines.append(f'            "{name}", {args}, {fields}, page_size, limit')
+        lines.append("        )")
+        lines.append(f"        return {pager}(pages, {model})")
+    else:
+        call = "await self._native.call_async" if is_async else "self._native.call"
+        lines.append(f'        raw = {call}("{name}", {args}, {fields})')
+        lines.append(f"        return wrap({model}, raw)" if returns == "object" else "        return raw")
+    lines.append("")
+    return lines
+
+
+def generate() -> str:
+    from secfindings._native import catalog, input_objects
+
+    ops = catalog()
+    inputs = input_objects()
+    models = sorted({op["type"] for op in ops if op["returns"] != "scalar"})
+    out = [
+        '"""The typed operations of Client and AsyncClient, one method per GraphQL field.',
+        "",
+        "GENERATED by scripts/gen_operations.py from the operation catalog in src/core/operations.",
+        "Do not edit: change the catalog and run `make generate` (a test checks they agree).",
+        '"""',
+        "",
+        "from __future__ import annotations",
+        "",
+        "from collections.abc import Mapping, Sequence",
+        "from datetime import date, datetime",
+        "from typing import TYPE_CHECKING, Any, TypedDict",
+        "",
+        "from secfindings._opsupport import (",
+        "    Fields,",
+        "    OperationsBase,",
+        "    deprecated,",
+        "    fields_text,",
+        "    with_filters,",
+        "    wrap,",
+        ")",
+        "from secfindings._paging import AsyncPaginator, Paginator",
+        "from secfindings.models import (",
+        *[f"    {m}," for m in models],
+        ")",
+        "",
+        "if TYPE_CHECKING:",
+        "    from secfindings.filters import Filter",
+        "",
+        f"__all__ = {sorted(['AsyncOperations', 'SyncOperations', *inputs])!r}",
+        "",
+        "",
+        *typed_dicts(inputs),
+    ]
+    for is_async, cls in ((False, "SyncOperations"), (True, "AsyncOperations")):
+        twin = "awaited, connections iterated with ``async for``" if is_async else "blocking"
+        out.append(f"class {cls}(OperationsBase):")
+        out.append(f'    """Every operation of the API as a typed method ({twin})."""')
+        out.append("")
+        for op in ops:
+            out += method(op, inputs, is_async=is_async)
+        out.append("")
+    text = "\n".join(out)
+    # Unused imports (date/datetime) depend on the catalog; keep the file ruff-clean either way.
+    text = text.replace("from datetime import date, datetime\n", "from datetime import date, datetime  # noqa: F401\n")
+    formatted = subprocess.run(
+        [sys.executable, "-m", "ruff", "format", "--stdin-filename", str(TARGET), "-"],
+        input=text,
+        capture_output=True,
+        text=True,
+        check=True,
+        cwd=TARGET.parents[2],
+    )
+    return formatted.stdout
+
+
+def main() -> int:
+    text = generate()
+    if "--check" in sys.argv:
+        if not TARGET.exists() or TARGET.read_text() != text:
+            print(f"{TARGET} is out of date: run `python scripts/gen_operations.py`", file=sys.stderr)
+            return 1
+        print(f"{TARGET.name} matches the catalog")
+        return 0
+    TARGET.write_text(text)
+    print(f"wrote {TARGET} ({text.count(chr(10))} lines)")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

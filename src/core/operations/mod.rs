@@ -1,0 +1,736 @@
+//! The operation catalog: every query and mutation of the spec as data (name, kind, arguments,
+//! result, default selection, deprecation successor, retry class), and the one function that turns
+//! an entry plus the caller's arguments into a checked GraphQL request.
+//!
+//! The typed Python methods and their signatures are generated from this table
+//! (`scripts/gen_operations.py`), and a test regenerates them to prove they have not drifted.
+//!
+//! Argument names and types follow the emulator's model of the schema (the spec names the
+//! operations but shows the arguments of `finding` only). Default selections ask only for fields
+//! the spec or the service fact sheet document, because the production schema may differ from the
+//! emulator's and one unknown field fails the whole request; everything else is opt-in (`fields=`).
+
+mod filters;
+mod findings;
+mod resources;
+mod rules;
+mod scopes;
+mod sla;
+
+use serde_json::{Map, Value};
+
+use super::error::{Error, Result};
+use super::graphql::{OperationKind, INT_MAX};
+use super::retry::RetryClass;
+
+/// One argument: its GraphQL name and type text (`"ID!"`, `"[FindingsViewSortEnum]"`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Arg {
+    pub name: &'static str,
+    pub ty: &'static str,
+}
+
+pub(crate) const fn arg(name: &'static str, ty: &'static str) -> Arg {
+    Arg { name, ty }
+}
+
+/// What an operation's field returns.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Returns {
+    /// An object type (the name of the typed model).
+    Object(&'static str),
+    /// A Relay connection of this node type: the typed method returns a paginator.
+    Connection(&'static str),
+    /// A scalar (no selection set), passed through as JSON.
+    Scalar(&'static str),
+}
+
+impl Returns {
+    /// The GraphQL type name of the result (of the node, for a connection).
+    pub fn type_name(self) -> &'static str {
+        match self {
+            Self::Object(t) | Self::Connection(t) | Self::Scalar(t) => t,
+        }
+    }
+}
+
+/// One catalog entry.
+#[derive(Clone, Copy, Debug)]
+pub struct Operation {
+    pub name: &'static str,
+    pub kind: OperationKind,
+    pub doc: &'static str,
+    pub args: &'static [Arg],
+    pub returns: Returns,
+    /// The default selection set (of the node, for a connection); empty for a scalar.
+    pub selection: &'static str,
+    /// The successor's name, for a deprecated operation.
+    pub deprecated: Option<&'static str>,
+    /// Whether the request may be resent after a failure that could have reached the server.
+    pub retry: RetryClass,
+}
+
+pub(crate) const fn query(
+    name: &'static str,
+    doc: &'static str,
+    args: &'static [Arg],
+    returns: Returns,
+    selection: &'static str,
+) -> Operation {
+    Operation {
+        name,
+        kind: OperationKind::Query,
+        doc,
+        args,
+        returns,
+        selection,
+        deprecated: None,
+        retry: RetryClass::Idempotent,
+    }
+}
+
+pub(crate) const fn mutation(
+    name: &'static str,
+    doc: &'static str,
+    args: &'static [Arg],
+    returns: Returns,
+    selection: &'static str,
+    retry: RetryClass,
+) -> Operation {
+    Operation { name, kind: OperationKind::Mutation, doc, args, returns, selection, deprecated: None, retry }
+}
+
+impl Operation {
+    pub(crate) const fn deprecated(mut self, successor: &'static str) -> Self {
+        self.deprecated = Some(successor);
+        self
+    }
+
+    pub fn is_connection(&self) -> bool {
+        matches!(self.returns, Returns::Connection(_))
+    }
+}
+
+/// The spec's Finding table, and nothing more.
+pub const FINDING_FIELDS: &str = "id id_int finding_id last_reported_time discovered_time cloud_provider \
+     original_status cloud_account package_name datasource { friendly_name } main_resource { resource_name } \
+     title finding_score { score severity original_score } age description";
+
+/// The FindingsView node fields the fact sheet saw in use (6.1); tickets are opt-in.
+pub const FINDINGS_VIEW_FIELDS: &str = "id id_int title score remediation_sub_phase cloud_account \
+     cloud_account_friendly_name cloud_provider resource_name resource_type sla_status age \
+     datasource_tags_values source actual_status { category }";
+
+/// For objects whose fields are not documented: the Relay node id only.
+pub const ID_ONLY: &str = "id";
+
+/// For an object with no documented field at all: valid on any GraphQL object type.
+pub const TYPENAME_ONLY: &str = "__typename";
+
+const GROUPS: [&[Operation]; 6] = [
+    findings::OPERATIONS,
+    filters::OPERATIONS,
+    resources::OPERATIONS,
+    scopes::OPERATIONS,
+    rules::OPERATIONS,
+    sla::OPERATIONS,
+];
+
+/// Every operation, queries first, each group in name order.
+pub fn catalog() -> Vec<&'static Operation> {
+    let mut all: Vec<&'static Operation> = GROUPS.iter().flat_map(|g| g.iter()).collect();
+    all.sort_by_key(|op| (op.kind != OperationKind::Query, op.name));
+    all
+}
+
+/// The entry for `name`.
+pub fn find(name: &str) -> Result<&'static Operation> {
+    GROUPS
+        .iter()
+        .flat_map(|g| g.iter())
+        .find(|op| op.name == name)
+        .ok_or_else(|| Error::validation(format!("no operation named {name:?} in the catalog")))
+}
+
+/// The input objects the client checks field by field (as the emulator models them; the
+/// FiltersConfigInput key set is the one the fact sheet documents).
+/// `JSONText` is a String on the wire holding JSON: a non-string value is serialized for the caller.
+pub const INPUT_OBJECTS: &[(&str, &[Arg])] = &[
+    (
+        "FiltersConfigInput",
+        &[
+            arg("filtersjson", "JSONText"),
+            arg("scopesjson", "JSONText"),
+            arg("scopesid", "ID"),
+            arg("filtersid", "ID"),
+            arg("filters_fields_to_exclude", "[String]"),
+            arg("filters_fields_to_include", "[String]"),
+            arg("filters_fields_to_override", "[String]"),
+            arg("scopes_fields_to_exclude", "[String]"),
+            arg("scopes_fields_to_include", "[String]"),
+            arg("scopes_fields_to_override", "[String]"),
+            arg("scope_group", "ID"),
+        ],
+    ),
+    (
+        "FindingFilterInput",
+        &[
+            arg("name", "String"),
+            arg("description", "String"),
+            arg("type", "FindingFilterTypeEnum"),
+            arg("filter", "JSONString"),
+        ],
+    ),
+    (
+        "ScoringRuleInput",
+        &[
+            arg("name", "String"),
+            arg("description", "String"),
+            arg("filters_config", "FiltersConfigInput"),
+            arg("method", "ScoringRuleMethods"),
+            arg("value", "Float"),
+            arg("round_function", "RoundFunctions"),
+            arg("priority", "Int"),
+            arg("active", "Boolean"),
+        ],
+    ),
+    (
+        "StatusRuleInput",
+        &[
+            arg("name", "String"),
+            arg("description", "String"),
+            arg("filters_config", "FiltersConfigInput"),
+            arg("status_key", "String"),
+            arg("enabled", "Boolean"),
+            arg("priority", "Int"),
+        ],
+    ),
+    (
+        "SLARuleInput",
+        &[
+            arg("id", "ID"),
+            arg("name", "String"),
+            arg("sla_group_id", "ID"),
+            arg("severity", "Int"),
+            arg("days", "Int"),
+            arg("at_risk_days", "Int"),
+            arg("filters_config", "FiltersConfigInput"),
+            arg("active", "Boolean"),
+        ],
+    ),
+    (
+        "TicketSLAInput",
+        &[
+            arg("name", "String"),
+            arg("description", "String"),
+            arg("filters_config", "FiltersConfigInput"),
+            arg("days", "Int"),
+            arg("provider_type", "TicketProviderTypeEnum"),
+            arg("enabled", "Boolean"),
+            arg("priority", "Int"),
+        ],
+    ),
+];
+
+const SCALARS: &[&str] = &[
+    "ID",
+    "String",
+    "Int",
+    "Float",
+    "Boolean",
+    "DateTime",
+    "Date",
+    "JSONString",
+    "JSONText",
+    "GenericScalar",
+];
+
+/// How a type name is handled when a value is checked.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum TypeKind {
+    Scalar,
+    Input(&'static [Arg]),
+    Enum,
+}
+
+/// Scalars by name, the modelled input objects, and every other name is an enum.
+pub fn type_kind(name: &str) -> TypeKind {
+    if SCALARS.contains(&name) {
+        return TypeKind::Scalar;
+    }
+    match INPUT_OBJECTS.iter().find(|(n, _)| *n == name) {
+        Some((_, fields)) => TypeKind::Input(fields),
+        None => TypeKind::Enum,
+    }
+}
+
+/// A type text split into its wrappers.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Ty<'a> {
+    NonNull(&'a str),
+    List(&'a str),
+    Named(&'a str),
+}
+
+fn split_type(text: &str) -> Ty<'_> {
+    if let Some(inner) = text.strip_suffix('!') {
+        Ty::NonNull(inner)
+    } else if let Some(inner) = text.strip_prefix('[').and_then(|t| t.strip_suffix(']')) {
+        Ty::List(inner)
+    } else {
+        Ty::Named(text)
+    }
+}
+
+/// The type name inside the wrappers (`"[SLARuleInput!]!"` -> `"SLARuleInput"`).
+pub fn base_type(text: &str) -> &str {
+    text.trim_matches(|c| c == '[' || c == ']' || c == '!')
+}
+
+pub fn is_required(text: &str) -> bool {
+    text.ends_with('!')
+}
+
+fn closest<'a>(name: &str, candidates: impl Iterator<Item = &'a str>) -> Option<&'a str> {
+    candidates
+        .map(|c| (strsim_distance(name, c), c))
+        .filter(|(d, c)| *d <= 2.max(c.len() / 4))
+        .min_by_key(|(d, _)| *d)
+        .map(|(_, c)| c)
+}
+
+/// Levenshtein distance, for "did you mean" hints on argument and input-field names.
+fn strsim_distance(a: &str, b: &str) -> usize {
+    let b: Vec<char> = b.chars().collect();
+    let mut prev: Vec<usize> = (0..=b.len()).collect();
+    for (i, ca) in a.chars().enumerate() {
+        let mut cur = vec![i + 1; b.len() + 1];
+        for (j, cb) in b.iter().enumerate() {
+            let sub = prev[j] + usize::from(ca != *cb);
+            cur[j + 1] = sub.min(prev[j + 1] + 1).min(cur[j] + 1);
+        }
+        prev = cur;
+    }
+    prev[b.len()]
+}
+
+fn hint(name: &str, candidates: &[Arg]) -> String {
+    match closest(name, candidates.iter().map(|a| a.name)) {
+        Some(c) => format!(" (did you mean {c:?}?)"),
+        None => {
+            let names: Vec<&str> = candidates.iter().map(|a| a.name).collect();
+            format!("; expected one of: {}", names.join(", "))
+        }
+    }
+}
+
+/// Is `s` an ISO 8601 date, or a date-time that carries its UTC offset?
+fn is_aware_datetime(s: &str) -> bool {
+    let b = s.as_bytes();
+    let digits = |r: std::ops::Range<usize>| b.get(r).is_some_and(|x| x.iter().all(u8::is_ascii_digit));
+    let date_ok =
+        digits(0..4) && b.get(4) == Some(&b'-') && digits(5..7) && b.get(7) == Some(&b'-') && digits(8..10);
+    if !date_ok {
+        return false;
+    }
+    if b.len() == 10 {
+        return true;
+    }
+    if !matches!(b.get(10), Some(b'T' | b't' | b' ')) {
+        return false;
+    }
+    let rest = &s[11..];
+    if rest.ends_with('Z') || rest.ends_with('z') {
+        return true;
+    }
+    // An offset: the last '+' or '-' after the time, followed by hh:mm or hhmm.
+    match rest.rfind(['+', '-']) {
+        Some(i) if i >= 5 => {
+            let off = &rest[i + 1..];
+            let off: String = off.chars().filter(|c| *c != ':').collect();
+            off.len() == 4 && off.chars().all(|c| c.is_ascii_digit())
+        }
+        _ => false,
+    }
+}
+
+/// Checks one value against a type text and returns it in wire form (JSON text serialized,
+/// a single value for a list wrapped). `path` names the value in error messages.
+pub fn coerce(path: &str, ty: &str, value: Value) -> Result<Value> {
+    let bad = |what: String| Err(Error::validation(format!("{path} ({ty}) {what}")));
+    match split_type(ty) {
+        Ty::NonNull(_) if value.is_null() => bad("must not be None".into()),
+        Ty::NonNull(inner) => coerce(path, inner, value),
+        _ if value.is_null() => Ok(Value::Null),
+        Ty::List(inner) => match value {
+            Value::Array(items) => items
+                .into_iter()
+                .enumerate()
+                .map(|(i, v)| coerce(&format!("{path}[{i}]"), inner, v))
+                .collect::<Result<Vec<_>>>()
+                .map(Value::Array),
+            // GraphQL input coercion: one value stands for a one-item list.
+            single => Ok(Value::Array(vec![coerce(path, inner, single)?])),
+        },
+        Ty::Named(name) => match (type_kind(name), name, value) {
+            (TypeKind::Scalar, "Int", Value::Number(n)) => match n.as_i64() {
+                Some(i) if (-INT_MAX..=INT_MAX).contains(&i) => Ok(Value::Number(n)),
+                _ if n.is_f64() => bad(format!("must be a whole number, got {n}")),
+                _ => bad(format!("is outside the Int range -(2**31 - 1) .. 2**31 - 1: {n}")),
+            },
+            (TypeKind::Scalar, "Int", v) => bad(format!("must be an int, got {}", kind_of(&v))),
+            (TypeKind::Scalar, "Float", v @ Value::Number(_)) => Ok(v),
+            (TypeKind::Scalar, "Float", v) => bad(format!("must be a number, got {}", kind_of(&v))),
+            (TypeKind::Scalar, "Boolean", v @ Value::Bool(_)) => Ok(v),
+            (TypeKind::Scalar, "Boolean", v) => bad(format!("must be a bool, got {}", kind_of(&v))),
+            (TypeKind::Scalar, "ID", v @ Value::String(_)) => Ok(v),
+            (TypeKind::Scalar, "ID", Value::Number(n)) if n.is_i64() || n.is_u64() => Ok(Value::Number(n)),
+            (TypeKind::Scalar, "ID", v) => bad(format!("must be a str or an int, got {}", kind_of(&v))),
+            (TypeKind::Scalar, "String", v @ Value::String(_)) => Ok(v),
+            (TypeKind::Scalar, "String", v) => bad(format!("must be a str, got {}", kind_of(&v))),
+            (TypeKind::Scalar, "DateTime" | "Date", Value::String(s)) if is_aware_datetime(&s) => {
+                Ok(Value::String(s))
+            }
+            (TypeKind::Scalar, "DateTime" | "Date", Value::String(s)) => bad(format!(
+                "must be a date or a timezone-aware datetime (e.g. datetime.now(timezone.utc)), got {s:?}"
+            )),
+            (TypeKind::Scalar, "DateTime" | "Date", v) => {
+                bad(format!("must be a datetime or an ISO 8601 string, got {}", kind_of(&v)))
+            }
+            // JSON carried in a string: the caller may give the structure itself.
+            (TypeKind::Scalar, "JSONString" | "JSONText", v @ Value::String(_)) => {
+                if let Value::String(s) = &v {
+                    if serde_json::from_str::<Value>(s).is_err() {
+                        return bad("is a str that is not valid JSON".into());
+                    }
+                }
+                Ok(v)
+            }
+            (TypeKind::Scalar, "JSONString" | "JSONText", v) => serde_json::to_string(&v)
+                .map(Value::String)
+                .or_else(|e| bad(format!("cannot be encoded as JSON: {e}"))),
+            (TypeKind::Scalar, _, v) => Ok(v),
+            (TypeKind::Enum, _, v @ Value::String(_)) => Ok(v),
+            (TypeKind::Enum, _, v) => bad(format!("must be an enum value (str), got {}", kind_of(&v))),
+            (TypeKind::Input(fields), _, Value::Object(map)) => {
+                let mut out = Map::with_capacity(map.len());
+                for (k, v) in map {
+                    let Some(field) = fields.iter().find(|f| f.name == k) else {
+                        return bad(format!("has no field {k:?}{}", hint(&k, fields)));
+                    };
+                    let v = coerce(&format!("{path}.{k}"), field.ty, v)?;
+                    out.insert(k, v);
+                }
+                Ok(Value::Object(out))
+            }
+            (TypeKind::Input(_), _, v) => bad(format!("must be a dict, got {}", kind_of(&v))),
+        },
+    }
+}
+
+fn kind_of(v: &Value) -> &'static str {
+    match v {
+        Value::Null => "None",
+        Value::Bool(_) => "bool",
+        Value::Number(n) if n.is_f64() => "float",
+        Value::Number(_) => "int",
+        Value::String(_) => "str",
+        Value::Array(_) => "list",
+        Value::Object(_) => "dict",
+    }
+}
+
+/// Checks a caller's selection text (`fields=`): it must stay inside the field's braces.
+fn check_selection(op: &str, fields: &str) -> Result<()> {
+    let bad = |what: &str| Err(Error::validation(format!("{op}(fields=...) {what}")));
+    if fields.trim().is_empty() {
+        return bad("is empty: name at least one field, e.g. fields=\"id\"");
+    }
+    let (mut braces, mut parens) = (0i32, 0i32);
+    let mut in_str = false;
+    let mut prev = '\0';
+    for c in fields.chars() {
+        if in_str {
+            if c == '"' && prev != '\\' {
+                in_str = false;
+            }
+        } else {
+            match c {
+                '"' => in_str = true,
+                '#' => return bad("must not contain comments (#)"),
+                '{' => braces += 1,
+                '}' => braces -= 1,
+                '(' => parens += 1,
+                ')' => parens -= 1,
+                _ => {}
+            }
+            if braces < 0 || parens < 0 {
+                return bad("closes a brace or parenthesis it did not open");
+            }
+        }
+        prev = c;
+    }
+    if in_str || braces != 0 || parens != 0 {
+        return bad("has unbalanced braces, parentheses or quotes");
+    }
+    Ok(())
+}
+
+/// A checked request for one catalog operation.
+#[derive(Clone, Debug)]
+pub struct Built {
+    pub operation: &'static Operation,
+    pub query: String,
+    pub variables: Map<String, Value>,
+}
+
+/// Turns the caller's arguments into the document and variables for `op`.
+///
+/// `args` are keyword arguments by GraphQL name; `None` (null) means "not given". A connection
+/// also takes `after` (the cursor to resume from); `first` is the paginator's business.
+pub fn build(op: &'static Operation, args: Map<String, Value>, fields: Option<&str>) -> Result<Built> {
+    let selection = match fields {
+        Some(f) => {
+            if matches!(op.returns, Returns::Scalar(_)) {
+                return Err(Error::validation(format!(
+                    "{}() returns a {} (no fields to select): do not pass fields=",
+                    op.name,
+                    op.returns.type_name()
+                )));
+            }
+            check_selection(op.name, f)?;
+            f
+        }
+        None => op.selection,
+    };
+    let connection = op.is_connection();
+    let mut variables = Map::with_capacity(args.len() + 2);
+    for (name, value) in args {
+        if connection && name == "after" {
+            variables.insert(name, coerce("after", "String", value)?);
+            continue;
+        }
+        let Some(a) = op.args.iter().find(|a| a.name == name) else {
+            return Err(Error::validation(format!(
+                "{}() got an unexpected argument {name:?}{}",
+                op.name,
+                hint(&name, op.args)
+            )));
+        };
+        if value.is_null() && !is_required(a.ty) {
+            continue;
+        }
+        variables.insert(name, coerce(a.name, a.ty, value)?);
+    }
+    if let Some(missing) = op.args.iter().find(|a| is_required(a.ty) && !variables.contains_key(a.name)) {
+        return Err(Error::validation(format!(
+            "{}() missing required argument {:?} ({})",
+            op.name, missing.name, missing.ty
+        )));
+    }
+
+    let mut decls: Vec<String> = Vec::new();
+    let mut passes: Vec<String> = Vec::new();
+    for a in op.args.iter().filter(|a| variables.contains_key(a.name)) {
+        decls.push(format!("${}: {}", a.name, a.ty));
+        passes.push(format!("{0}: ${0}", a.name));
+    }
+    if connection {
+        decls.push("$first: Int".into());
+        decls.push("$after: String".into());
+        passes.push("first: $first".into());
+        passes.push("after: $after".into());
+    }
+    let kind = match op.kind {
+        OperationKind::Mutation => "mutation",
+        OperationKind::Query | OperationKind::Subscription => "query",
+    };
+    let mut query = String::with_capacity(128 + selection.len());
+    query.push_str(kind);
+    query.push(' ');
+    query.push_str(op.name);
+    if !decls.is_empty() {
+        query.push('(');
+        query.push_str(&decls.join(", "));
+        query.push(')');
+    }
+    query.push_str(" { ");
+    query.push_str(op.name);
+    if !passes.is_empty() {
+        query.push('(');
+        query.push_str(&passes.join(", "));
+        query.push(')');
+    }
+    match op.returns {
+        Returns::Scalar(_) => {}
+        Returns::Object(_) => {
+            query.push_str(" { ");
+            query.push_str(selection);
+            query.push_str(" }");
+        }
+        Returns::Connection(_) => {
+            query.push_str(" { edges { node { ");
+            query.push_str(selection);
+            query.push_str(" } } pageInfo { hasNextPage endCursor } }");
+        }
+    }
+    query.push_str(" }");
+    Ok(Built { operation: op, query, variables })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::core::graphql::{prepare, select_operation};
+    use serde_json::json;
+
+    fn args(v: Value) -> Map<String, Value> {
+        v.as_object().cloned().unwrap()
+    }
+
+    #[test]
+    fn catalog_has_13_queries_and_32_mutations_with_unique_names() {
+        let all = catalog();
+        assert_eq!(all.iter().filter(|o| o.kind == OperationKind::Query).count(), 13);
+        assert_eq!(all.iter().filter(|o| o.kind == OperationKind::Mutation).count(), 32);
+        let mut names: Vec<_> = all.iter().map(|o| o.name).collect();
+        names.dedup();
+        assert_eq!(names.len(), 45);
+        let deprecated: Vec<_> = all.iter().filter_map(|o| o.deprecated.map(|s| (o.name, s))).collect();
+        assert_eq!(deprecated.len(), 4);
+        for (old, new) in deprecated {
+            assert!(find(new).is_ok(), "{old} -> {new}");
+        }
+    }
+
+    #[test]
+    fn every_entry_builds_a_document_the_scanner_accepts() {
+        for op in catalog() {
+            let mut a = Map::new();
+            for arg in op.args.iter().filter(|a| is_required(a.ty)) {
+                let v = match base_type(arg.ty) {
+                    "ID" => json!("U2NvcmluZ1J1bGU6MQ=="),
+                    "String" => json!("x"),
+                    "Boolean" => json!(true),
+                    "DateTime" => json!("2026-01-01T00:00:00+00:00"),
+                    "JSONString" => json!({"field": "id", "condition": "in", "value": [1]}),
+                    "SLARuleInput" => json!({"severity": 3, "days": 7}),
+                    t if matches!(type_kind(t), TypeKind::Input(_)) => json!({"name": "n"}),
+                    _ => json!("DAY"),
+                };
+                a.insert(arg.name.into(), v);
+            }
+            let built = build(op, a, None).unwrap_or_else(|e| panic!("{}: {e}", op.name));
+            let info = select_operation(&built.query, None).unwrap();
+            assert_eq!(info.kind, op.kind, "{}", op.name);
+            assert_eq!(info.name.as_deref(), Some(op.name));
+            assert!(prepare(&built.query, Some(&built.variables), None).is_ok(), "{}", built.query);
+            for arg in op.args.iter().filter(|a| is_required(a.ty)) {
+                assert!(built.query.contains(&format!("${}: {}", arg.name, arg.ty)), "{}", built.query);
+            }
+        }
+    }
+
+    #[test]
+    fn builds_a_connection_query_with_only_the_given_arguments() {
+        let op = find("findings_view").unwrap();
+        let b = build(op, args(json!({"sort": "SCORE_DESC", "filters_config": null, "after": "c1"})), None)
+            .unwrap();
+        assert_eq!(
+            b.query,
+            format!(
+                "query findings_view($sort: [FindingsViewSortEnum], $first: Int, $after: String) {{ \
+                 findings_view(sort: $sort, first: $first, after: $after) {{ edges {{ node {{ {FINDINGS_VIEW_FIELDS} }} }} \
+                 pageInfo {{ hasNextPage endCursor }} }} }}"
+            )
+        );
+        assert_eq!(b.variables, args(json!({"sort": ["SCORE_DESC"], "after": "c1"})));
+    }
+
+    #[test]
+    fn finding_asks_exactly_for_the_spec_table() {
+        let b = build(find("finding").unwrap(), args(json!({"id": 7})), None).unwrap();
+        assert_eq!(b.query, format!("query finding($id: ID!) {{ finding(id: $id) {{ {FINDING_FIELDS} }} }}"));
+        let b =
+            build(find("finding").unwrap(), args(json!({"id": "RmluZGluZzo3"})), Some("id title")).unwrap();
+        assert!(b.query.ends_with("{ finding(id: $id) { id title } }"));
+    }
+
+    #[test]
+    fn rejects_bad_arguments_before_sending() {
+        let err = |name: &str, a: Value| build(find(name).unwrap(), args(a), None).unwrap_err().to_string();
+        assert!(err("finding", json!({})).contains("missing required argument \"id\""));
+        assert!(err("finding", json!({"id": null})).contains("must not be None"));
+        assert!(err("finding", json!({"idd": 1})).contains("did you mean \"id\""));
+        assert!(err("finding", json!({"id": 1.5})).contains("str or an int"));
+        assert!(err("activate_scoring_rule", json!({"id": 1, "active": "yes"})).contains("must be a bool"));
+        assert!(err("add_sla_group", json!({"name": "g", "priority": 1_i64 << 40})).contains("Int range"));
+        assert!(
+            err("add_scoring_rule", json!({"scoring_rule": {"nmae": "x"}})).contains("did you mean \"name\"")
+        );
+        assert!(err("add_scoring_rule", json!({"scoring_rule": {"value": "high"}}))
+            .contains("scoring_rule.value"));
+        assert!(err("findings_view", json!({"filters_config": {"filterjson": "{}"}}))
+            .contains("did you mean \"filtersjson\""));
+        assert!(err("findings_view", json!({"filters_config": {"filtersjson": "{not json"}}))
+            .contains("not valid JSON"));
+        assert!(err("set_user_sla_and_comment", json!({"due_date": "2026-01-01T00:00:00", "comment": "c"}))
+            .contains("timezone-aware"));
+        assert!(err("findings_view", json!({"sort": 3})).contains("enum value"));
+        let e = build(
+            find("trends").unwrap(),
+            args(json!({"time_scale": "DAY", "aggregate_function": "COUNT"})),
+            Some("x"),
+        );
+        assert!(e.unwrap_err().to_string().contains("do not pass fields="));
+        assert!(find("nope").is_err());
+    }
+
+    #[test]
+    fn serializes_json_given_as_structures() {
+        let tree = json!({"operator": "and", "operands": [{"field": "severity", "condition": "in", "value": ["4"]}]});
+        let b = build(
+            find("findings_view").unwrap(),
+            args(json!({"filters_config": {"filtersjson": tree}})),
+            None,
+        )
+        .unwrap();
+        let text = b.variables["filters_config"]["filtersjson"].as_str().unwrap();
+        assert_eq!(serde_json::from_str::<Value>(text).unwrap(), tree);
+        let b = build(
+            find("new_finding_filter").unwrap(),
+            args(json!({"name": "n", "filter": {"field": "id", "condition": "in", "value": [1]}})),
+            None,
+        )
+        .unwrap();
+        assert!(b.variables["filter"].is_string());
+        let b = build(
+            find("update_sla_settings_v2").unwrap(),
+            args(json!({"sla_settings": {"severity": 3, "days": 5, "filters_config": {"filtersjson": {"a": 1}}}})),
+            None,
+        )
+        .unwrap();
+        assert_eq!(b.variables["sla_settings"][0]["filters_config"]["filtersjson"], "{\"a\":1}");
+    }
+
+    #[test]
+    fn checks_selections() {
+        let op = find("finding").unwrap();
+        for bad in ["", "  ", "id } mutation { x", "id { title", "id # c", "a(b: \"x)"] {
+            assert!(build(op, args(json!({"id": 1})), Some(bad)).is_err(), "{bad}");
+        }
+        assert!(build(op, args(json!({"id": 1})), Some("id d: description(f: \"}\")")).is_ok());
+    }
+
+    #[test]
+    fn recognises_aware_datetimes() {
+        for ok in
+            ["2026-01-01", "2026-01-01T10:00:00Z", "2026-01-01T10:00:00+02:00", "2026-01-01 10:00:00.5-0500"]
+        {
+            assert!(is_aware_datetime(ok), "{ok}");
+        }
+        for bad in ["2026-01-01T10:00:00", "yesterday", "2026-1-1", "2026-01-01T10:00:00+2"] {
+            assert!(!is_aware_datetime(bad), "{bad}");
+        }
+    }
+}

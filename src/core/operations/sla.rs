@@ -1,0 +1,118 @@
+//! SLA groups, SLA rules (SLA preferences), global SLA settings and ticket SLA rules.
+
+use super::{arg, mutation, query, Operation, Returns, ID_ONLY};
+use crate::core::retry::RetryClass::{Idempotent, Mutation as NotResent};
+
+pub(super) const OPERATIONS: &[Operation] = &[
+    query(
+        "sla_groups",
+        "All SLA groups.",
+        &[arg("name", "String"), arg("sort", "[SLAGroupSortEnum]")],
+        Returns::Connection("SLAGroup"),
+        ID_ONLY,
+    ),
+    mutation(
+        "add_sla_group",
+        "Create an SLA group.",
+        &[
+            arg("name", "String!"),
+            arg("description", "String"),
+            arg("filters_config", "FiltersConfigInput"),
+            arg("priority", "Int"),
+        ],
+        Returns::Object("AddSLAGroup"),
+        "ok sla_group { id }",
+        NotResent,
+    ),
+    query(
+        "sla_preferences",
+        "SLA preferences (settings and thresholds).",
+        &[
+            arg("sla_group_id", "ID"),
+            arg("severity", "Int"),
+            arg("active", "Boolean"),
+            arg("sort", "[SLAPreferenceSortEnum]"),
+        ],
+        Returns::Connection("SLAPreference"),
+        ID_ONLY,
+    ),
+    mutation(
+        "add_sla_rule",
+        "Create an SLA rule.",
+        &[arg("sla_rule", "SLARuleInput!")],
+        Returns::Object("AddSLARule"),
+        "ok sla_rule { id }",
+        NotResent,
+    ),
+    mutation(
+        "edit_sla_rule",
+        "Modify an SLA rule's timeframes and conditions.",
+        &[arg("id", "ID!"), arg("sla_rule", "SLARuleInput!")],
+        Returns::Object("EditSLARule"),
+        "ok sla_rule { id }",
+        Idempotent,
+    ),
+    mutation(
+        "activate_sla_rule",
+        "Activate or deactivate an SLA rule. Controls automatic SLA assignment.",
+        &[arg("id", "ID!"), arg("active", "Boolean!")],
+        Returns::Object("ActivateSLAStatus"),
+        "ok sla_rule { id }",
+        Idempotent,
+    ),
+    mutation(
+        "delete_sla_rule",
+        "Delete an SLA rule. Active SLAs created by the rule remain in effect.",
+        &[arg("id", "ID!")],
+        Returns::Object("DeleteSLAStatus"),
+        "ok",
+        NotResent,
+    ),
+    mutation(
+        "update_sla_settings_v2",
+        "Update global SLA settings (v2).",
+        &[arg("sla_settings", "[SLARuleInput!]!")],
+        Returns::Object("UpdateSLAV2"),
+        "ok sla_preferences { id }",
+        Idempotent,
+    ),
+    query(
+        "ticket_sla_rules",
+        "Ticket SLA rules.",
+        &[arg("name", "String"), arg("enabled", "Boolean"), arg("sort", "[TicketSLARuleSortEnum]")],
+        Returns::Connection("TicketSLARule"),
+        ID_ONLY,
+    ),
+    mutation(
+        "add_ticket_sla_rule",
+        "Create a ticket SLA rule.",
+        &[arg("ticket_sla", "TicketSLAInput!")],
+        Returns::Object("AddTicketSLARule"),
+        "ok ticket_sla_rule { id }",
+        NotResent,
+    ),
+    mutation(
+        "edit_ticket_sla_rule",
+        "Modify a ticket SLA rule's parameters and conditions.",
+        &[arg("id", "ID!"), arg("ticket_sla", "TicketSLAInput!")],
+        Returns::Object("EditTicketSLARule"),
+        "ok ticket_sla_rule { id }",
+        Idempotent,
+    ),
+    mutation(
+        "enable_ticket_sla_rule",
+        "Enable or disable a ticket SLA rule. Controls application to new tickets.",
+        &[arg("id", "ID!"), arg("enabled", "Boolean!")],
+        Returns::Object("EnableTicketSLARule"),
+        "ok ticket_sla_rule { id }",
+        Idempotent,
+    ),
+    mutation(
+        "delete_ticket_sla_rule",
+        "Delete a ticket SLA rule. Active ticket SLAs are not affected.",
+        &[arg("id", "ID!")],
+        Returns::Object("DeleteTicketSLARule"),
+        "ok",
+        NotResent,
+    ),
+];
