@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import subprocess
 import sys
+import textwrap
 from pathlib import Path
 from typing import Any
 
@@ -85,21 +86,28 @@ def method(op: dict[str, Any], inputs: dict[str, Any], *, is_async: bool) -> lis
 
     doc = [op["doc"], ""]
     if op["deprecated"]:
-        doc += [f"Deprecated by the API: use :meth:`{op['deprecated']}` (this emits a DeprecationWarning).", ""]
+        doc += [
+            f"Deprecated by the API: use :meth:`{op['deprecated']}` (this emits a DeprecationWarning).",
+            "",
+        ]
     graphql = f"GraphQL ``{kind} {{ {name} }}``"
     if returns == "connection":
-        doc.append(f"{graphql}, a connection of ``{model}``: returns a lazy paginator")
-        doc.append("(``after=`` resumes from a cursor; ``page_size`` is at most 100).")
+        doc.append(f"{graphql}, a connection of ``{model}``.")
+        doc.append("Returns a lazy paginator; ``after=`` resumes from a cursor; ``page_size`` <= 100.")
     elif returns == "object":
         doc.append(f"{graphql} -> ``{model}``.")
     else:
         doc.append(f"{graphql} -> ``{model}`` (JSON, passed through).")
     if returns != "scalar":
-        doc.append(f"Default selection: ``{op['selection']}``; ``fields=`` selects others.")
+        sel = (
+            f"Default selection (documented fields only): ``{op['selection']}``; ``fields=`` selects others."
+        )
+        doc += textwrap.wrap(sel, 96, break_on_hyphens=False, break_long_words=False)
     if has_filters:
         doc.append(FILTERS_DOC)
     if not op["resendable"]:
         doc.append("Not resent after a failure that may have reached the server (not idempotent).")
+    doc = [w for d in doc for w in (textwrap.wrap(d, 92, break_on_hyphens=False) or [""])]
     lines.append('        """' + doc[0])
     for d in doc[1:]:
         lines.append(f"        {d}" if d else "")
@@ -178,16 +186,20 @@ def generate() -> str:
         out.append("")
     text = "\n".join(out)
     # Unused imports (date/datetime) depend on the catalog; keep the file ruff-clean either way.
-    text = text.replace("from datetime import date, datetime\n", "from datetime import date, datetime  # noqa: F401\n")
-    formatted = subprocess.run(
-        [sys.executable, "-m", "ruff", "format", "--stdin-filename", str(TARGET), "-"],
-        input=text,
-        capture_output=True,
-        text=True,
-        check=True,
-        cwd=TARGET.parents[2],
+    text = text.replace(
+        "from datetime import date, datetime\n", "from datetime import date, datetime  # noqa: F401\n"
     )
-    return formatted.stdout
+    # ruff sorts the imports and formats, so the file stays clean under the repo's own checks.
+    for command in (["check", "--fix-only", "--select", "I", "--quiet"], ["format"]):
+        text = subprocess.run(
+            [sys.executable, "-m", "ruff", *command, "--stdin-filename", str(TARGET), "-"],
+            input=text,
+            capture_output=True,
+            text=True,
+            check=True,
+            cwd=TARGET.parents[2],
+        ).stdout
+    return text
 
 
 def main() -> int:

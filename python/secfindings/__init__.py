@@ -9,7 +9,7 @@ The offline emulator is in :mod:`secfindings.testing`.
 
 from secfindings import _logging
 from secfindings._client import AsyncClient, Client
-from secfindings._native import __version__
+from secfindings._native import __version__, from_global_id, to_global_id
 from secfindings._paging import AsyncPaginator, Page, PageInfo, Paginator
 from secfindings.errors import (
     APIStatusError,
@@ -44,6 +44,8 @@ __all__ = [
     "TransportError",
     "ValidationError",
     "__version__",
+    "from_global_id",
+    "to_global_id",
 ]
 
 _logging.configure_from_env()

@@ -20,25 +20,25 @@ from secfindings._opsupport import (
 )
 from secfindings._paging import AsyncPaginator, Paginator
 from secfindings.models import (
-    ActivateSLAStatus,
     ActivateScoringRule,
+    ActivateSLAStatus,
+    AddScoringRule,
     AddSLAGroup,
     AddSLARule,
-    AddScoringRule,
     AddStatusRule,
     AddTicketSLARule,
     CHResource,
     CreateScopeGroup,
     DeleteFindingFilterV2,
     DeleteFindingScopeV2,
-    DeleteSLAStatus,
     DeleteScopeGroup,
     DeleteScoringRule,
+    DeleteSLAStatus,
     DeleteStatusRule,
     DeleteTicketSLARule,
-    EditSLARule,
     EditScopeGroup,
     EditScoringRule,
+    EditSLARule,
     EditStatusRule,
     EditTicketSLARule,
     EnableStatusRule,
@@ -50,10 +50,10 @@ from secfindings.models import (
     NewFindingFilterV2,
     NewFindingScopeV2,
     RemediationQueue,
-    SLAGroup,
-    SLAPreference,
     ScopeHierarchy,
     ScoringRule,
+    SLAGroup,
+    SLAPreference,
     StatusRuleObject,
     TicketSLARule,
     UpdateFindingFilterV2,
@@ -163,7 +163,10 @@ class SyncOperations(OperationsBase):
         """One finding by its unique identifier (a global id string or the integer id).
 
         GraphQL ``query { finding }`` -> ``Finding``.
-        Default selection: ``id id_int finding_id last_reported_time discovered_time cloud_provider original_status cloud_account package_name datasource { friendly_name } main_resource { resource_name } title finding_score { score severity original_score } age description``; ``fields=`` selects others.
+        Default selection (documented fields only): ``id id_int finding_id last_reported_time
+        discovered_time cloud_provider original_status cloud_account package_name datasource {
+        friendly_name } main_resource { resource_name } title finding_score { score severity
+        original_score } age description``; ``fields=`` selects others.
         """
         raw = self._native.call("finding", {"id": id}, fields_text(fields, Finding))
         return wrap(Finding, raw)
@@ -181,9 +184,9 @@ class SyncOperations(OperationsBase):
     ) -> Paginator[FindingFilter]:
         """All finding filters.
 
-        GraphQL ``query { finding_filters }``, a connection of ``FindingFilter``: returns a lazy paginator
-        (``after=`` resumes from a cursor; ``page_size`` is at most 100).
-        Default selection: ``id``; ``fields=`` selects others.
+        GraphQL ``query { finding_filters }``, a connection of ``FindingFilter``.
+        Returns a lazy paginator; ``after=`` resumes from a cursor; ``page_size`` <= 100.
+        Default selection (documented fields only): ``id``; ``fields=`` selects others.
         """
         pages = self._native.paginate_operation(
             "finding_filters",
@@ -205,12 +208,16 @@ class SyncOperations(OperationsBase):
         limit: int | None = None,
         fields: Fields | None = None,
     ) -> Paginator[FindingsView]:
-        """Paginated list of findings with optional filtering and sorting (FindingsViewSortEnum values).
+        """Paginated list of findings with optional filtering and sorting (FindingsViewSortEnum
+        values).
 
-            GraphQL ``query { findings_view }``, a connection of ``FindingsView``: returns a lazy paginator
-            (``after=`` resumes from a cursor; ``page_size`` is at most 100).
-            Default selection: ``id id_int title score remediation_sub_phase cloud_account cloud_account_friendly_name cloud_provider resource_name resource_type sla_status age datasource_tags_values source actual_status { category }``; ``fields=`` selects others.
-            filters: a filter tree (``secfindings.field(...)`` or dicts in the API's filter language),
+        GraphQL ``query { findings_view }``, a connection of ``FindingsView``.
+        Returns a lazy paginator; ``after=`` resumes from a cursor; ``page_size`` <= 100.
+        Default selection (documented fields only): ``id id_int title score remediation_sub_phase
+        cloud_account cloud_account_friendly_name cloud_provider resource_name resource_type
+        sla_status
+        age datasource_tags_values source actual_status { category }``; ``fields=`` selects others.
+        filters: a filter tree (``secfindings.field(...)`` or dicts in the API's filter language),
         serialized into ``filters_config.filtersjson``.
         """
         pages = self._native.paginate_operation(
@@ -239,9 +246,9 @@ class SyncOperations(OperationsBase):
 
         Deprecated by the API: use :meth:`get_resources_ch` (this emits a DeprecationWarning).
 
-        GraphQL ``query { get_resources }``, a connection of ``CHResource``: returns a lazy paginator
-        (``after=`` resumes from a cursor; ``page_size`` is at most 100).
-        Default selection: ``id``; ``fields=`` selects others.
+        GraphQL ``query { get_resources }``, a connection of ``CHResource``.
+        Returns a lazy paginator; ``after=`` resumes from a cursor; ``page_size`` <= 100.
+        Default selection (documented fields only): ``id``; ``fields=`` selects others.
         """
         deprecated("get_resources", "get_resources_ch")
         pages = self._native.paginate_operation(
@@ -276,9 +283,9 @@ class SyncOperations(OperationsBase):
     ) -> Paginator[CHResource]:
         """Cloud resources (replacement for get_resources).
 
-        GraphQL ``query { get_resources_ch }``, a connection of ``CHResource``: returns a lazy paginator
-        (``after=`` resumes from a cursor; ``page_size`` is at most 100).
-        Default selection: ``id``; ``fields=`` selects others.
+        GraphQL ``query { get_resources_ch }``, a connection of ``CHResource``.
+        Returns a lazy paginator; ``after=`` resumes from a cursor; ``page_size`` <= 100.
+        Default selection (documented fields only): ``id``; ``fields=`` selects others.
         """
         pages = self._native.paginate_operation(
             "get_resources_ch",
@@ -310,9 +317,9 @@ class SyncOperations(OperationsBase):
     ) -> Paginator[RemediationQueue]:
         """All remediation queues, with optional filtering and sorting.
 
-        GraphQL ``query { remediation_queues }``, a connection of ``RemediationQueue``: returns a lazy paginator
-        (``after=`` resumes from a cursor; ``page_size`` is at most 100).
-        Default selection: ``id``; ``fields=`` selects others.
+        GraphQL ``query { remediation_queues }``, a connection of ``RemediationQueue``.
+        Returns a lazy paginator; ``after=`` resumes from a cursor; ``page_size`` <= 100.
+        Default selection (documented fields only): ``id``; ``fields=`` selects others.
         """
         pages = self._native.paginate_operation(
             "remediation_queues",
@@ -332,7 +339,7 @@ class SyncOperations(OperationsBase):
         """Hierarchical structure of scopes, optionally including unscoped resources.
 
         GraphQL ``query { scope_hierarchy }`` -> ``ScopeHierarchy``.
-        Default selection: ``__typename``; ``fields=`` selects others.
+        Default selection (documented fields only): ``__typename``; ``fields=`` selects others.
         """
         raw = self._native.call(
             "scope_hierarchy", {"include_unscoped": include_unscoped}, fields_text(fields, ScopeHierarchy)
@@ -352,9 +359,9 @@ class SyncOperations(OperationsBase):
     ) -> Paginator[ScoringRule]:
         """All scoring rules.
 
-        GraphQL ``query { scoring_rules }``, a connection of ``ScoringRule``: returns a lazy paginator
-        (``after=`` resumes from a cursor; ``page_size`` is at most 100).
-        Default selection: ``id``; ``fields=`` selects others.
+        GraphQL ``query { scoring_rules }``, a connection of ``ScoringRule``.
+        Returns a lazy paginator; ``after=`` resumes from a cursor; ``page_size`` <= 100.
+        Default selection (documented fields only): ``id``; ``fields=`` selects others.
         """
         pages = self._native.paginate_operation(
             "scoring_rules",
@@ -377,9 +384,9 @@ class SyncOperations(OperationsBase):
     ) -> Paginator[SLAGroup]:
         """All SLA groups.
 
-        GraphQL ``query { sla_groups }``, a connection of ``SLAGroup``: returns a lazy paginator
-        (``after=`` resumes from a cursor; ``page_size`` is at most 100).
-        Default selection: ``id``; ``fields=`` selects others.
+        GraphQL ``query { sla_groups }``, a connection of ``SLAGroup``.
+        Returns a lazy paginator; ``after=`` resumes from a cursor; ``page_size`` <= 100.
+        Default selection (documented fields only): ``id``; ``fields=`` selects others.
         """
         pages = self._native.paginate_operation(
             "sla_groups",
@@ -404,9 +411,9 @@ class SyncOperations(OperationsBase):
     ) -> Paginator[SLAPreference]:
         """SLA preferences (settings and thresholds).
 
-        GraphQL ``query { sla_preferences }``, a connection of ``SLAPreference``: returns a lazy paginator
-        (``after=`` resumes from a cursor; ``page_size`` is at most 100).
-        Default selection: ``id``; ``fields=`` selects others.
+        GraphQL ``query { sla_preferences }``, a connection of ``SLAPreference``.
+        Returns a lazy paginator; ``after=`` resumes from a cursor; ``page_size`` <= 100.
+        Default selection (documented fields only): ``id``; ``fields=`` selects others.
         """
         pages = self._native.paginate_operation(
             "sla_preferences",
@@ -435,9 +442,9 @@ class SyncOperations(OperationsBase):
     ) -> Paginator[StatusRuleObject]:
         """All status rules.
 
-        GraphQL ``query { status_rules }``, a connection of ``StatusRuleObject``: returns a lazy paginator
-        (``after=`` resumes from a cursor; ``page_size`` is at most 100).
-        Default selection: ``id``; ``fields=`` selects others.
+        GraphQL ``query { status_rules }``, a connection of ``StatusRuleObject``.
+        Returns a lazy paginator; ``after=`` resumes from a cursor; ``page_size`` <= 100.
+        Default selection (documented fields only): ``id``; ``fields=`` selects others.
         """
         pages = self._native.paginate_operation(
             "status_rules",
@@ -461,9 +468,9 @@ class SyncOperations(OperationsBase):
     ) -> Paginator[TicketSLARule]:
         """Ticket SLA rules.
 
-        GraphQL ``query { ticket_sla_rules }``, a connection of ``TicketSLARule``: returns a lazy paginator
-        (``after=`` resumes from a cursor; ``page_size`` is at most 100).
-        Default selection: ``id``; ``fields=`` selects others.
+        GraphQL ``query { ticket_sla_rules }``, a connection of ``TicketSLARule``.
+        Returns a lazy paginator; ``after=`` resumes from a cursor; ``page_size`` <= 100.
+        Default selection (documented fields only): ``id``; ``fields=`` selects others.
         """
         pages = self._native.paginate_operation(
             "ticket_sla_rules",
@@ -487,10 +494,11 @@ class SyncOperations(OperationsBase):
         end: datetime | str | None = None,
         filters: Filter | Mapping[str, Any] | None = None,
     ) -> Any:
-        """Trend analytics with a time scale (TimeScales), grouping and aggregate function (AggregateFunctions).
+        """Trend analytics with a time scale (TimeScales), grouping and aggregate function
+        (AggregateFunctions).
 
-            GraphQL ``query { trends }`` -> ``GenericScalar`` (JSON, passed through).
-            filters: a filter tree (``secfindings.field(...)`` or dicts in the API's filter language),
+        GraphQL ``query { trends }`` -> ``GenericScalar`` (JSON, passed through).
+        filters: a filter tree (``secfindings.field(...)`` or dicts in the API's filter language),
         serialized into ``filters_config.filtersjson``.
         """
         raw = self._native.call(
@@ -519,7 +527,8 @@ class SyncOperations(OperationsBase):
         """Activate or deactivate a scoring rule. Inactive rules are not applied to new findings.
 
         GraphQL ``mutation { activate_scoring_rule }`` -> ``ActivateScoringRule``.
-        Default selection: ``ok scoring_rule { id }``; ``fields=`` selects others.
+        Default selection (documented fields only): ``ok scoring_rule { id }``; ``fields=`` selects
+        others.
         """
         raw = self._native.call(
             "activate_scoring_rule", {"id": id, "active": active}, fields_text(fields, ActivateScoringRule)
@@ -536,7 +545,8 @@ class SyncOperations(OperationsBase):
         """Activate or deactivate an SLA rule. Controls automatic SLA assignment.
 
         GraphQL ``mutation { activate_sla_rule }`` -> ``ActivateSLAStatus``.
-        Default selection: ``ok sla_rule { id }``; ``fields=`` selects others.
+        Default selection (documented fields only): ``ok sla_rule { id }``; ``fields=`` selects
+        others.
         """
         raw = self._native.call(
             "activate_sla_rule", {"id": id, "active": active}, fields_text(fields, ActivateSLAStatus)
@@ -552,7 +562,8 @@ class SyncOperations(OperationsBase):
         """Create a scoring rule.
 
         GraphQL ``mutation { add_scoring_rule }`` -> ``AddScoringRule``.
-        Default selection: ``ok scoring_rule { id }``; ``fields=`` selects others.
+        Default selection (documented fields only): ``ok scoring_rule { id }``; ``fields=`` selects
+        others.
         Not resent after a failure that may have reached the server (not idempotent).
         """
         raw = self._native.call(
@@ -572,11 +583,12 @@ class SyncOperations(OperationsBase):
     ) -> AddSLAGroup | None:
         """Create an SLA group.
 
-            GraphQL ``mutation { add_sla_group }`` -> ``AddSLAGroup``.
-            Default selection: ``ok sla_group { id }``; ``fields=`` selects others.
-            filters: a filter tree (``secfindings.field(...)`` or dicts in the API's filter language),
+        GraphQL ``mutation { add_sla_group }`` -> ``AddSLAGroup``.
+        Default selection (documented fields only): ``ok sla_group { id }``; ``fields=`` selects
+        others.
+        filters: a filter tree (``secfindings.field(...)`` or dicts in the API's filter language),
         serialized into ``filters_config.filtersjson``.
-            Not resent after a failure that may have reached the server (not idempotent).
+        Not resent after a failure that may have reached the server (not idempotent).
         """
         raw = self._native.call(
             "add_sla_group",
@@ -599,7 +611,8 @@ class SyncOperations(OperationsBase):
         """Create an SLA rule.
 
         GraphQL ``mutation { add_sla_rule }`` -> ``AddSLARule``.
-        Default selection: ``ok sla_rule { id }``; ``fields=`` selects others.
+        Default selection (documented fields only): ``ok sla_rule { id }``; ``fields=`` selects
+        others.
         Not resent after a failure that may have reached the server (not idempotent).
         """
         raw = self._native.call("add_sla_rule", {"sla_rule": sla_rule}, fields_text(fields, AddSLARule))
@@ -614,7 +627,8 @@ class SyncOperations(OperationsBase):
         """Create a status rule.
 
         GraphQL ``mutation { add_status_rule }`` -> ``AddStatusRule``.
-        Default selection: ``ok status_rule { id }``; ``fields=`` selects others.
+        Default selection (documented fields only): ``ok status_rule { id }``; ``fields=`` selects
+        others.
         Not resent after a failure that may have reached the server (not idempotent).
         """
         raw = self._native.call(
@@ -631,7 +645,9 @@ class SyncOperations(OperationsBase):
         """Create a ticket SLA rule.
 
         GraphQL ``mutation { add_ticket_sla_rule }`` -> ``AddTicketSLARule``.
-        Default selection: ``ok ticket_sla_rule { id }``; ``fields=`` selects others.
+        Default selection (documented fields only): ``ok ticket_sla_rule { id }``; ``fields=``
+        selects
+        others.
         Not resent after a failure that may have reached the server (not idempotent).
         """
         raw = self._native.call(
@@ -651,7 +667,8 @@ class SyncOperations(OperationsBase):
         """Create a scope group (organizes access permissions).
 
         GraphQL ``mutation { create_scope_group }`` -> ``CreateScopeGroup``.
-        Default selection: ``ok scope_group { id }``; ``fields=`` selects others.
+        Default selection (documented fields only): ``ok scope_group { id }``; ``fields=`` selects
+        others.
         Not resent after a failure that may have reached the server (not idempotent).
         """
         raw = self._native.call(
@@ -669,10 +686,11 @@ class SyncOperations(OperationsBase):
     ) -> DeleteFindingFilterV2 | None:
         """Deletes a finding filter.
 
-        Deprecated by the API: use :meth:`delete_finding_filter_v2` (this emits a DeprecationWarning).
+        Deprecated by the API: use :meth:`delete_finding_filter_v2` (this emits a
+        DeprecationWarning).
 
         GraphQL ``mutation { delete_finding_filter }`` -> ``DeleteFindingFilterV2``.
-        Default selection: ``ok``; ``fields=`` selects others.
+        Default selection (documented fields only): ``ok``; ``fields=`` selects others.
         Not resent after a failure that may have reached the server (not idempotent).
         """
         deprecated("delete_finding_filter", "delete_finding_filter_v2")
@@ -690,7 +708,7 @@ class SyncOperations(OperationsBase):
         """Delete a finding filter.
 
         GraphQL ``mutation { delete_finding_filter_v2 }`` -> ``DeleteFindingFilterV2``.
-        Default selection: ``ok``; ``fields=`` selects others.
+        Default selection (documented fields only): ``ok``; ``fields=`` selects others.
         Not resent after a failure that may have reached the server (not idempotent).
         """
         raw = self._native.call(
@@ -707,7 +725,7 @@ class SyncOperations(OperationsBase):
         """Delete a finding scope filter. Affects any rules or queries that use the scope.
 
         GraphQL ``mutation { delete_finding_scope_v2 }`` -> ``DeleteFindingScopeV2``.
-        Default selection: ``ok``; ``fields=`` selects others.
+        Default selection (documented fields only): ``ok``; ``fields=`` selects others.
         Not resent after a failure that may have reached the server (not idempotent).
         """
         raw = self._native.call(
@@ -724,7 +742,7 @@ class SyncOperations(OperationsBase):
         """Delete a scope group. Affects users and rules assigned to the group.
 
         GraphQL ``mutation { delete_scope_group }`` -> ``DeleteScopeGroup``.
-        Default selection: ``ok``; ``fields=`` selects others.
+        Default selection (documented fields only): ``ok``; ``fields=`` selects others.
         Not resent after a failure that may have reached the server (not idempotent).
         """
         raw = self._native.call("delete_scope_group", {"id": id}, fields_text(fields, DeleteScopeGroup))
@@ -739,7 +757,7 @@ class SyncOperations(OperationsBase):
         """Delete a scoring rule. Scores already assigned by the rule remain unchanged.
 
         GraphQL ``mutation { delete_scoring_rule }`` -> ``DeleteScoringRule``.
-        Default selection: ``ok``; ``fields=`` selects others.
+        Default selection (documented fields only): ``ok``; ``fields=`` selects others.
         Not resent after a failure that may have reached the server (not idempotent).
         """
         raw = self._native.call("delete_scoring_rule", {"id": id}, fields_text(fields, DeleteScoringRule))
@@ -754,7 +772,7 @@ class SyncOperations(OperationsBase):
         """Delete an SLA rule. Active SLAs created by the rule remain in effect.
 
         GraphQL ``mutation { delete_sla_rule }`` -> ``DeleteSLAStatus``.
-        Default selection: ``ok``; ``fields=`` selects others.
+        Default selection (documented fields only): ``ok``; ``fields=`` selects others.
         Not resent after a failure that may have reached the server (not idempotent).
         """
         raw = self._native.call("delete_sla_rule", {"id": id}, fields_text(fields, DeleteSLAStatus))
@@ -769,7 +787,7 @@ class SyncOperations(OperationsBase):
         """Delete a status rule. Findings whose status the rule already set are not affected.
 
         GraphQL ``mutation { delete_status_rule }`` -> ``DeleteStatusRule``.
-        Default selection: ``ok``; ``fields=`` selects others.
+        Default selection (documented fields only): ``ok``; ``fields=`` selects others.
         Not resent after a failure that may have reached the server (not idempotent).
         """
         raw = self._native.call("delete_status_rule", {"id": id}, fields_text(fields, DeleteStatusRule))
@@ -784,7 +802,7 @@ class SyncOperations(OperationsBase):
         """Delete a ticket SLA rule. Active ticket SLAs are not affected.
 
         GraphQL ``mutation { delete_ticket_sla_rule }`` -> ``DeleteTicketSLARule``.
-        Default selection: ``ok``; ``fields=`` selects others.
+        Default selection (documented fields only): ``ok``; ``fields=`` selects others.
         Not resent after a failure that may have reached the server (not idempotent).
         """
         raw = self._native.call(
@@ -805,7 +823,8 @@ class SyncOperations(OperationsBase):
         """Modify a scope group's configuration and permissions.
 
         GraphQL ``mutation { edit_scope_group }`` -> ``EditScopeGroup``.
-        Default selection: ``ok scope_group { id }``; ``fields=`` selects others.
+        Default selection (documented fields only): ``ok scope_group { id }``; ``fields=`` selects
+        others.
         """
         raw = self._native.call(
             "edit_scope_group",
@@ -824,7 +843,8 @@ class SyncOperations(OperationsBase):
         """Modify a scoring rule's logic and parameters.
 
         GraphQL ``mutation { edit_scoring_rule }`` -> ``EditScoringRule``.
-        Default selection: ``ok scoring_rule { id }``; ``fields=`` selects others.
+        Default selection (documented fields only): ``ok scoring_rule { id }``; ``fields=`` selects
+        others.
         """
         raw = self._native.call(
             "edit_scoring_rule",
@@ -843,7 +863,8 @@ class SyncOperations(OperationsBase):
         """Modify an SLA rule's timeframes and conditions.
 
         GraphQL ``mutation { edit_sla_rule }`` -> ``EditSLARule``.
-        Default selection: ``ok sla_rule { id }``; ``fields=`` selects others.
+        Default selection (documented fields only): ``ok sla_rule { id }``; ``fields=`` selects
+        others.
         """
         raw = self._native.call(
             "edit_sla_rule", {"id": id, "sla_rule": sla_rule}, fields_text(fields, EditSLARule)
@@ -860,7 +881,8 @@ class SyncOperations(OperationsBase):
         """Modify a status rule's conditions and actions.
 
         GraphQL ``mutation { edit_status_rule }`` -> ``EditStatusRule``.
-        Default selection: ``ok status_rule { id }``; ``fields=`` selects others.
+        Default selection (documented fields only): ``ok status_rule { id }``; ``fields=`` selects
+        others.
         """
         raw = self._native.call(
             "edit_status_rule", {"id": id, "status_rule": status_rule}, fields_text(fields, EditStatusRule)
@@ -877,7 +899,9 @@ class SyncOperations(OperationsBase):
         """Modify a ticket SLA rule's parameters and conditions.
 
         GraphQL ``mutation { edit_ticket_sla_rule }`` -> ``EditTicketSLARule``.
-        Default selection: ``ok ticket_sla_rule { id }``; ``fields=`` selects others.
+        Default selection (documented fields only): ``ok ticket_sla_rule { id }``; ``fields=``
+        selects
+        others.
         """
         raw = self._native.call(
             "edit_ticket_sla_rule",
@@ -896,7 +920,8 @@ class SyncOperations(OperationsBase):
         """Enable or disable a status rule. Controls automatic status assignment.
 
         GraphQL ``mutation { enable_status_rule }`` -> ``EnableStatusRule``.
-        Default selection: ``ok status_rule { id }``; ``fields=`` selects others.
+        Default selection (documented fields only): ``ok status_rule { id }``; ``fields=`` selects
+        others.
         """
         raw = self._native.call(
             "enable_status_rule", {"id": id, "enabled": enabled}, fields_text(fields, EnableStatusRule)
@@ -913,7 +938,9 @@ class SyncOperations(OperationsBase):
         """Enable or disable a ticket SLA rule. Controls application to new tickets.
 
         GraphQL ``mutation { enable_ticket_sla_rule }`` -> ``EnableTicketSLARule``.
-        Default selection: ``ok ticket_sla_rule { id }``; ``fields=`` selects others.
+        Default selection (documented fields only): ``ok ticket_sla_rule { id }``; ``fields=``
+        selects
+        others.
         """
         raw = self._native.call(
             "enable_ticket_sla_rule", {"id": id, "enabled": enabled}, fields_text(fields, EnableTicketSLARule)
@@ -933,7 +960,9 @@ class SyncOperations(OperationsBase):
         Deprecated by the API: use :meth:`new_finding_filter_v2` (this emits a DeprecationWarning).
 
         GraphQL ``mutation { new_finding_filter }`` -> ``NewFindingFilterV2``.
-        Default selection: ``ok finding_filter { id }``; ``fields=`` selects others.
+        Default selection (documented fields only): ``ok finding_filter { id }``; ``fields=``
+        selects
+        others.
         Not resent after a failure that may have reached the server (not idempotent).
         """
         deprecated("new_finding_filter", "new_finding_filter_v2")
@@ -953,7 +982,9 @@ class SyncOperations(OperationsBase):
         """Create a finding filter.
 
         GraphQL ``mutation { new_finding_filter_v2 }`` -> ``NewFindingFilterV2``.
-        Default selection: ``ok finding_filter { id }``; ``fields=`` selects others.
+        Default selection (documented fields only): ``ok finding_filter { id }``; ``fields=``
+        selects
+        others.
         Not resent after a failure that may have reached the server (not idempotent).
         """
         raw = self._native.call(
@@ -972,7 +1003,8 @@ class SyncOperations(OperationsBase):
         """Create a finding scope filter (which findings are included in queries and rules).
 
         GraphQL ``mutation { new_finding_scope_v2 }`` -> ``NewFindingScopeV2``.
-        Default selection: ``ok finding_scope { id }``; ``fields=`` selects others.
+        Default selection (documented fields only): ``ok finding_scope { id }``; ``fields=`` selects
+        others.
         Not resent after a failure that may have reached the server (not idempotent).
         """
         raw = self._native.call(
@@ -988,7 +1020,7 @@ class SyncOperations(OperationsBase):
         """Generate and save the scope hierarchy from the current configuration.
 
         GraphQL ``mutation { save_scope_hierarchy }`` -> ``GenerateScopes``.
-        Default selection: ``ok``; ``fields=`` selects others.
+        Default selection (documented fields only): ``ok``; ``fields=`` selects others.
         """
         raw = self._native.call("save_scope_hierarchy", {}, fields_text(fields, GenerateScopes))
         return wrap(GenerateScopes, raw)
@@ -1003,13 +1035,14 @@ class SyncOperations(OperationsBase):
         filters: Filter | Mapping[str, Any] | None = None,
         fields: Fields | None = None,
     ) -> UpdateUserSLAWithComment | None:
-        """Manually set the SLA due date of findings (by id and/or filter) and add an explanatory comment.
+        """Manually set the SLA due date of findings (by id and/or filter) and add an explanatory
+        comment.
 
-            GraphQL ``mutation { set_user_sla_and_comment }`` -> ``UpdateUserSLAWithComment``.
-            Default selection: ``ok``; ``fields=`` selects others.
-            filters: a filter tree (``secfindings.field(...)`` or dicts in the API's filter language),
+        GraphQL ``mutation { set_user_sla_and_comment }`` -> ``UpdateUserSLAWithComment``.
+        Default selection (documented fields only): ``ok``; ``fields=`` selects others.
+        filters: a filter tree (``secfindings.field(...)`` or dicts in the API's filter language),
         serialized into ``filters_config.filtersjson``.
-            Not resent after a failure that may have reached the server (not idempotent).
+        Not resent after a failure that may have reached the server (not idempotent).
         """
         raw = self._native.call(
             "set_user_sla_and_comment",
@@ -1034,10 +1067,13 @@ class SyncOperations(OperationsBase):
     ) -> UpdateFindingFilterV2 | None:
         """Updates a finding filter.
 
-        Deprecated by the API: use :meth:`update_finding_filter_v2` (this emits a DeprecationWarning).
+        Deprecated by the API: use :meth:`update_finding_filter_v2` (this emits a
+        DeprecationWarning).
 
         GraphQL ``mutation { update_finding_filter }`` -> ``UpdateFindingFilterV2``.
-        Default selection: ``ok finding_filter { id }``; ``fields=`` selects others.
+        Default selection (documented fields only): ``ok finding_filter { id }``; ``fields=``
+        selects
+        others.
         """
         deprecated("update_finding_filter", "update_finding_filter_v2")
         raw = self._native.call(
@@ -1057,7 +1093,9 @@ class SyncOperations(OperationsBase):
         """Update a finding filter.
 
         GraphQL ``mutation { update_finding_filter_v2 }`` -> ``UpdateFindingFilterV2``.
-        Default selection: ``ok finding_filter { id }``; ``fields=`` selects others.
+        Default selection (documented fields only): ``ok finding_filter { id }``; ``fields=``
+        selects
+        others.
         """
         raw = self._native.call(
             "update_finding_filter_v2",
@@ -1076,7 +1114,8 @@ class SyncOperations(OperationsBase):
         """Update a finding scope filter's configuration.
 
         GraphQL ``mutation { update_finding_scope_v2 }`` -> ``UpdateFindingScopeV2``.
-        Default selection: ``ok finding_scope { id }``; ``fields=`` selects others.
+        Default selection (documented fields only): ``ok finding_scope { id }``; ``fields=`` selects
+        others.
         """
         raw = self._native.call(
             "update_finding_scope_v2",
@@ -1094,7 +1133,9 @@ class SyncOperations(OperationsBase):
         """Update global SLA settings (v2).
 
         GraphQL ``mutation { update_sla_settings_v2 }`` -> ``UpdateSLAV2``.
-        Default selection: ``ok sla_preferences { id }``; ``fields=`` selects others.
+        Default selection (documented fields only): ``ok sla_preferences { id }``; ``fields=``
+        selects
+        others.
         """
         raw = self._native.call(
             "update_sla_settings_v2", {"sla_settings": sla_settings}, fields_text(fields, UpdateSLAV2)
@@ -1114,7 +1155,10 @@ class AsyncOperations(OperationsBase):
         """One finding by its unique identifier (a global id string or the integer id).
 
         GraphQL ``query { finding }`` -> ``Finding``.
-        Default selection: ``id id_int finding_id last_reported_time discovered_time cloud_provider original_status cloud_account package_name datasource { friendly_name } main_resource { resource_name } title finding_score { score severity original_score } age description``; ``fields=`` selects others.
+        Default selection (documented fields only): ``id id_int finding_id last_reported_time
+        discovered_time cloud_provider original_status cloud_account package_name datasource {
+        friendly_name } main_resource { resource_name } title finding_score { score severity
+        original_score } age description``; ``fields=`` selects others.
         """
         raw = await self._native.call_async("finding", {"id": id}, fields_text(fields, Finding))
         return wrap(Finding, raw)
@@ -1132,9 +1176,9 @@ class AsyncOperations(OperationsBase):
     ) -> AsyncPaginator[FindingFilter]:
         """All finding filters.
 
-        GraphQL ``query { finding_filters }``, a connection of ``FindingFilter``: returns a lazy paginator
-        (``after=`` resumes from a cursor; ``page_size`` is at most 100).
-        Default selection: ``id``; ``fields=`` selects others.
+        GraphQL ``query { finding_filters }``, a connection of ``FindingFilter``.
+        Returns a lazy paginator; ``after=`` resumes from a cursor; ``page_size`` <= 100.
+        Default selection (documented fields only): ``id``; ``fields=`` selects others.
         """
         pages = self._native.paginate_operation(
             "finding_filters",
@@ -1156,12 +1200,16 @@ class AsyncOperations(OperationsBase):
         limit: int | None = None,
         fields: Fields | None = None,
     ) -> AsyncPaginator[FindingsView]:
-        """Paginated list of findings with optional filtering and sorting (FindingsViewSortEnum values).
+        """Paginated list of findings with optional filtering and sorting (FindingsViewSortEnum
+        values).
 
-            GraphQL ``query { findings_view }``, a connection of ``FindingsView``: returns a lazy paginator
-            (``after=`` resumes from a cursor; ``page_size`` is at most 100).
-            Default selection: ``id id_int title score remediation_sub_phase cloud_account cloud_account_friendly_name cloud_provider resource_name resource_type sla_status age datasource_tags_values source actual_status { category }``; ``fields=`` selects others.
-            filters: a filter tree (``secfindings.field(...)`` or dicts in the API's filter language),
+        GraphQL ``query { findings_view }``, a connection of ``FindingsView``.
+        Returns a lazy paginator; ``after=`` resumes from a cursor; ``page_size`` <= 100.
+        Default selection (documented fields only): ``id id_int title score remediation_sub_phase
+        cloud_account cloud_account_friendly_name cloud_provider resource_name resource_type
+        sla_status
+        age datasource_tags_values source actual_status { category }``; ``fields=`` selects others.
+        filters: a filter tree (``secfindings.field(...)`` or dicts in the API's filter language),
         serialized into ``filters_config.filtersjson``.
         """
         pages = self._native.paginate_operation(
@@ -1190,9 +1238,9 @@ class AsyncOperations(OperationsBase):
 
         Deprecated by the API: use :meth:`get_resources_ch` (this emits a DeprecationWarning).
 
-        GraphQL ``query { get_resources }``, a connection of ``CHResource``: returns a lazy paginator
-        (``after=`` resumes from a cursor; ``page_size`` is at most 100).
-        Default selection: ``id``; ``fields=`` selects others.
+        GraphQL ``query { get_resources }``, a connection of ``CHResource``.
+        Returns a lazy paginator; ``after=`` resumes from a cursor; ``page_size`` <= 100.
+        Default selection (documented fields only): ``id``; ``fields=`` selects others.
         """
         deprecated("get_resources", "get_resources_ch")
         pages = self._native.paginate_operation(
@@ -1227,9 +1275,9 @@ class AsyncOperations(OperationsBase):
     ) -> AsyncPaginator[CHResource]:
         """Cloud resources (replacement for get_resources).
 
-        GraphQL ``query { get_resources_ch }``, a connection of ``CHResource``: returns a lazy paginator
-        (``after=`` resumes from a cursor; ``page_size`` is at most 100).
-        Default selection: ``id``; ``fields=`` selects others.
+        GraphQL ``query { get_resources_ch }``, a connection of ``CHResource``.
+        Returns a lazy paginator; ``after=`` resumes from a cursor; ``page_size`` <= 100.
+        Default selection (documented fields only): ``id``; ``fields=`` selects others.
         """
         pages = self._native.paginate_operation(
             "get_resources_ch",
@@ -1261,9 +1309,9 @@ class AsyncOperations(OperationsBase):
     ) -> AsyncPaginator[RemediationQueue]:
         """All remediation queues, with optional filtering and sorting.
 
-        GraphQL ``query { remediation_queues }``, a connection of ``RemediationQueue``: returns a lazy paginator
-        (``after=`` resumes from a cursor; ``page_size`` is at most 100).
-        Default selection: ``id``; ``fields=`` selects others.
+        GraphQL ``query { remediation_queues }``, a connection of ``RemediationQueue``.
+        Returns a lazy paginator; ``after=`` resumes from a cursor; ``page_size`` <= 100.
+        Default selection (documented fields only): ``id``; ``fields=`` selects others.
         """
         pages = self._native.paginate_operation(
             "remediation_queues",
@@ -1283,7 +1331,7 @@ class AsyncOperations(OperationsBase):
         """Hierarchical structure of scopes, optionally including unscoped resources.
 
         GraphQL ``query { scope_hierarchy }`` -> ``ScopeHierarchy``.
-        Default selection: ``__typename``; ``fields=`` selects others.
+        Default selection (documented fields only): ``__typename``; ``fields=`` selects others.
         """
         raw = await self._native.call_async(
             "scope_hierarchy", {"include_unscoped": include_unscoped}, fields_text(fields, ScopeHierarchy)
@@ -1303,9 +1351,9 @@ class AsyncOperations(OperationsBase):
     ) -> AsyncPaginator[ScoringRule]:
         """All scoring rules.
 
-        GraphQL ``query { scoring_rules }``, a connection of ``ScoringRule``: returns a lazy paginator
-        (``after=`` resumes from a cursor; ``page_size`` is at most 100).
-        Default selection: ``id``; ``fields=`` selects others.
+        GraphQL ``query { scoring_rules }``, a connection of ``ScoringRule``.
+        Returns a lazy paginator; ``after=`` resumes from a cursor; ``page_size`` <= 100.
+        Default selection (documented fields only): ``id``; ``fields=`` selects others.
         """
         pages = self._native.paginate_operation(
             "scoring_rules",
@@ -1328,9 +1376,9 @@ class AsyncOperations(OperationsBase):
     ) -> AsyncPaginator[SLAGroup]:
         """All SLA groups.
 
-        GraphQL ``query { sla_groups }``, a connection of ``SLAGroup``: returns a lazy paginator
-        (``after=`` resumes from a cursor; ``page_size`` is at most 100).
-        Default selection: ``id``; ``fields=`` selects others.
+        GraphQL ``query { sla_groups }``, a connection of ``SLAGroup``.
+        Returns a lazy paginator; ``after=`` resumes from a cursor; ``page_size`` <= 100.
+        Default selection (documented fields only): ``id``; ``fields=`` selects others.
         """
         pages = self._native.paginate_operation(
             "sla_groups",
@@ -1355,9 +1403,9 @@ class AsyncOperations(OperationsBase):
     ) -> AsyncPaginator[SLAPreference]:
         """SLA preferences (settings and thresholds).
 
-        GraphQL ``query { sla_preferences }``, a connection of ``SLAPreference``: returns a lazy paginator
-        (``after=`` resumes from a cursor; ``page_size`` is at most 100).
-        Default selection: ``id``; ``fields=`` selects others.
+        GraphQL ``query { sla_preferences }``, a connection of ``SLAPreference``.
+        Returns a lazy paginator; ``after=`` resumes from a cursor; ``page_size`` <= 100.
+        Default selection (documented fields only): ``id``; ``fields=`` selects others.
         """
         pages = self._native.paginate_operation(
             "sla_preferences",
@@ -1386,9 +1434,9 @@ class AsyncOperations(OperationsBase):
     ) -> AsyncPaginator[StatusRuleObject]:
         """All status rules.
 
-        GraphQL ``query { status_rules }``, a connection of ``StatusRuleObject``: returns a lazy paginator
-        (``after=`` resumes from a cursor; ``page_size`` is at most 100).
-        Default selection: ``id``; ``fields=`` selects others.
+        GraphQL ``query { status_rules }``, a connection of ``StatusRuleObject``.
+        Returns a lazy paginator; ``after=`` resumes from a cursor; ``page_size`` <= 100.
+        Default selection (documented fields only): ``id``; ``fields=`` selects others.
         """
         pages = self._native.paginate_operation(
             "status_rules",
@@ -1412,9 +1460,9 @@ class AsyncOperations(OperationsBase):
     ) -> AsyncPaginator[TicketSLARule]:
         """Ticket SLA rules.
 
-        GraphQL ``query { ticket_sla_rules }``, a connection of ``TicketSLARule``: returns a lazy paginator
-        (``after=`` resumes from a cursor; ``page_size`` is at most 100).
-        Default selection: ``id``; ``fields=`` selects others.
+        GraphQL ``query { ticket_sla_rules }``, a connection of ``TicketSLARule``.
+        Returns a lazy paginator; ``after=`` resumes from a cursor; ``page_size`` <= 100.
+        Default selection (documented fields only): ``id``; ``fields=`` selects others.
         """
         pages = self._native.paginate_operation(
             "ticket_sla_rules",
@@ -1438,10 +1486,11 @@ class AsyncOperations(OperationsBase):
         end: datetime | str | None = None,
         filters: Filter | Mapping[str, Any] | None = None,
     ) -> Any:
-        """Trend analytics with a time scale (TimeScales), grouping and aggregate function (AggregateFunctions).
+        """Trend analytics with a time scale (TimeScales), grouping and aggregate function
+        (AggregateFunctions).
 
-            GraphQL ``query { trends }`` -> ``GenericScalar`` (JSON, passed through).
-            filters: a filter tree (``secfindings.field(...)`` or dicts in the API's filter language),
+        GraphQL ``query { trends }`` -> ``GenericScalar`` (JSON, passed through).
+        filters: a filter tree (``secfindings.field(...)`` or dicts in the API's filter language),
         serialized into ``filters_config.filtersjson``.
         """
         raw = await self._native.call_async(
@@ -1470,7 +1519,8 @@ class AsyncOperations(OperationsBase):
         """Activate or deactivate a scoring rule. Inactive rules are not applied to new findings.
 
         GraphQL ``mutation { activate_scoring_rule }`` -> ``ActivateScoringRule``.
-        Default selection: ``ok scoring_rule { id }``; ``fields=`` selects others.
+        Default selection (documented fields only): ``ok scoring_rule { id }``; ``fields=`` selects
+        others.
         """
         raw = await self._native.call_async(
             "activate_scoring_rule", {"id": id, "active": active}, fields_text(fields, ActivateScoringRule)
@@ -1487,7 +1537,8 @@ class AsyncOperations(OperationsBase):
         """Activate or deactivate an SLA rule. Controls automatic SLA assignment.
 
         GraphQL ``mutation { activate_sla_rule }`` -> ``ActivateSLAStatus``.
-        Default selection: ``ok sla_rule { id }``; ``fields=`` selects others.
+        Default selection (documented fields only): ``ok sla_rule { id }``; ``fields=`` selects
+        others.
         """
         raw = await self._native.call_async(
             "activate_sla_rule", {"id": id, "active": active}, fields_text(fields, ActivateSLAStatus)
@@ -1503,7 +1554,8 @@ class AsyncOperations(OperationsBase):
         """Create a scoring rule.
 
         GraphQL ``mutation { add_scoring_rule }`` -> ``AddScoringRule``.
-        Default selection: ``ok scoring_rule { id }``; ``fields=`` selects others.
+        Default selection (documented fields only): ``ok scoring_rule { id }``; ``fields=`` selects
+        others.
         Not resent after a failure that may have reached the server (not idempotent).
         """
         raw = await self._native.call_async(
@@ -1523,11 +1575,12 @@ class AsyncOperations(OperationsBase):
     ) -> AddSLAGroup | None:
         """Create an SLA group.
 
-            GraphQL ``mutation { add_sla_group }`` -> ``AddSLAGroup``.
-            Default selection: ``ok sla_group { id }``; ``fields=`` selects others.
-            filters: a filter tree (``secfindings.field(...)`` or dicts in the API's filter language),
+        GraphQL ``mutation { add_sla_group }`` -> ``AddSLAGroup``.
+        Default selection (documented fields only): ``ok sla_group { id }``; ``fields=`` selects
+        others.
+        filters: a filter tree (``secfindings.field(...)`` or dicts in the API's filter language),
         serialized into ``filters_config.filtersjson``.
-            Not resent after a failure that may have reached the server (not idempotent).
+        Not resent after a failure that may have reached the server (not idempotent).
         """
         raw = await self._native.call_async(
             "add_sla_group",
@@ -1550,7 +1603,8 @@ class AsyncOperations(OperationsBase):
         """Create an SLA rule.
 
         GraphQL ``mutation { add_sla_rule }`` -> ``AddSLARule``.
-        Default selection: ``ok sla_rule { id }``; ``fields=`` selects others.
+        Default selection (documented fields only): ``ok sla_rule { id }``; ``fields=`` selects
+        others.
         Not resent after a failure that may have reached the server (not idempotent).
         """
         raw = await self._native.call_async(
@@ -1567,7 +1621,8 @@ class AsyncOperations(OperationsBase):
         """Create a status rule.
 
         GraphQL ``mutation { add_status_rule }`` -> ``AddStatusRule``.
-        Default selection: ``ok status_rule { id }``; ``fields=`` selects others.
+        Default selection (documented fields only): ``ok status_rule { id }``; ``fields=`` selects
+        others.
         Not resent after a failure that may have reached the server (not idempotent).
         """
         raw = await self._native.call_async(
@@ -1584,7 +1639,9 @@ class AsyncOperations(OperationsBase):
         """Create a ticket SLA rule.
 
         GraphQL ``mutation { add_ticket_sla_rule }`` -> ``AddTicketSLARule``.
-        Default selection: ``ok ticket_sla_rule { id }``; ``fields=`` selects others.
+        Default selection (documented fields only): ``ok ticket_sla_rule { id }``; ``fields=``
+        selects
+        others.
         Not resent after a failure that may have reached the server (not idempotent).
         """
         raw = await self._native.call_async(
@@ -1604,7 +1661,8 @@ class AsyncOperations(OperationsBase):
         """Create a scope group (organizes access permissions).
 
         GraphQL ``mutation { create_scope_group }`` -> ``CreateScopeGroup``.
-        Default selection: ``ok scope_group { id }``; ``fields=`` selects others.
+        Default selection (documented fields only): ``ok scope_group { id }``; ``fields=`` selects
+        others.
         Not resent after a failure that may have reached the server (not idempotent).
         """
         raw = await self._native.call_async(
@@ -1622,10 +1680,11 @@ class AsyncOperations(OperationsBase):
     ) -> DeleteFindingFilterV2 | None:
         """Deletes a finding filter.
 
-        Deprecated by the API: use :meth:`delete_finding_filter_v2` (this emits a DeprecationWarning).
+        Deprecated by the API: use :meth:`delete_finding_filter_v2` (this emits a
+        DeprecationWarning).
 
         GraphQL ``mutation { delete_finding_filter }`` -> ``DeleteFindingFilterV2``.
-        Default selection: ``ok``; ``fields=`` selects others.
+        Default selection (documented fields only): ``ok``; ``fields=`` selects others.
         Not resent after a failure that may have reached the server (not idempotent).
         """
         deprecated("delete_finding_filter", "delete_finding_filter_v2")
@@ -1643,7 +1702,7 @@ class AsyncOperations(OperationsBase):
         """Delete a finding filter.
 
         GraphQL ``mutation { delete_finding_filter_v2 }`` -> ``DeleteFindingFilterV2``.
-        Default selection: ``ok``; ``fields=`` selects others.
+        Default selection (documented fields only): ``ok``; ``fields=`` selects others.
         Not resent after a failure that may have reached the server (not idempotent).
         """
         raw = await self._native.call_async(
@@ -1660,7 +1719,7 @@ class AsyncOperations(OperationsBase):
         """Delete a finding scope filter. Affects any rules or queries that use the scope.
 
         GraphQL ``mutation { delete_finding_scope_v2 }`` -> ``DeleteFindingScopeV2``.
-        Default selection: ``ok``; ``fields=`` selects others.
+        Default selection (documented fields only): ``ok``; ``fields=`` selects others.
         Not resent after a failure that may have reached the server (not idempotent).
         """
         raw = await self._native.call_async(
@@ -1677,7 +1736,7 @@ class AsyncOperations(OperationsBase):
         """Delete a scope group. Affects users and rules assigned to the group.
 
         GraphQL ``mutation { delete_scope_group }`` -> ``DeleteScopeGroup``.
-        Default selection: ``ok``; ``fields=`` selects others.
+        Default selection (documented fields only): ``ok``; ``fields=`` selects others.
         Not resent after a failure that may have reached the server (not idempotent).
         """
         raw = await self._native.call_async(
@@ -1694,7 +1753,7 @@ class AsyncOperations(OperationsBase):
         """Delete a scoring rule. Scores already assigned by the rule remain unchanged.
 
         GraphQL ``mutation { delete_scoring_rule }`` -> ``DeleteScoringRule``.
-        Default selection: ``ok``; ``fields=`` selects others.
+        Default selection (documented fields only): ``ok``; ``fields=`` selects others.
         Not resent after a failure that may have reached the server (not idempotent).
         """
         raw = await self._native.call_async(
@@ -1711,7 +1770,7 @@ class AsyncOperations(OperationsBase):
         """Delete an SLA rule. Active SLAs created by the rule remain in effect.
 
         GraphQL ``mutation { delete_sla_rule }`` -> ``DeleteSLAStatus``.
-        Default selection: ``ok``; ``fields=`` selects others.
+        Default selection (documented fields only): ``ok``; ``fields=`` selects others.
         Not resent after a failure that may have reached the server (not idempotent).
         """
         raw = await self._native.call_async(
@@ -1728,7 +1787,7 @@ class AsyncOperations(OperationsBase):
         """Delete a status rule. Findings whose status the rule already set are not affected.
 
         GraphQL ``mutation { delete_status_rule }`` -> ``DeleteStatusRule``.
-        Default selection: ``ok``; ``fields=`` selects others.
+        Default selection (documented fields only): ``ok``; ``fields=`` selects others.
         Not resent after a failure that may have reached the server (not idempotent).
         """
         raw = await self._native.call_async(
@@ -1745,7 +1804,7 @@ class AsyncOperations(OperationsBase):
         """Delete a ticket SLA rule. Active ticket SLAs are not affected.
 
         GraphQL ``mutation { delete_ticket_sla_rule }`` -> ``DeleteTicketSLARule``.
-        Default selection: ``ok``; ``fields=`` selects others.
+        Default selection (documented fields only): ``ok``; ``fields=`` selects others.
         Not resent after a failure that may have reached the server (not idempotent).
         """
         raw = await self._native.call_async(
@@ -1766,7 +1825,8 @@ class AsyncOperations(OperationsBase):
         """Modify a scope group's configuration and permissions.
 
         GraphQL ``mutation { edit_scope_group }`` -> ``EditScopeGroup``.
-        Default selection: ``ok scope_group { id }``; ``fields=`` selects others.
+        Default selection (documented fields only): ``ok scope_group { id }``; ``fields=`` selects
+        others.
         """
         raw = await self._native.call_async(
             "edit_scope_group",
@@ -1785,7 +1845,8 @@ class AsyncOperations(OperationsBase):
         """Modify a scoring rule's logic and parameters.
 
         GraphQL ``mutation { edit_scoring_rule }`` -> ``EditScoringRule``.
-        Default selection: ``ok scoring_rule { id }``; ``fields=`` selects others.
+        Default selection (documented fields only): ``ok scoring_rule { id }``; ``fields=`` selects
+        others.
         """
         raw = await self._native.call_async(
             "edit_scoring_rule",
@@ -1804,7 +1865,8 @@ class AsyncOperations(OperationsBase):
         """Modify an SLA rule's timeframes and conditions.
 
         GraphQL ``mutation { edit_sla_rule }`` -> ``EditSLARule``.
-        Default selection: ``ok sla_rule { id }``; ``fields=`` selects others.
+        Default selection (documented fields only): ``ok sla_rule { id }``; ``fields=`` selects
+        others.
         """
         raw = await self._native.call_async(
             "edit_sla_rule", {"id": id, "sla_rule": sla_rule}, fields_text(fields, EditSLARule)
@@ -1821,7 +1883,8 @@ class AsyncOperations(OperationsBase):
         """Modify a status rule's conditions and actions.
 
         GraphQL ``mutation { edit_status_rule }`` -> ``EditStatusRule``.
-        Default selection: ``ok status_rule { id }``; ``fields=`` selects others.
+        Default selection (documented fields only): ``ok status_rule { id }``; ``fields=`` selects
+        others.
         """
         raw = await self._native.call_async(
             "edit_status_rule", {"id": id, "status_rule": status_rule}, fields_text(fields, EditStatusRule)
@@ -1838,7 +1901,9 @@ class AsyncOperations(OperationsBase):
         """Modify a ticket SLA rule's parameters and conditions.
 
         GraphQL ``mutation { edit_ticket_sla_rule }`` -> ``EditTicketSLARule``.
-        Default selection: ``ok ticket_sla_rule { id }``; ``fields=`` selects others.
+        Default selection (documented fields only): ``ok ticket_sla_rule { id }``; ``fields=``
+        selects
+        others.
         """
         raw = await self._native.call_async(
             "edit_ticket_sla_rule",
@@ -1857,7 +1922,8 @@ class AsyncOperations(OperationsBase):
         """Enable or disable a status rule. Controls automatic status assignment.
 
         GraphQL ``mutation { enable_status_rule }`` -> ``EnableStatusRule``.
-        Default selection: ``ok status_rule { id }``; ``fields=`` selects others.
+        Default selection (documented fields only): ``ok status_rule { id }``; ``fields=`` selects
+        others.
         """
         raw = await self._native.call_async(
             "enable_status_rule", {"id": id, "enabled": enabled}, fields_text(fields, EnableStatusRule)
@@ -1874,7 +1940,9 @@ class AsyncOperations(OperationsBase):
         """Enable or disable a ticket SLA rule. Controls application to new tickets.
 
         GraphQL ``mutation { enable_ticket_sla_rule }`` -> ``EnableTicketSLARule``.
-        Default selection: ``ok ticket_sla_rule { id }``; ``fields=`` selects others.
+        Default selection (documented fields only): ``ok ticket_sla_rule { id }``; ``fields=``
+        selects
+        others.
         """
         raw = await self._native.call_async(
             "enable_ticket_sla_rule", {"id": id, "enabled": enabled}, fields_text(fields, EnableTicketSLARule)
@@ -1894,7 +1962,9 @@ class AsyncOperations(OperationsBase):
         Deprecated by the API: use :meth:`new_finding_filter_v2` (this emits a DeprecationWarning).
 
         GraphQL ``mutation { new_finding_filter }`` -> ``NewFindingFilterV2``.
-        Default selection: ``ok finding_filter { id }``; ``fields=`` selects others.
+        Default selection (documented fields only): ``ok finding_filter { id }``; ``fields=``
+        selects
+        others.
         Not resent after a failure that may have reached the server (not idempotent).
         """
         deprecated("new_finding_filter", "new_finding_filter_v2")
@@ -1914,7 +1984,9 @@ class AsyncOperations(OperationsBase):
         """Create a finding filter.
 
         GraphQL ``mutation { new_finding_filter_v2 }`` -> ``NewFindingFilterV2``.
-        Default selection: ``ok finding_filter { id }``; ``fields=`` selects others.
+        Default selection (documented fields only): ``ok finding_filter { id }``; ``fields=``
+        selects
+        others.
         Not resent after a failure that may have reached the server (not idempotent).
         """
         raw = await self._native.call_async(
@@ -1933,7 +2005,8 @@ class AsyncOperations(OperationsBase):
         """Create a finding scope filter (which findings are included in queries and rules).
 
         GraphQL ``mutation { new_finding_scope_v2 }`` -> ``NewFindingScopeV2``.
-        Default selection: ``ok finding_scope { id }``; ``fields=`` selects others.
+        Default selection (documented fields only): ``ok finding_scope { id }``; ``fields=`` selects
+        others.
         Not resent after a failure that may have reached the server (not idempotent).
         """
         raw = await self._native.call_async(
@@ -1949,7 +2022,7 @@ class AsyncOperations(OperationsBase):
         """Generate and save the scope hierarchy from the current configuration.
 
         GraphQL ``mutation { save_scope_hierarchy }`` -> ``GenerateScopes``.
-        Default selection: ``ok``; ``fields=`` selects others.
+        Default selection (documented fields only): ``ok``; ``fields=`` selects others.
         """
         raw = await self._native.call_async("save_scope_hierarchy", {}, fields_text(fields, GenerateScopes))
         return wrap(GenerateScopes, raw)
@@ -1964,13 +2037,14 @@ class AsyncOperations(OperationsBase):
         filters: Filter | Mapping[str, Any] | None = None,
         fields: Fields | None = None,
     ) -> UpdateUserSLAWithComment | None:
-        """Manually set the SLA due date of findings (by id and/or filter) and add an explanatory comment.
+        """Manually set the SLA due date of findings (by id and/or filter) and add an explanatory
+        comment.
 
-            GraphQL ``mutation { set_user_sla_and_comment }`` -> ``UpdateUserSLAWithComment``.
-            Default selection: ``ok``; ``fields=`` selects others.
-            filters: a filter tree (``secfindings.field(...)`` or dicts in the API's filter language),
+        GraphQL ``mutation { set_user_sla_and_comment }`` -> ``UpdateUserSLAWithComment``.
+        Default selection (documented fields only): ``ok``; ``fields=`` selects others.
+        filters: a filter tree (``secfindings.field(...)`` or dicts in the API's filter language),
         serialized into ``filters_config.filtersjson``.
-            Not resent after a failure that may have reached the server (not idempotent).
+        Not resent after a failure that may have reached the server (not idempotent).
         """
         raw = await self._native.call_async(
             "set_user_sla_and_comment",
@@ -1995,10 +2069,13 @@ class AsyncOperations(OperationsBase):
     ) -> UpdateFindingFilterV2 | None:
         """Updates a finding filter.
 
-        Deprecated by the API: use :meth:`update_finding_filter_v2` (this emits a DeprecationWarning).
+        Deprecated by the API: use :meth:`update_finding_filter_v2` (this emits a
+        DeprecationWarning).
 
         GraphQL ``mutation { update_finding_filter }`` -> ``UpdateFindingFilterV2``.
-        Default selection: ``ok finding_filter { id }``; ``fields=`` selects others.
+        Default selection (documented fields only): ``ok finding_filter { id }``; ``fields=``
+        selects
+        others.
         """
         deprecated("update_finding_filter", "update_finding_filter_v2")
         raw = await self._native.call_async(
@@ -2018,7 +2095,9 @@ class AsyncOperations(OperationsBase):
         """Update a finding filter.
 
         GraphQL ``mutation { update_finding_filter_v2 }`` -> ``UpdateFindingFilterV2``.
-        Default selection: ``ok finding_filter { id }``; ``fields=`` selects others.
+        Default selection (documented fields only): ``ok finding_filter { id }``; ``fields=``
+        selects
+        others.
         """
         raw = await self._native.call_async(
             "update_finding_filter_v2",
@@ -2037,7 +2116,8 @@ class AsyncOperations(OperationsBase):
         """Update a finding scope filter's configuration.
 
         GraphQL ``mutation { update_finding_scope_v2 }`` -> ``UpdateFindingScopeV2``.
-        Default selection: ``ok finding_scope { id }``; ``fields=`` selects others.
+        Default selection (documented fields only): ``ok finding_scope { id }``; ``fields=`` selects
+        others.
         """
         raw = await self._native.call_async(
             "update_finding_scope_v2",
@@ -2055,7 +2135,9 @@ class AsyncOperations(OperationsBase):
         """Update global SLA settings (v2).
 
         GraphQL ``mutation { update_sla_settings_v2 }`` -> ``UpdateSLAV2``.
-        Default selection: ``ok sla_preferences { id }``; ``fields=`` selects others.
+        Default selection (documented fields only): ``ok sla_preferences { id }``; ``fields=``
+        selects
+        others.
         """
         raw = await self._native.call_async(
             "update_sla_settings_v2", {"sla_settings": sla_settings}, fields_text(fields, UpdateSLAV2)

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import warnings
 from collections.abc import Mapping, Sequence
-from typing import TYPE_CHECKING, Any, TypeVar, Union
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from secfindings.errors import ValidationError
 
@@ -21,7 +21,7 @@ __all__ = ["Fields", "OperationsBase", "deprecated", "fields_text", "with_filter
 #: A selection for ``fields=``: GraphQL selection text (``"id title finding_score { score }"``),
 #: a list of such pieces, or ``"*"`` for every field the model declares (the emulator's model:
 #: the production schema may lack some of them).
-Fields = Union[str, Sequence[str]]
+Fields = str | Sequence[str]
 
 M = TypeVar("M", bound="Model")
 

@@ -535,6 +535,10 @@ def _not_selected(model: Model, name: str) -> str:
     )
 
 
+def _is_scalar(value: Any) -> bool:
+    return not isinstance(value, (Mapping, list))
+
+
 def _short(value: Any) -> str:
     if isinstance(value, str) and len(value) > 40:
         return repr(value[:39] + "\u2026")
@@ -547,11 +551,10 @@ def _repr_model(model: Model, limit: int, *, nested: bool) -> str:
     cls = type(model)
     data = model._data
     table = cls._table()
-    order = [k for k in cls._REPR_ORDER if k in data and not isinstance(data[k], (Mapping, list))]
-    if "id_int" in order and "id" in order:
-        # The global id is base64 of "Type:id_int": noise next to the integer.
-        order.remove("id")
-    scalars = [k for k in data if k not in order and not isinstance(data[k], (Mapping, list))]
+    # The global id is base64 of "Type:id_int": noise next to the integer.
+    skip = {"id"} if "id_int" in data else set()
+    order = [k for k in cls._REPR_ORDER if k in data and k not in skip and _is_scalar(data[k])]
+    scalars = [k for k in data if k not in order and k not in skip and _is_scalar(data[k])]
     objects = [k for k in data if isinstance(data[k], Mapping)] if nested else []
     keys = [*order, *scalars, *objects]
     parts = []

@@ -23,7 +23,7 @@ class CHResource(Model):
     cloud_account: str | None
     cloud_account_friendly_name: str | None
     region: str | None
-    tags: Any
+    tags: Any | None
     findings_count: int | None
     first_seen: dt.datetime | None
     last_seen: dt.datetime | None

@@ -1,0 +1,421 @@
+"""The findings filter language (``filtersjson``) as Python objects.
+
+    from secfindings.filters import field, any_of
+
+    open_high = field("severity").in_(["4", "5"]) & field("actual_status").where(
+        field("category").in_(["OPEN"])
+    )
+    aws_or_gcp = any_of(field("cloud_provider").equals("AWS"), field("cloud_provider").equals("GCP"))
+    (open_high & aws_or_gcp).to_dict()
+
+A filter is a tree: a group ``{"operator": "and"|"or", "operands": [...]}`` or a leaf
+``{"field": name, "condition": cond, "value": value}``; a relation filter is a leaf with an
+empty condition whose value is itself a filter (``field("actual_status").where(...)``).
+Filters are immutable; ``&`` and ``|`` build groups, flattening chains of the same operator.
+:func:`filter_tree` checks a hand-written dict tree and names the bad node.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from secfindings.errors import ValidationError
+from secfindings.models._base import did_you_mean
+
+__all__ = [
+    "CONDITIONS",
+    "Condition",
+    "Field",
+    "Filter",
+    "Group",
+    "all_of",
+    "any_of",
+    "field",
+    "filter_tree",
+]
+
+# Conditions whose value is a list of values.
+_LIST_CONDITIONS = frozenset(
+    {"in", "not_in", "overlap", "notoverlapping", "overlapilikelist", "notoverlapilikelist"}
+)
+# Conditions whose value is one scalar.
+_SCALAR_CONDITIONS = frozenset({"equals", "not_equals", "contains", "not_contains"})
+
+CONDITIONS: frozenset[str] = _LIST_CONDITIONS | _SCALAR_CONDITIONS | {"exists"}
+"""The leaf conditions of the production filter language (a relation filter uses ``""``)."""
+
+_GROUP_KEYS = frozenset({"operator", "operands"})
+_LEAF_KEYS = frozenset({"field", "condition", "value"})
+
+
+class Filter:
+    """A node of a filter tree: a :class:`Condition` or a :class:`Group`.
+
+    Combine filters with ``&`` (and) and ``|`` (or). A filter has no truth value: Python's
+    ``and`` / ``or`` would silently keep only one side, so ``bool(filter)`` raises TypeError.
+    """
+
+    __slots__ = ()
+
+    def to_dict(self) -> dict[str, Any]:
+        """The plain dict tree, as the API's filter JSON has it."""
+        raise NotImplementedError
+
+    def to_json(self) -> str:
+        """The filter as compact JSON text (the form ``filters_config.filtersjson`` takes)."""
+        return json.dumps(self.to_dict(), separators=(",", ":"))
+
+    def __and__(self, other: Filter) -> Filter:
+        if not isinstance(other, Filter):
+            return NotImplemented
+        return all_of(self, other)
+
+    def __or__(self, other: Filter) -> Filter:
+        if not isinstance(other, Filter):
+            return NotImplemented
+        return any_of(self, other)
+
+    def __bool__(self) -> bool:
+        raise TypeError("a Filter has no truth value; combine filters with & and |, not `and` / `or`")
+
+
+@dataclass(frozen=True, slots=True, repr=False)
+class Condition(Filter):
+    """A leaf: ``field`` compared by ``condition`` with ``value``.
+
+    List values are kept as tuples (so filters stay immutable and hashable) and written out as
+    lists. For a relation filter ``condition`` is ``""`` and ``value`` is a :class:`Filter`.
+    """
+
+    field: str
+    condition: str
+    value: Any
+
+    def __post_init__(self) -> None:
+        # The Field methods check their values; this catches a Condition built by hand.
+        if self.condition == "":
+            if not isinstance(self.value, Filter):
+                raise ValidationError("a relation condition (condition '') needs a Filter as value")
+        elif self.condition not in CONDITIONS:
+            hint = did_you_mean(self.condition, sorted(CONDITIONS))
+            raise ValidationError(f"unknown condition {self.condition!r}{hint}")
+
+    def to_dict(self) -> dict[str, Any]:
+        """The leaf as ``{"field": ..., "condition": ..., "value": ...}``."""
+        value = self.value
+        if isinstance(value, Filter):
+            value = value.to_dict()
+        elif isinstance(value, tuple):
+            value = list(value)
+        return {"field": self.field, "condition": self.condition, "value": value}
+
+    def __repr__(self) -> str:
+        head = f"field({self.field!r})"
+        value = self.value
+        if self.condition == "":
+            return f"{head}.where({value!r})"
+        if self.condition == "exists":
+            return f"{head}.exists({value == 'true'})"
+        method = _METHOD_OF[self.condition]
+        shown = list(value) if isinstance(value, tuple) else value
+        return f"{head}.{method}({shown!r})"
+
+
+@dataclass(frozen=True, slots=True, repr=False)
+class Group(Filter):
+    """``operator`` (``"and"`` / ``"or"``) over one or more ``operands``."""
+
+    operator: Literal["and", "or"]
+    operands: tuple[Filter, ...]
+
+    def __post_init__(self) -> None:
+        if self.operator not in ("and", "or"):
+            raise ValidationError(f"operator must be 'and' or 'or', got {self.operator!r}")
+        if not self.operands:
+            raise ValidationError(f"an {self.operator!r} group needs at least one operand")
+        for i, operand in enumerate(self.operands):
+            if not isinstance(operand, Filter):
+                raise ValidationError(f"operands[{i}]: expected a Filter, got {type(operand).__name__}")
+
+    def to_dict(self) -> dict[str, Any]:
+        """The group as ``{"operator": ..., "operands": [...]}``."""
+        return {"operator": self.operator, "operands": [o.to_dict() for o in self.operands]}
+
+    def __repr__(self) -> str:
+        name = "all_of" if self.operator == "and" else "any_of"
+        return f"{name}({', '.join(repr(o) for o in self.operands)})"
+
+
+_METHOD_OF = {
+    "in": "in_",
+    "not_in": "not_in",
+    "equals": "equals",
+    "not_equals": "not_equals",
+    "contains": "contains",
+    "not_contains": "not_contains",
+    "overlap": "overlap",
+    "notoverlapping": "not_overlapping",
+    "overlapilikelist": "overlap_ilike",
+    "notoverlapilikelist": "not_overlap_ilike",
+}
+
+
+@dataclass(frozen=True, slots=True)
+class Field:
+    """A field of the findings to filter on; its methods build :class:`Condition` leaves.
+
+    Use :func:`field` to make one. Values are sent as given: the production service compares
+    ``severity`` as strings (``"3"``), for example.
+    """
+
+    name: str
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.name, str) or not self.name:
+            raise ValidationError(f"a filter field name must be a non-empty str, got {self.name!r}")
+
+    def _list(self, condition: str, method: str, values: Iterable[Any]) -> Condition:
+        if isinstance(values, (str, bytes, Mapping)) or not isinstance(values, Iterable):
+            raise ValidationError(
+                f"field({self.name!r}).{method}() takes a list of values, not {type(values).__name__}"
+                f" (did you mean {method}([{values!r}])?)"
+            )
+        items = tuple(values)
+        for v in items:
+            _check_scalar(v, f"field({self.name!r}).{method}() value")
+        return Condition(self.name, condition, items)
+
+    def _scalar(self, condition: str, method: str, value: Any) -> Condition:
+        _check_scalar(value, f"field({self.name!r}).{method}() value")
+        return Condition(self.name, condition, value)
+
+    def in_(self, values: Iterable[Any]) -> Condition:
+        """The field's value is one of ``values`` (condition ``in``)."""
+        return self._list("in", "in_", values)
+
+    def not_in(self, values: Iterable[Any]) -> Condition:
+        """The field's value is none of ``values`` (condition ``not_in``)."""
+        return self._list("not_in", "not_in", values)
+
+    def equals(self, value: Any) -> Condition:
+        """The field equals ``value`` (condition ``equals``)."""
+        return self._scalar("equals", "equals", value)
+
+    def not_equals(self, value: Any) -> Condition:
+        """The field differs from ``value`` (condition ``not_equals``)."""
+        return self._scalar("not_equals", "not_equals", value)
+
+    def contains(self, value: Any) -> Condition:
+        """The field contains the text ``value`` (condition ``contains``)."""
+        return self._scalar("contains", "contains", value)
+
+    def not_contains(self, value: Any) -> Condition:
+        """The field does not contain the text ``value`` (condition ``not_contains``)."""
+        return self._scalar("not_contains", "not_contains", value)
+
+    def exists(self, present: bool = True) -> Condition:
+        """The field has a value (or, with ``present=False``, has none): condition ``exists``.
+
+        The value is written as the text ``"true"`` / ``"false"``, the form the service reads.
+        """
+        if not isinstance(present, bool):
+            raise ValidationError(f"field({self.name!r}).exists() takes a bool, got {present!r}")
+        return Condition(self.name, "exists", "true" if present else "false")
+
+    def overlap(self, values: Iterable[Any]) -> Condition:
+        """The array field shares at least one element with ``values`` (``overlap``)."""
+        return self._list("overlap", "overlap", values)
+
+    def not_overlapping(self, values: Iterable[Any]) -> Condition:
+        """The array field shares no element with ``values`` (``notoverlapping``)."""
+        return self._list("notoverlapping", "not_overlapping", values)
+
+    def overlap_ilike(self, values: Iterable[Any]) -> Condition:
+        """Like :meth:`overlap`, case-insensitively (``overlapilikelist``)."""
+        return self._list("overlapilikelist", "overlap_ilike", values)
+
+    def not_overlap_ilike(self, values: Iterable[Any]) -> Condition:
+        """Like :meth:`not_overlapping`, case-insensitively (``notoverlapilikelist``)."""
+        return self._list("notoverlapilikelist", "not_overlap_ilike", values)
+
+    def where(self, condition: Filter) -> Condition:
+        """A relation filter: the related object (e.g. ``actual_status``) matches ``condition``.
+
+        ``field("actual_status").where(field("category").in_(["OPEN"]))``
+        """
+        if not isinstance(condition, Filter):
+            raise ValidationError(
+                f"field({self.name!r}).where() takes a Filter, got {type(condition).__name__}"
+            )
+        return Condition(self.name, "", condition)
+
+
+def field(name: str) -> Field:
+    """The field ``name`` of the findings, to build a condition on: ``field("severity").in_(["4"])``."""
+    return Field(name)
+
+
+def _combine(operator: Literal["and", "or"], filters: tuple[Filter, ...]) -> Filter:
+    if not filters:
+        fn = "all_of" if operator == "and" else "any_of"
+        raise ValidationError(f"{fn}() needs at least one filter")
+    operands: list[Filter] = []
+    for i, f in enumerate(filters):
+        if isinstance(f, Group) and f.operator == operator:
+            # (a & b) & c is and(a, b, c): the same meaning, one level less to read and send.
+            operands.extend(f.operands)
+        elif isinstance(f, Filter):
+            operands.append(f)
+        else:
+            raise ValidationError(f"argument {i}: expected a Filter, got {type(f).__name__}")
+    if len(operands) == 1:
+        return operands[0]
+    return Group(operator, tuple(operands))
+
+
+def all_of(*filters: Filter) -> Filter:
+    """Every one of ``filters`` holds (an ``and`` group); one filter is returned as is."""
+    return _combine("and", filters)
+
+
+def any_of(*filters: Filter) -> Filter:
+    """At least one of ``filters`` holds (an ``or`` group); one filter is returned as is."""
+    return _combine("or", filters)
+
+
+# ----------------------------------------------------------------------------- validation
+
+
+def _is_scalar(value: Any) -> bool:
+    return value is None or isinstance(value, (str, int, float, bool))
+
+
+def _check_scalar(value: Any, where: str) -> None:
+    if not _is_scalar(value):
+        raise ValidationError(f"{where} must be a str, number, bool or None, got {type(value).__name__}")
+
+
+def filter_tree(value: Filter | Mapping[str, Any] | str) -> dict[str, Any]:
+    """The plain dict tree of a filter, checked.
+
+    ``value`` is a :class:`Filter`, a dict tree as the API's filter JSON has it, or that JSON as
+    text. Operands given as JSON text (which the service also accepts) come back parsed, and an
+    ``exists`` value given as a bool comes back as ``"true"`` / ``"false"``. Anything else is
+    returned as a fresh copy.
+
+    Raises:
+        ValidationError: the tree is malformed; the message names the bad node's path, e.g.
+            ``operands[1]: unknown condition 'equal' (did you mean 'equals'?)``.
+    """
+    if isinstance(value, Filter):
+        return value.to_dict()
+    return _check_node(value, "")
+
+
+def _fail(path: str, message: str) -> ValidationError:
+    return ValidationError(f"invalid filter: {path or '(root)'}: {message}")
+
+
+def _join(path: str, key: str) -> str:
+    return f"{path}{key}" if key.startswith("[") or not path else f"{path}.{key}"
+
+
+def _check_node(node: Any, path: str) -> dict[str, Any]:
+    if isinstance(node, Filter):
+        return node.to_dict()
+    if isinstance(node, str):
+        try:
+            node = json.loads(node)
+        except ValueError as exc:
+            raise _fail(path, f"a filter given as text must be JSON: {exc}") from None
+    if not isinstance(node, Mapping):
+        raise _fail(path, f"expected a filter object (dict), got {type(node).__name__}")
+    keys = set(node)
+    if keys & _GROUP_KEYS and keys & _LEAF_KEYS:
+        raise _fail(path, "a node is either a group (operator, operands) or a leaf (field, condition, value)")
+    if keys & _GROUP_KEYS:
+        return _check_group(node, path)
+    if keys & _LEAF_KEYS:
+        return _check_leaf(node, path)
+    raise _fail(
+        path,
+        "expected a group {'operator', 'operands'} or a leaf {'field', 'condition', 'value'}, "
+        f"got keys {sorted(map(str, keys))}",
+    )
+
+
+def _unexpected(node: Mapping[str, Any], allowed: frozenset[str], path: str) -> None:
+    for key in node:
+        if key not in allowed:
+            raise _fail(path, f"unexpected key {key!r}{did_you_mean(str(key), allowed)}")
+
+
+def _check_group(node: Mapping[str, Any], path: str) -> dict[str, Any]:
+    _unexpected(node, _GROUP_KEYS, path)
+    if "operator" not in node:
+        raise _fail(path, "a group needs 'operator' ('and' or 'or')")
+    operator = node["operator"]
+    if operator not in ("and", "or"):
+        hint = ""
+        if isinstance(operator, str) and operator.lower() in ("and", "or"):
+            hint = f" (did you mean {operator.lower()!r}?)"
+        raise _fail(_join(path, "operator"), f"must be 'and' or 'or', got {operator!r}{hint}")
+    if "operands" not in node:
+        raise _fail(path, "a group needs 'operands' (a non-empty list of filters)")
+    operands = node["operands"]
+    if not isinstance(operands, (list, tuple)):
+        raise _fail(_join(path, "operands"), f"must be a list of filters, got {type(operands).__name__}")
+    if not operands:
+        raise _fail(_join(path, "operands"), "must not be empty")
+    checked = [_check_node(o, _join(path, f"operands[{i}]")) for i, o in enumerate(operands)]
+    return {"operator": operator, "operands": checked}
+
+
+def _check_leaf(node: Mapping[str, Any], path: str) -> dict[str, Any]:
+    _unexpected(node, _LEAF_KEYS, path)
+    for key in ("field", "condition", "value"):
+        if key not in node:
+            raise _fail(path, f"a leaf needs {key!r} (it has {sorted(map(str, node))})")
+    name, condition, value = node["field"], node["condition"], node["value"]
+    if not isinstance(name, str) or not name:
+        raise _fail(_join(path, "field"), f"must be a non-empty str, got {name!r}")
+    if not isinstance(condition, str):
+        raise _fail(_join(path, "condition"), f"must be a str, got {type(condition).__name__}")
+    if condition == "":
+        if not isinstance(value, (Mapping, Filter, str)):
+            raise _fail(
+                _join(path, "value"),
+                f"a relation filter (condition '') needs a filter as value, got {type(value).__name__}",
+            )
+        return {"field": name, "condition": "", "value": _check_node(value, _join(path, "value"))}
+    if condition not in CONDITIONS:
+        raise _fail(path, f"unknown condition {condition!r}{did_you_mean(condition, sorted(CONDITIONS))}")
+    where = _join(path, "value")
+    if condition in _LIST_CONDITIONS:
+        if not isinstance(value, (list, tuple)):
+            raise _fail(where, f"condition {condition!r} needs a list of values, got {type(value).__name__}")
+        for i, item in enumerate(value):
+            if not _is_scalar(item):
+                raise _fail(
+                    f"{where}[{i}]", f"must be a str, number, bool or None, got {type(item).__name__}"
+                )
+        return {"field": name, "condition": condition, "value": list(value)}
+    if condition == "exists":
+        if isinstance(value, bool):
+            # The service reads "True" / "true" as present and anything else as absent, so a
+            # JSON true would silently mean "absent": send the text it recognizes.
+            value = "true" if value else "false"
+        elif not isinstance(value, str):
+            raise _fail(where, f"condition 'exists' needs true/false or 'true'/'false', got {value!r}")
+        return {"field": name, "condition": condition, "value": value}
+    if isinstance(value, Mapping):
+        raise _fail(
+            where,
+            f"condition {condition!r} takes one value; for a relation filter use condition ''",
+        )
+    if not _is_scalar(value):
+        raise _fail(where, f"condition {condition!r} takes one value, got {type(value).__name__}")
+    return {"field": name, "condition": condition, "value": value}
