@@ -1,0 +1,121 @@
+"""The typed paginators (findings_view and the other connection operations): page boundaries,
+filters on every page, resume, the loop guard, 10,000 items, async."""
+
+from __future__ import annotations
+
+import json
+import threading
+from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+import pytest
+
+import secfindings
+from secfindings import PaginationError, ValidationError
+from secfindings.models import FindingsView
+from secfindings.testing import Emulator
+
+
+def ids(n: int) -> dict[str, Any]:
+    return {"field": "id", "condition": "in", "value": list(range(1, n + 1))}
+
+
+@pytest.mark.parametrize("n", [0, 1, 100, 101])
+def test_page_boundaries(emulator: Emulator, client: secfindings.Client, n: int) -> None:
+    pager = client.findings_view(filters=ids(n))
+    items = pager.to_list()
+    assert [i.id_int for i in items] == list(range(1, n + 1))
+    assert all(isinstance(i, FindingsView) for i in items)
+    assert len(emulator.request_log()) == max(1, -(-n // 100))
+
+
+def test_filters_and_sort_are_carried_to_every_page(emulator: Emulator, client: secfindings.Client) -> None:
+    items = client.findings_view(filters=ids(250), sort="ID_DESC", page_size=50).to_list()
+    assert [i.id_int for i in items] == list(range(250, 0, -1))
+    log = emulator.request_log()
+    assert len(log) == 5
+    for entry in log:
+        assert json.loads(entry["variables"]["filters_config"]["filtersjson"]) == ids(250)
+        assert entry["variables"]["sort"] == ["ID_DESC"]
+        assert entry["variables"]["first"] == 50
+    assert [e["variables"]["after"] is None for e in log] == [True, False, False, False, False]
+
+
+def test_pages_limit_and_cursor(client: secfindings.Client) -> None:
+    pager = client.sla_preferences(page_size=3, limit=5)
+    pages = list(pager.pages())
+    assert [len(p) for p in pages] == [3, 2]
+    assert pager.cursor == pages[-1].page_info.end_cursor
+    resumed = client.sla_preferences(after=pager.cursor).to_list()
+    assert len(resumed) == 2  # 7 seeded SLA preferences
+
+
+def test_page_size_is_capped_before_sending(emulator: Emulator, client: secfindings.Client) -> None:
+    for bad in (0, 101, -1):
+        with pytest.raises(ValidationError, match="page_size must be between 1 and 100"):
+            client.findings_view(page_size=bad).to_list()
+    assert emulator.stats()["api_requests"] == 0
+
+
+@pytest.fixture(scope="module")
+def big() -> Iterator[Emulator]:
+    with Emulator(findings=10_000, seed=3) as emu:
+        yield emu
+
+
+def test_ten_thousand_typed_items(big: Emulator) -> None:
+    with big.client() as c:
+        seen = [f.id_int for f in c.findings_view()]
+    assert seen == list(range(1, 10_001))
+    assert len(big.request_log()) == 100
+
+
+@pytest.mark.asyncio
+async def test_async_typed_paging(big: Emulator) -> None:
+    ac = big.async_client()
+    try:
+        pager = ac.findings_view(filters=ids(150), fields="id_int score")
+        seen = [f.id_int async for f in pager]
+        assert seen == list(range(1, 151))
+        assert pager.cursor is not None
+        few = await ac.findings_view(limit=7).to_list()
+        assert len(few) == 7
+        pages = [len(p) async for p in ac.scoring_rules(page_size=2).pages()]
+        assert pages == [2, 1]
+    finally:
+        await ac.aclose()
+
+
+class _StuckServer(BaseHTTPRequestHandler):
+    """A GraphQL server that hands back the same cursor on every page."""
+
+    def do_POST(self) -> None:
+        self.rfile.read(int(self.headers["Content-Length"]))
+        page = {"edges": [{"node": {"id": "RmluZGluZ3NWaWV3OjE=", "id_int": 1}}]}
+        page["pageInfo"] = {"hasNextPage": True, "endCursor": "c2FtZQ=="}  # type: ignore[assignment]
+        body = json.dumps({"data": {"findings_view": page}}).encode()
+        self.send_response(200)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def log_message(self, *args: Any) -> None:
+        pass
+
+
+def test_a_server_repeating_a_cursor_fails_the_paginator() -> None:
+    server = ThreadingHTTPServer(("127.0.0.1", 0), _StuckServer)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        url = f"http://127.0.0.1:{server.server_address[1]}/api/v1"
+        with secfindings.Client(jwt="a.b.c", base_url=url) as c:
+            pager = c.findings_view()
+            with pytest.raises(PaginationError, match="twice"):
+                for _ in pager:
+                    pass
+    finally:
+        server.shutdown()
+        server.server_close()
