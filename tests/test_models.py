@@ -240,20 +240,26 @@ def test_datetimes_are_aware(text, expected):
     assert value.tzinfo is not None
 
 
+def _tz(hours: int = 0, minutes: int = 0) -> dt.timezone:
+    return dt.timezone(dt.timedelta(hours=hours, minutes=minutes))
+
+
 @pytest.mark.parametrize(
-    ("text", "offset"),
+    ("text", "expected"),
     [
-        ("2024-07-24T06:34:35Z", dt.timedelta(0)),
-        ("2024-07-24T06:34:35+0530", dt.timedelta(hours=5, minutes=30)),
-        ("2024-07-24T06:34:35-03", dt.timedelta(hours=-3)),
-        ("2024-07-24T06:34:35.5+00:00", dt.timedelta(0)),
-        ("2024-07-24T06:34", None),
+        ("2024-07-24T06:34:35Z", dt.datetime(2024, 7, 24, 6, 34, 35, tzinfo=_tz())),
+        ("2024-07-24T06:34:35+0530", dt.datetime(2024, 7, 24, 6, 34, 35, tzinfo=_tz(5, 30))),
+        ("2024-07-24T06:34:35-03", dt.datetime(2024, 7, 24, 6, 34, 35, tzinfo=_tz(-3))),
+        ("2024-07-24T06:34:35.5+00:00", dt.datetime(2024, 7, 24, 6, 34, 35, 500000, tzinfo=_tz())),
+        ("2024-07-24T06:34:35,1234567Z", dt.datetime(2024, 7, 24, 6, 34, 35, 123456, tzinfo=_tz())),
+        ("2024-07-24T06:34", dt.datetime(2024, 7, 24, 6, 34)),
     ],
 )
-def test_datetime_fallback_parser_for_python_3_10(text, offset):
+def test_datetime_fallback_parser_for_python_3_10(text, expected):
     # Python 3.10's fromisoformat rejects these spellings; the fallback normalizes them.
     value = _parse_datetime_slow("X.t", text)
-    assert value.utcoffset() == offset
+    assert value == expected
+    assert value.utcoffset() == expected.utcoffset()
     assert _parse_datetime("X.t", text).tzinfo is not None
 
 

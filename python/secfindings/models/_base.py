@@ -48,6 +48,8 @@ class _Field:
 
     ``convert`` / ``dump`` are None when the raw JSON value is already the right thing; the
     getter then returns it without caching, which keeps plain str/int fields at dict speed.
+    ``kind`` ("scalar", "list", "object" or "connection") and ``node`` (the nested model class)
+    are what ``selection()`` and ``repr`` need to expand nested fields.
     """
 
     __slots__ = ("convert", "dump", "kind", "node")
@@ -61,7 +63,6 @@ class _Field:
     ) -> None:
         self.convert = convert
         self.dump = dump
-        # kind is "scalar", "object", "list" or "connection"; selection() and repr use it.
         self.kind = kind
         self.node = node
 
@@ -91,6 +92,11 @@ class Model(metaclass=_ModelMeta):
     field that the request did not select raises :class:`AttributeError` (it is never a silent
     None: None means the server sent null). Fields selected with ``fields=`` that the class does
     not declare come back as the raw JSON value.
+
+    ``"title" in model`` tells whether a field was selected, :meth:`to_dict` gives a JSON-ready
+    dict and :meth:`selection` the GraphQL text that selects every declared field. Two models
+    are equal when they are of the same class over equal data; copies and pickles carry the
+    raw data only.
     """
 
     __slots__ = ("_cache", "_data")
