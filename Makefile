@@ -1,4 +1,4 @@
-.PHONY: help dev test lint demo bench emulator fmt clean
+.PHONY: help dev test lint demo bench emulator fmt generate clean
 
 help:  ## list the targets
 	@grep -E '^[a-z]+:.*##' Makefile | sed 's/:.*## /\t/'
@@ -12,7 +12,7 @@ test:  ## everything: Rust tests, fmt, clippy, ruff, mypy, stubtest, pytest
 lint:  ## formatting and static checks only
 	cargo fmt --all -- --check
 	cargo clippy --workspace --all-targets -- -D warnings
-	.venv/bin/python -m ruff check python tests examples benches
+	.venv/bin/python -m ruff check python tests examples benches scripts
 	.venv/bin/python -m mypy
 	.venv/bin/python -m mypy.stubtest secfindings._native --allowlist tests/stubtest-allowlist.txt
 
@@ -20,6 +20,9 @@ fmt:  ## format Rust and Python
 	cargo fmt --all
 	.venv/bin/python -m ruff format python tests examples benches
 	.venv/bin/python -m ruff check --fix python tests examples benches
+
+generate:  ## regenerate python/secfindings/_operations.py from the Rust operation catalog
+	.venv/bin/python scripts/gen_operations.py
 
 demo:  ## install and run examples/quickstart.py (emulator unless credentials are set)
 	bash scripts/demo.sh

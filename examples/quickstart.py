@@ -1,77 +1,81 @@
-"""Quickstart: the most severe findings, grouped, and one finding in full.
+"""Quickstart: the most severe findings, grouped, one finding in full, and a scoring rule's life.
 
 Runs against the real API when SECFINDINGS_API_TOKEN and SECFINDINGS_BASE_URL are set
 (SECFINDINGS_REGION or SECFINDINGS_AUTH_URL choose the identity provider), and otherwise against
-the embedded emulator, so it works offline on a fresh machine.
+the embedded emulator, so it works offline on a fresh machine. Against the real API it only reads.
 """
 
 from __future__ import annotations
 
-import json
 import os
 import sys
 import time
 from collections import Counter
 
 import secfindings
-
-SEVERE = """
-query Severe($first: Int, $after: String, $filters: FiltersConfigInput) {
-  findings_view(first: $first, after: $after, filters_config: $filters) {
-    edges { node { id id_int title score cloud_provider cloud_account resource_name age } }
-    pageInfo { hasNextPage endCursor }
-  }
-}
-"""
-
-FINDING = """
-query Finding($id: ID!) {
-  finding(id: $id) {
-    id id_int finding_id title discovered_time last_reported_time cloud_provider cloud_account
-    original_status package_name age description
-    datasource { friendly_name } main_resource { resource_name }
-    finding_score { score severity original_score }
-  }
-}
-"""
+from secfindings import field
 
 
-def run(client: secfindings.Client) -> None:
-    # Severity 4 and 5, in the filter language of the API (a JSON text inside filters_config).
-    flt = {"field": "severity", "condition": "in", "value": ["4", "5"]}
+def read(client: secfindings.Client) -> None:
+    # Severity 4 and 5 that are still open, in the API's filter language, built in Python.
+    severe = field("severity").in_(["4", "5"]) & field("actual_status").where(field("category").in_(["OPEN"]))
     started = time.perf_counter()
-    severe = client.paginate(SEVERE, {"filters": {"filtersjson": json.dumps(flt)}}, page_size=100).to_list()
+    findings = client.findings_view(filters=severe, sort="SCORE_DESC").to_list()
     elapsed = time.perf_counter() - started
-    print(f"{len(severe)} severe findings (severity 4-5) fetched in {elapsed:.2f}s")
-    by_cloud = Counter(f["cloud_provider"] for f in severe)
-    for cloud, n in by_cloud.most_common():
+    print(f"{len(findings)} open findings of severity 4-5, fetched in {elapsed:.2f}s")
+    for cloud, n in Counter(f.cloud_provider for f in findings).most_common():
         print(f"  {cloud or '(none)':<12} {n}")
-    top = sorted(severe, key=lambda f: f["score"] or 0, reverse=True)[:5]
     print("top 5 by score:")
-    for f in top:
-        print(f"  {f['score']:>6.1f}  #{f['id_int']:<6} {f['title'][:70]}")
-    if top:
-        finding = client.execute(FINDING, {"id": top[0]["id"]})["finding"]
-        print(f"\nfinding #{finding['id_int']}: {finding['title']}")
-        print(f"  discovered {finding['discovered_time']}, age {finding['age']} days")
-        source, resource = finding["datasource"]["friendly_name"], finding["main_resource"]["resource_name"]
-        print(f"  datasource {source}, resource {resource}")
-        first_line = (finding["description"] or "").strip().splitlines()[:1]
-        print(f"  {first_line[0] if first_line else ''}")
+    for f in findings[:5]:
+        print(f"  {f.score:>6.2f}  #{f.id_int:<6} {f.title[:70]}")
+    if findings:
+        finding = client.finding(findings[0].id)
+        if finding is not None:
+            print(f"\nfinding #{finding.id_int}: {finding.title}")
+            print(f"  discovered {finding.discovered_time:%Y-%m-%d %H:%M %Z}, age {finding.age} days")
+            source, resource = finding.datasource.friendly_name, finding.main_resource.resource_name
+            print(f"  datasource {source}, resource {resource}")
+            print(f"  score {finding.finding_score.score} (severity {finding.finding_score.severity})")
+
+
+def write(client: secfindings.Client) -> None:
+    """A scoring rule's lifecycle: add, activate, see the effect, delete (emulator only)."""
+    target = field("title").contains("Log4Shell")
+    added = client.add_scoring_rule(
+        {
+            "name": "Log4Shell is always critical",
+            "method": "SET",
+            "value": 10.0,
+            "active": False,
+            "filters_config": {"filtersjson": target},
+        }
+    )
+    assert added is not None
+    rule_id = added.scoring_rule.id
+    on = client.activate_scoring_rule(
+        rule_id, True, fields="ok scoring_rule { name active affected_findings }"
+    )
+    assert on is not None
+    print(
+        f"\nscoring rule {on.scoring_rule.name!r}: active={on.scoring_rule.active}, "
+        f"applied to {on.scoring_rule.affected_findings} findings"
+    )
+    client.delete_scoring_rule(rule_id)
 
 
 def main() -> int:
     if os.environ.get("SECFINDINGS_API_TOKEN") and os.environ.get("SECFINDINGS_BASE_URL"):
         with secfindings.Client() as client:
             print(f"Using the API at {client.base_url}")
-            run(client)
+            read(client)
         return 0
     from secfindings.testing import Emulator
 
     with Emulator(findings=5_000, seed=7) as emu, emu.client() as client:
         print(f"Using the embedded emulator at {emu.base_url} (set SECFINDINGS_API_TOKEN and")
         print("SECFINDINGS_BASE_URL to use the real API)\n")
-        run(client)
+        read(client)
+        write(client)
     return 0
 
 

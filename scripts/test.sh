@@ -20,8 +20,8 @@ step "clippy"
 cargo clippy --workspace --all-targets --quiet -- -D warnings
 
 step "ruff"
-"$PY" -m ruff check python tests examples benches
-"$PY" -m ruff format --check python tests examples benches
+"$PY" -m ruff check python tests examples benches scripts
+"$PY" -m ruff format --check python tests examples benches scripts
 
 step "mypy and stubtest"
 "$PY" -m mypy

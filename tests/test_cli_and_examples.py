@@ -2,6 +2,7 @@
 standalone emulator command."""
 
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -27,7 +28,13 @@ def test_quickstart_runs_against_the_embedded_emulator():
         check=True,
     )
     assert "embedded emulator" in out.stdout
-    assert "findings" in out.stdout.lower()
+    count = re.search(r"^(\d+) open findings of severity 4-5", out.stdout, re.M)
+    assert count is not None
+    assert int(count.group(1)) > 0
+    assert re.search(r"^finding #\d+: ", out.stdout, re.M)
+    applied = re.search(r"applied to (\d+) findings", out.stdout)
+    assert applied is not None
+    assert int(applied.group(1)) > 0
 
 
 def test_emulator_command_prints_urls_and_token(tmp_path):

@@ -2,14 +2,25 @@
 
     import secfindings
     with secfindings.Client(base_url=..., api_token=...) as client:
-        data = client.execute("query Q($id: ID!) { finding(id: $id) { title } }", {"id": 123})
+        finding = client.finding(123)                       # a typed Finding
+        severe = secfindings.field("severity").in_(["4", "5"])
+        for f in client.findings_view(filters=severe, sort="SCORE_DESC", limit=50):
+            print(f.id_int, f.score, f.title)
 
 The offline emulator is in :mod:`secfindings.testing`.
 """
 
-from secfindings import _logging
+from secfindings import _logging, filters, models
 from secfindings._client import AsyncClient, Client
 from secfindings._native import __version__, from_global_id, to_global_id
+from secfindings._operations import (
+    FiltersConfigInput,
+    FindingFilterInput,
+    ScoringRuleInput,
+    SLARuleInput,
+    StatusRuleInput,
+    TicketSLAInput,
+)
 from secfindings._paging import AsyncPaginator, Page, PageInfo, Paginator
 from secfindings.errors import (
     APIStatusError,
@@ -24,6 +35,8 @@ from secfindings.errors import (
     TransportError,
     ValidationError,
 )
+from secfindings.filters import Filter, all_of, any_of, field
+from secfindings.models import Finding, FindingsView
 
 __all__ = [
     "APIStatusError",
@@ -33,18 +46,32 @@ __all__ = [
     "Client",
     "ClientClosedError",
     "ConfigurationError",
+    "Filter",
+    "FiltersConfigInput",
+    "Finding",
+    "FindingFilterInput",
+    "FindingsView",
     "GraphQLError",
     "Page",
     "PageInfo",
     "PaginationError",
     "Paginator",
     "RateLimitError",
+    "SLARuleInput",
+    "ScoringRuleInput",
     "SecFindingsError",
+    "StatusRuleInput",
+    "TicketSLAInput",
     "TimeoutError",
     "TransportError",
     "ValidationError",
     "__version__",
+    "all_of",
+    "any_of",
+    "field",
+    "filters",
     "from_global_id",
+    "models",
     "to_global_id",
 ]
 
