@@ -45,7 +45,7 @@ def py_type(ty: str, inputs: dict[str, Any]) -> str:
     if ty in SCALARS:
         return SCALARS[ty]
     if ty in inputs:
-        return f"{ty} | Mapping[str, Any]"
+        return ty
     return "str"  # an enum: its value as a str
 
 

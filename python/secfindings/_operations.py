@@ -111,7 +111,7 @@ class SLARuleInput(TypedDict, total=False):
     severity: int
     days: int
     at_risk_days: int
-    filters_config: FiltersConfigInput | Mapping[str, Any]
+    filters_config: FiltersConfigInput
     active: bool
 
 
@@ -120,7 +120,7 @@ class ScoringRuleInput(TypedDict, total=False):
 
     name: str
     description: str
-    filters_config: FiltersConfigInput | Mapping[str, Any]
+    filters_config: FiltersConfigInput
     method: str
     value: float
     round_function: str
@@ -133,7 +133,7 @@ class StatusRuleInput(TypedDict, total=False):
 
     name: str
     description: str
-    filters_config: FiltersConfigInput | Mapping[str, Any]
+    filters_config: FiltersConfigInput
     status_key: str
     enabled: bool
     priority: int
@@ -144,7 +144,7 @@ class TicketSLAInput(TypedDict, total=False):
 
     name: str
     description: str
-    filters_config: FiltersConfigInput | Mapping[str, Any]
+    filters_config: FiltersConfigInput
     days: int
     provider_type: str
     enabled: bool
@@ -200,7 +200,7 @@ class SyncOperations(OperationsBase):
     def findings_view(
         self,
         *,
-        filters_config: FiltersConfigInput | Mapping[str, Any] | None = None,
+        filters_config: FiltersConfigInput | None = None,
         sort: Sequence[str] | str | None = None,
         filters: Filter | Mapping[str, Any] | None = None,
         after: str | None = None,
@@ -489,7 +489,7 @@ class SyncOperations(OperationsBase):
         field: str | None = None,
         group_by: str | None = None,
         date_field: str | None = None,
-        filters_config: FiltersConfigInput | Mapping[str, Any] | None = None,
+        filters_config: FiltersConfigInput | None = None,
         start: datetime | str | None = None,
         end: datetime | str | None = None,
         filters: Filter | Mapping[str, Any] | None = None,
@@ -555,7 +555,7 @@ class SyncOperations(OperationsBase):
 
     def add_scoring_rule(
         self,
-        scoring_rule: ScoringRuleInput | Mapping[str, Any],
+        scoring_rule: ScoringRuleInput,
         *,
         fields: Fields | None = None,
     ) -> AddScoringRule | None:
@@ -576,7 +576,7 @@ class SyncOperations(OperationsBase):
         name: str,
         *,
         description: str | None = None,
-        filters_config: FiltersConfigInput | Mapping[str, Any] | None = None,
+        filters_config: FiltersConfigInput | None = None,
         priority: int | None = None,
         filters: Filter | Mapping[str, Any] | None = None,
         fields: Fields | None = None,
@@ -604,7 +604,7 @@ class SyncOperations(OperationsBase):
 
     def add_sla_rule(
         self,
-        sla_rule: SLARuleInput | Mapping[str, Any],
+        sla_rule: SLARuleInput,
         *,
         fields: Fields | None = None,
     ) -> AddSLARule | None:
@@ -620,7 +620,7 @@ class SyncOperations(OperationsBase):
 
     def add_status_rule(
         self,
-        status_rule: StatusRuleInput | Mapping[str, Any],
+        status_rule: StatusRuleInput,
         *,
         fields: Fields | None = None,
     ) -> AddStatusRule | None:
@@ -638,7 +638,7 @@ class SyncOperations(OperationsBase):
 
     def add_ticket_sla_rule(
         self,
-        ticket_sla: TicketSLAInput | Mapping[str, Any],
+        ticket_sla: TicketSLAInput,
         *,
         fields: Fields | None = None,
     ) -> AddTicketSLARule | None:
@@ -836,7 +836,7 @@ class SyncOperations(OperationsBase):
     def edit_scoring_rule(
         self,
         id: str | int,
-        scoring_rule: ScoringRuleInput | Mapping[str, Any],
+        scoring_rule: ScoringRuleInput,
         *,
         fields: Fields | None = None,
     ) -> EditScoringRule | None:
@@ -856,7 +856,7 @@ class SyncOperations(OperationsBase):
     def edit_sla_rule(
         self,
         id: str | int,
-        sla_rule: SLARuleInput | Mapping[str, Any],
+        sla_rule: SLARuleInput,
         *,
         fields: Fields | None = None,
     ) -> EditSLARule | None:
@@ -874,7 +874,7 @@ class SyncOperations(OperationsBase):
     def edit_status_rule(
         self,
         id: str | int,
-        status_rule: StatusRuleInput | Mapping[str, Any],
+        status_rule: StatusRuleInput,
         *,
         fields: Fields | None = None,
     ) -> EditStatusRule | None:
@@ -892,7 +892,7 @@ class SyncOperations(OperationsBase):
     def edit_ticket_sla_rule(
         self,
         id: str | int,
-        ticket_sla: TicketSLAInput | Mapping[str, Any],
+        ticket_sla: TicketSLAInput,
         *,
         fields: Fields | None = None,
     ) -> EditTicketSLARule | None:
@@ -975,7 +975,7 @@ class SyncOperations(OperationsBase):
 
     def new_finding_filter_v2(
         self,
-        finding_filter: FindingFilterInput | Mapping[str, Any],
+        finding_filter: FindingFilterInput,
         *,
         fields: Fields | None = None,
     ) -> NewFindingFilterV2 | None:
@@ -996,7 +996,7 @@ class SyncOperations(OperationsBase):
 
     def new_finding_scope_v2(
         self,
-        finding_scope: FindingFilterInput | Mapping[str, Any],
+        finding_scope: FindingFilterInput,
         *,
         fields: Fields | None = None,
     ) -> NewFindingScopeV2 | None:
@@ -1031,7 +1031,7 @@ class SyncOperations(OperationsBase):
         comment: str,
         *,
         finding_ids: Sequence[str | int] | None = None,
-        filters_config: FiltersConfigInput | Mapping[str, Any] | None = None,
+        filters_config: FiltersConfigInput | None = None,
         filters: Filter | Mapping[str, Any] | None = None,
         fields: Fields | None = None,
     ) -> UpdateUserSLAWithComment | None:
@@ -1086,7 +1086,7 @@ class SyncOperations(OperationsBase):
     def update_finding_filter_v2(
         self,
         id: str | int,
-        finding_filter: FindingFilterInput | Mapping[str, Any],
+        finding_filter: FindingFilterInput,
         *,
         fields: Fields | None = None,
     ) -> UpdateFindingFilterV2 | None:
@@ -1107,7 +1107,7 @@ class SyncOperations(OperationsBase):
     def update_finding_scope_v2(
         self,
         id: str | int,
-        finding_scope: FindingFilterInput | Mapping[str, Any],
+        finding_scope: FindingFilterInput,
         *,
         fields: Fields | None = None,
     ) -> UpdateFindingScopeV2 | None:
@@ -1126,7 +1126,7 @@ class SyncOperations(OperationsBase):
 
     def update_sla_settings_v2(
         self,
-        sla_settings: Sequence[SLARuleInput | Mapping[str, Any]],
+        sla_settings: Sequence[SLARuleInput],
         *,
         fields: Fields | None = None,
     ) -> UpdateSLAV2 | None:
@@ -1192,7 +1192,7 @@ class AsyncOperations(OperationsBase):
     def findings_view(
         self,
         *,
-        filters_config: FiltersConfigInput | Mapping[str, Any] | None = None,
+        filters_config: FiltersConfigInput | None = None,
         sort: Sequence[str] | str | None = None,
         filters: Filter | Mapping[str, Any] | None = None,
         after: str | None = None,
@@ -1481,7 +1481,7 @@ class AsyncOperations(OperationsBase):
         field: str | None = None,
         group_by: str | None = None,
         date_field: str | None = None,
-        filters_config: FiltersConfigInput | Mapping[str, Any] | None = None,
+        filters_config: FiltersConfigInput | None = None,
         start: datetime | str | None = None,
         end: datetime | str | None = None,
         filters: Filter | Mapping[str, Any] | None = None,
@@ -1547,7 +1547,7 @@ class AsyncOperations(OperationsBase):
 
     async def add_scoring_rule(
         self,
-        scoring_rule: ScoringRuleInput | Mapping[str, Any],
+        scoring_rule: ScoringRuleInput,
         *,
         fields: Fields | None = None,
     ) -> AddScoringRule | None:
@@ -1568,7 +1568,7 @@ class AsyncOperations(OperationsBase):
         name: str,
         *,
         description: str | None = None,
-        filters_config: FiltersConfigInput | Mapping[str, Any] | None = None,
+        filters_config: FiltersConfigInput | None = None,
         priority: int | None = None,
         filters: Filter | Mapping[str, Any] | None = None,
         fields: Fields | None = None,
@@ -1596,7 +1596,7 @@ class AsyncOperations(OperationsBase):
 
     async def add_sla_rule(
         self,
-        sla_rule: SLARuleInput | Mapping[str, Any],
+        sla_rule: SLARuleInput,
         *,
         fields: Fields | None = None,
     ) -> AddSLARule | None:
@@ -1614,7 +1614,7 @@ class AsyncOperations(OperationsBase):
 
     async def add_status_rule(
         self,
-        status_rule: StatusRuleInput | Mapping[str, Any],
+        status_rule: StatusRuleInput,
         *,
         fields: Fields | None = None,
     ) -> AddStatusRule | None:
@@ -1632,7 +1632,7 @@ class AsyncOperations(OperationsBase):
 
     async def add_ticket_sla_rule(
         self,
-        ticket_sla: TicketSLAInput | Mapping[str, Any],
+        ticket_sla: TicketSLAInput,
         *,
         fields: Fields | None = None,
     ) -> AddTicketSLARule | None:
@@ -1838,7 +1838,7 @@ class AsyncOperations(OperationsBase):
     async def edit_scoring_rule(
         self,
         id: str | int,
-        scoring_rule: ScoringRuleInput | Mapping[str, Any],
+        scoring_rule: ScoringRuleInput,
         *,
         fields: Fields | None = None,
     ) -> EditScoringRule | None:
@@ -1858,7 +1858,7 @@ class AsyncOperations(OperationsBase):
     async def edit_sla_rule(
         self,
         id: str | int,
-        sla_rule: SLARuleInput | Mapping[str, Any],
+        sla_rule: SLARuleInput,
         *,
         fields: Fields | None = None,
     ) -> EditSLARule | None:
@@ -1876,7 +1876,7 @@ class AsyncOperations(OperationsBase):
     async def edit_status_rule(
         self,
         id: str | int,
-        status_rule: StatusRuleInput | Mapping[str, Any],
+        status_rule: StatusRuleInput,
         *,
         fields: Fields | None = None,
     ) -> EditStatusRule | None:
@@ -1894,7 +1894,7 @@ class AsyncOperations(OperationsBase):
     async def edit_ticket_sla_rule(
         self,
         id: str | int,
-        ticket_sla: TicketSLAInput | Mapping[str, Any],
+        ticket_sla: TicketSLAInput,
         *,
         fields: Fields | None = None,
     ) -> EditTicketSLARule | None:
@@ -1977,7 +1977,7 @@ class AsyncOperations(OperationsBase):
 
     async def new_finding_filter_v2(
         self,
-        finding_filter: FindingFilterInput | Mapping[str, Any],
+        finding_filter: FindingFilterInput,
         *,
         fields: Fields | None = None,
     ) -> NewFindingFilterV2 | None:
@@ -1998,7 +1998,7 @@ class AsyncOperations(OperationsBase):
 
     async def new_finding_scope_v2(
         self,
-        finding_scope: FindingFilterInput | Mapping[str, Any],
+        finding_scope: FindingFilterInput,
         *,
         fields: Fields | None = None,
     ) -> NewFindingScopeV2 | None:
@@ -2033,7 +2033,7 @@ class AsyncOperations(OperationsBase):
         comment: str,
         *,
         finding_ids: Sequence[str | int] | None = None,
-        filters_config: FiltersConfigInput | Mapping[str, Any] | None = None,
+        filters_config: FiltersConfigInput | None = None,
         filters: Filter | Mapping[str, Any] | None = None,
         fields: Fields | None = None,
     ) -> UpdateUserSLAWithComment | None:
@@ -2088,7 +2088,7 @@ class AsyncOperations(OperationsBase):
     async def update_finding_filter_v2(
         self,
         id: str | int,
-        finding_filter: FindingFilterInput | Mapping[str, Any],
+        finding_filter: FindingFilterInput,
         *,
         fields: Fields | None = None,
     ) -> UpdateFindingFilterV2 | None:
@@ -2109,7 +2109,7 @@ class AsyncOperations(OperationsBase):
     async def update_finding_scope_v2(
         self,
         id: str | int,
-        finding_scope: FindingFilterInput | Mapping[str, Any],
+        finding_scope: FindingFilterInput,
         *,
         fields: Fields | None = None,
     ) -> UpdateFindingScopeV2 | None:
@@ -2128,7 +2128,7 @@ class AsyncOperations(OperationsBase):
 
     async def update_sla_settings_v2(
         self,
-        sla_settings: Sequence[SLARuleInput | Mapping[str, Any]],
+        sla_settings: Sequence[SLARuleInput],
         *,
         fields: Fields | None = None,
     ) -> UpdateSLAV2 | None:
