@@ -25,7 +25,7 @@ FINDING_QUERY = (
 )
 PAGE_QUERY = (
     "query Page($first: Int, $after: String) { findings_view(first: $first, after: $after) {"
-    " edges { cursor node { id id_int title score cloud_provider cloud_account resource_name age } }"
+    " edges { node { id id_int title score cloud_provider cloud_account resource_name age } }"
     " pageInfo { hasNextPage endCursor } } }"
 )
 # for developing the harness against an emulator build that does not serve finding(id) yet
@@ -122,18 +122,17 @@ class SecfindingsSync:
         self.c.close()
 
 
+TYPED_FIELDS = "id id_int title score cloud_provider cloud_account resource_name age"
+
+
 class SecfindingsTyped(SecfindingsSync):
-    """The typed ``Client.findings_view`` paginator (models instead of dicts), selecting the same
-    fields as everyone else; reported as skipped until the typed operations exist."""
+    """The typed ``Client.findings_view`` paginator (FindingsView models instead of dicts),
+    selecting the same fields as everyone else."""
 
     label = "secfindings Client.findings_view (typed)"
-    FIELDS = "id id_int title score cloud_provider cloud_account resource_name age"
 
     def iterate(self, limit: int, page_size: int) -> Iterator[Any]:
-        method = getattr(self.c, "findings_view", None)
-        if method is None:
-            raise RuntimeError("Client.findings_view (typed models) is not available in this build yet")
-        return iter(method(page_size=page_size, limit=limit, fields=self.FIELDS))
+        return iter(self.c.findings_view(page_size=page_size, limit=limit, fields=TYPED_FIELDS))
 
 
 class HttpxSync:
@@ -246,6 +245,13 @@ class SecfindingsAsync:
         await self.c.aclose()
 
 
+class SecfindingsAsyncTyped(SecfindingsAsync):
+    label = "secfindings AsyncClient.findings_view (typed)"
+
+    def iterate(self, limit: int, page_size: int) -> AsyncIterator[Any]:
+        return self.c.findings_view(page_size=page_size, limit=limit, fields=TYPED_FIELDS).__aiter__()
+
+
 class HttpxAsync:
     label = "httpx AsyncClient + orjson"
 
@@ -348,6 +354,7 @@ SYNC: dict[str, Callable[[Env], Any]] = {
 }
 ASYNC: dict[str, Callable[[Env], Any]] = {
     "secfindings-async": SecfindingsAsync,
+    "secfindings-async-typed": SecfindingsAsyncTyped,
     "httpx-async": HttpxAsync,
     "aiohttp": AiohttpAsync,
     "gql-aiohttp": GqlAiohttp,
@@ -360,6 +367,7 @@ LABELS = {
     "gql-requests": "gql (requests transport)",
     "gql-httpx": "gql (httpx transport)",
     "secfindings-async": "secfindings AsyncClient",
+    "secfindings-async-typed": "secfindings AsyncClient.findings_view (typed)",
     "httpx-async": "httpx AsyncClient + orjson",
     "aiohttp": "aiohttp + orjson",
     "gql-aiohttp": "gql (aiohttp transport)",

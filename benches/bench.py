@@ -79,6 +79,7 @@ PAGING_CLIENTS = [
     "secfindings",
     "secfindings-async",
     "secfindings-typed",
+    "secfindings-async-typed",
     "httpx",
     "httpx-async",
     "requests",
@@ -128,6 +129,13 @@ def _timed(fn: Any) -> tuple[float, float, Any]:
     return time.perf_counter() - w0, time.process_time() - c0, out
 
 
+def warm_runs(spec: dict[str, Any]) -> int:
+    """One untimed pass of the workload first: the emulator runs with its response cache, and every
+    client should meet a warm server (not the GraphQL engine) whatever order the clients run in.
+    Not for memory, where the pass would only double the time."""
+    return 0 if spec["workload"] == "memory" else 1
+
+
 def run_sync(spec: dict[str, Any]) -> dict[str, Any]:
     env = _clients.Env()
     c = _clients.SYNC[spec["client"]](env)
@@ -150,10 +158,11 @@ def run_sync(spec: dict[str, Any]) -> dict[str, Any]:
         return k
 
     fn = latency if wl == "latency" else paging
-    for _ in range(spec["repeats"]):
+    for r in range(spec["repeats"] + warm_runs(spec)):
         w, cp, items = _timed(fn)
-        walls.append(w)
-        cpus.append(cp)
+        if r >= warm_runs(spec):
+            walls.append(w)
+            cpus.append(cp)
     c.close()
     return {"wall": walls, "cpu": cpus, "items": items, "rss_before_kb": rss_before, "peak_kb": peak_rss_kb()}
 
@@ -167,7 +176,7 @@ async def run_async(spec: dict[str, Any]) -> dict[str, Any]:
     await c.call(q, {"id": 1})
     walls, cpus, items = [], [], 0
     rss_before = rss_kb()
-    for _ in range(spec["repeats"]):
+    for r in range(spec["repeats"] + warm_runs(spec)):
         w0, c0 = time.perf_counter(), time.process_time()
         if wl == "concurrency":
             sem = asyncio.Semaphore(spec["inflight"])
@@ -185,8 +194,9 @@ async def run_async(spec: dict[str, Any]) -> dict[str, Any]:
             items = 0
             async for _node in c.iterate(count, ps):
                 items += 1
-        walls.append(time.perf_counter() - w0)
-        cpus.append(time.process_time() - c0)
+        if r >= warm_runs(spec):
+            walls.append(time.perf_counter() - w0)
+            cpus.append(time.process_time() - c0)
     await c.close()
     return {"wall": walls, "cpu": cpus, "items": items, "rss_before_kb": rss_before, "peak_kb": peak_rss_kb()}
 
@@ -208,7 +218,17 @@ class Emulator:
     def __init__(self, findings: int, timeout: float) -> None:
         t0 = time.perf_counter()
         self.proc = subprocess.Popen(
-            [sys.executable, "-u", "-m", "secfindings.emulator", "--port", "0", "--findings", str(findings)],
+            [
+                sys.executable,
+                "-u",
+                "-m",
+                "secfindings.emulator",
+                "--port",
+                "0",
+                "--findings",
+                str(findings),
+                "--response-cache",
+            ],
             stdout=subprocess.PIPE,
             stderr=subprocess.STDOUT,
             text=True,
@@ -618,10 +638,11 @@ def targets(res: dict[str, Any]) -> list[dict[str, Any]]:
 
     ratio_target("latency vs httpx", "latency", "secfindings", "httpx", 2.0)
     ratio_target("latency vs gql (requests)", "latency", "secfindings", "gql-requests", 5.0)
-    ratio_target("paging vs httpx+orjson (sync)", "paging", "secfindings", "httpx", 1.5)
-    ratio_target("paging vs httpx+orjson (async)", "paging", "secfindings-async", "httpx-async", 1.5)
-    ratio_target("paging vs gql (requests)", "paging", "secfindings", "gql-requests", 4.0)
-    ratio_target("paging vs gql (aiohttp)", "paging", "secfindings-async", "gql-aiohttp", 4.0)
+    # The issue's paging workload ends in typed objects for secfindings (dicts for the baselines).
+    ratio_target("paging vs httpx+orjson (sync)", "paging", "secfindings-typed", "httpx", 1.5)
+    ratio_target("paging vs httpx+orjson (async)", "paging", "secfindings-async-typed", "httpx-async", 1.5)
+    ratio_target("paging vs gql (requests)", "paging", "secfindings-typed", "gql-requests", 4.0)
+    ratio_target("paging vs gql (aiohttp)", "paging", "secfindings-async-typed", "gql-aiohttp", 4.0)
     ratio_target("concurrency vs httpx.AsyncClient", "concurrency", "secfindings-async", "httpx-async", 2.0)
     ratio_target("concurrency vs aiohttp", "concurrency", "secfindings-async", "aiohttp", 1.0)
     mem = res.get("memory", {}).get("secfindings", {})

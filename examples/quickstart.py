@@ -30,12 +30,11 @@ def read(client: secfindings.Client) -> None:
         print(f"  {f.score:>6.2f}  #{f.id_int:<6} {f.title[:70]}")
     if findings:
         finding = client.finding(findings[0].id)
-        if finding is not None:
-            print(f"\nfinding #{finding.id_int}: {finding.title}")
-            print(f"  discovered {finding.discovered_time:%Y-%m-%d %H:%M %Z}, age {finding.age} days")
-            source, resource = finding.datasource.friendly_name, finding.main_resource.resource_name
-            print(f"  datasource {source}, resource {resource}")
-            print(f"  score {finding.finding_score.score} (severity {finding.finding_score.severity})")
+        print(f"\nfinding #{finding.id_int}: {finding.title}")
+        print(f"  discovered {finding.discovered_time:%Y-%m-%d %H:%M %Z}, age {finding.age} days")
+        source, resource = finding.datasource.friendly_name, finding.main_resource.resource_name
+        print(f"  datasource {source}, resource {resource}")
+        print(f"  score {finding.finding_score.score} (severity {finding.finding_score.severity})")
 
 
 def write(client: secfindings.Client) -> None:
@@ -48,14 +47,13 @@ def write(client: secfindings.Client) -> None:
             "value": 10.0,
             "active": False,
             "filters_config": {"filtersjson": target},
-        }
+        },
+        fields="ok scoring_rule { id }",  # mutations select only `ok` by default
     )
-    assert added is not None
     rule_id = added.scoring_rule.id
     on = client.activate_scoring_rule(
         rule_id, True, fields="ok scoring_rule { name active affected_findings }"
     )
-    assert on is not None
     print(
         f"\nscoring rule {on.scoring_rule.name!r}: active={on.scoring_rule.active}, "
         f"applied to {on.scoring_rule.affected_findings} findings"

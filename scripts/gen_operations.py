@@ -80,7 +80,7 @@ def method(op: dict[str, Any], inputs: dict[str, Any], *, is_async: bool) -> lis
         params.append("*")
         params += kw
     pager = "AsyncPaginator" if is_async else "Paginator"
-    result = {"connection": f"{pager}[{model}]", "object": f"{model} | None", "scalar": "Any"}[returns]
+    result = {"connection": f"{pager}[{model}]", "object": model, "scalar": "Any"}[returns]
     head = "async def" if is_async and returns != "connection" else "def"
     lines = [f"    {head} {name}(", *[f"        {p}," for p in params], f"    ) -> {result}:"]
 
@@ -105,8 +105,8 @@ def method(op: dict[str, Any], inputs: dict[str, Any], *, is_async: bool) -> lis
         doc += textwrap.wrap(sel, 96, break_on_hyphens=False, break_long_words=False)
     if has_filters:
         doc.append(FILTERS_DOC)
-    if not op["resendable"]:
-        doc.append("Not resent after a failure that may have reached the server (not idempotent).")
+    if kind == "mutation":
+        doc.append("Like every mutation, never resent after a failure that may have reached the server.")
     doc = [w for d in doc for w in (textwrap.wrap(d, 92, break_on_hyphens=False) or [""])]
     lines.append('        """' + doc[0])
     for d in doc[1:]:
@@ -131,7 +131,9 @@ def method(op: dict[str, Any], inputs: dict[str, Any], *, is_async: bool) -> lis
     else:
         call = "await self._native.call_async" if is_async else "self._native.call"
         lines.append(f'        raw = {call}("{name}", {args}, {fields})')
-        lines.append(f"        return wrap({model}, raw)" if returns == "object" else "        return raw")
+        lines.append(
+            f'        return wrap("{name}", {model}, raw)' if returns == "object" else "        return raw"
+        )
     lines.append("")
     return lines
 

@@ -360,10 +360,22 @@ def test_every_known_condition_is_accepted():
         "notoverlapping",
         "overlapilikelist",
         "notoverlapilikelist",
+        "gt",
+        "gte",
+        "lt",
+        "lte",
     } == CONDITIONS
     for cond in CONDITIONS:
         value = "true" if cond == "exists" else [1] if cond in ("in", "not_in") or "overlap" in cond else 1
         assert filter_tree(_leaf(cond, value)) == _leaf(cond, value)
+
+
+def test_unknown_conditions_pass_unless_they_look_like_typos():
+    assert filter_tree(_leaf("between", [1, 2])) == _leaf("between", [1, 2])
+    assert field("score").condition("between", [1, 2]).to_dict() == _leaf("between", [1, 2], "score")
+    assert field("score").gte(7).to_dict() == _leaf("gte", 7, "score")
+    with pytest.raises(ValidationError, match="did you mean 'contains'"):
+        filter_tree(_leaf("contans", "x"))
 
 
 def test_public_names():

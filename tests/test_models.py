@@ -330,8 +330,12 @@ def test_unselected_field_says_how_to_select_it():
     with pytest.raises(AttributeError) as info:
         _ = f.description
     message = str(info.value)
-    assert message.startswith("Finding.description was not selected in this request; select it with fields=")
-    assert 'fields="id id_int title description"' in message
+    assert message.startswith("Finding.description was not selected in this request; add `description`")
+    assert 'fields="*"' in message
+    with pytest.raises(AttributeError, match=r"add `status \{ id .*\}` to the selection"):
+        _ = f.status
+    with pytest.raises(AttributeError, match=r"add `tickets \{ edges \{ node \{ id .*\} \} \}`"):
+        _ = f.tickets
     assert not hasattr(f, "description")
     assert getattr(f, "description", "fallback") == "fallback"
 

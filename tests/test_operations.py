@@ -231,7 +231,8 @@ def _scoring_lifecycle(api: Api, emu: Emulator) -> None:
             "value": 9.9,
             "active": False,
             "filters_config": {"filtersjson": target},
-        }
+        },
+        fields="ok scoring_rule { id }",
     )
     assert isinstance(added, m.AddScoringRule)
     assert added.ok is True
@@ -273,7 +274,8 @@ def _status_lifecycle(api: Api, emu: Emulator) -> None:
             "status_key": "30",
             "enabled": False,
             "filters_config": {"filtersjson": {"field": "id", "condition": "in", "value": [5]}},
-        }
+        },
+        fields="status_rule { id }",
     )
     assert isinstance(added, m.AddStatusRule)
     rule_id = added.status_rule.id
@@ -324,7 +326,9 @@ def _sla_lifecycle(api: Api, emu: Emulator) -> None:
     assert [g.id for g in api.sla_groups(name="crown", fields="id name").to_list()] == [gid]
     assert isinstance(api.sla_groups().to_list()[0], m.SLAGroup)
 
-    rule = api.add_sla_rule({"sla_group_id": gid, "severity": 4, "days": 3, "active": False})
+    rule = api.add_sla_rule(
+        {"sla_group_id": gid, "severity": 4, "days": 3, "active": False}, fields="sla_rule { id }"
+    )
     assert isinstance(rule, m.AddSLARule)
     rid = rule.sla_rule.id
     edited = api.edit_sla_rule(rid, {"days": 2}, fields="sla_rule { days active }")
@@ -358,7 +362,10 @@ def _sla_lifecycle(api: Api, emu: Emulator) -> None:
 @scenario("ticket_sla_rules", "add_ticket_sla_rule", "edit_ticket_sla_rule", "enable_ticket_sla_rule")
 @scenario("delete_ticket_sla_rule")
 def _ticket_sla_lifecycle(api: Api, emu: Emulator) -> None:
-    added = api.add_ticket_sla_rule({"name": "jira p1", "days": 2, "provider_type": "JIRA", "enabled": False})
+    added = api.add_ticket_sla_rule(
+        {"name": "jira p1", "days": 2, "provider_type": "JIRA", "enabled": False},
+        fields="ticket_sla_rule { id }",
+    )
     assert isinstance(added, m.AddTicketSLARule)
     rid = added.ticket_sla_rule.id
     edited = api.edit_ticket_sla_rule(rid, {"days": 1}, fields="ticket_sla_rule { days provider_type }")
@@ -394,7 +401,9 @@ def _scope_lifecycle(api: Api, emu: Emulator) -> None:
     assert isinstance(upd, m.UpdateFindingScopeV2)
     assert upd.finding_scope.description == "all AWS"
 
-    group = api.create_scope_group("cloud team", scope_ids=[sid], users=["a@acme.example"])
+    group = api.create_scope_group(
+        "cloud team", scope_ids=[sid], users=["a@acme.example"], fields="scope_group { id }"
+    )
     assert isinstance(group, m.CreateScopeGroup)
     gid = group.scope_group.id
     edited = api.edit_scope_group(gid, name="cloud", fields="scope_group { name users scopes { id } }")
@@ -632,3 +641,68 @@ async def test_async_typed_paginator(async_client: secfindings.AsyncClient) -> N
     assert len(names) == 3
     f = await async_client.finding(1)
     assert isinstance(f, m.Finding)
+
+
+def test_default_selections_are_valid_against_the_emulator_schema(emulator: Emulator) -> None:
+    from graphql import build_schema, parse, validate
+
+    from secfindings._native import build_operation
+
+    schema = build_schema(emulator.sdl())
+    samples = {
+        "ID": "1",
+        "String": "x",
+        "Boolean": True,
+        "DateTime": "2026-01-01T00:00:00Z",
+        "JSONString": {"field": "id", "condition": "in", "value": [1]},
+        "TimeScales": "DAY",
+        "AggregateFunctions": "COUNT",
+    }
+    for name, op in OPS.items():
+        args = {a: samples.get(t.strip("[]!"), {}) for a, t in op["args"] if t.endswith("!")}
+        doc = build_operation(name, args)["query"]
+        assert validate(schema, parse(doc)) == [], (name, doc)
+        if op["kind"] == "mutation":
+            assert op["selection"] == "ok", name
+
+
+def test_a_mutation_is_not_resent_after_a_5xx(client: secfindings.Client, emulator: Emulator) -> None:
+    emulator.clear_request_log()
+    emulator.inject("status", 1, status=503)
+    with pytest.raises(secfindings.APIStatusError) as e:
+        client.activate_scoring_rule("U2NvcmluZ1J1bGU6MQ==", True)
+    assert e.value.status_code == 503
+    assert len(emulator.request_log()) == 1
+    # A query is: the same fault, then the answer.
+    emulator.inject("status", 1, status=503)
+    assert client.finding(1).id_int == 1
+
+
+def test_resume_after_a_break_mid_page_loses_nothing(client: secfindings.Client) -> None:
+    pager = client.findings_view(page_size=50, fields="id_int")
+    head = [f.id_int for _, f in zip(range(11), pager, strict=False)]
+    assert head == list(range(1, 12))
+    rest = [f.id_int for f in client.findings_view(after=pager.cursor, fields="id_int", limit=5)]
+    assert rest == [12, 13, 14, 15, 16]
+    assert repr(pager).startswith("<Paginator[FindingsView] lazy, cursor=")
+
+
+@pytest.mark.asyncio
+async def test_async_resume_after_a_break_mid_page(async_client: secfindings.AsyncClient) -> None:
+    pager = async_client.findings_view(page_size=40, fields="id_int")
+    seen = []
+    async for f in pager:
+        seen.append(f.id_int)
+        if len(seen) == 55:
+            break
+    rest = await async_client.findings_view(after=pager.cursor, fields="id_int", limit=3).to_list()
+    assert [f.id_int for f in rest] == [56, 57, 58]
+
+
+def test_fields_star_in_a_list_and_bad_fields(client: secfindings.Client) -> None:
+    full = client.scoring_rules(fields=["*"], limit=1).to_list()[0]
+    assert isinstance(full.name, str)
+    with pytest.raises(ValidationError, match="do not combine"):
+        client.scoring_rules(fields=["*", "id"])
+    with pytest.raises(ValidationError, match="list of str"):
+        client.scoring_rules(fields=[1])  # type: ignore[list-item]

@@ -126,13 +126,35 @@ async fn process(shared: &Shared, parts: &Parts, parsed: Option<GqlBody>) -> Res
     let Some(variables) = variables(body.variables) else {
         return json(StatusCode::BAD_REQUEST, Bytes::from_static(BAD_VARIABLES));
     };
+    let cache_key = match &shared.cache {
+        Some(cache) if crate::cache::may_mutate(&query) => {
+            cache.clear();
+            None
+        }
+        Some(cache) => {
+            let key =
+                crate::cache::Key::new(&caller.customer, &query, &variables, body.operation_name.as_deref());
+            if let Some(hit) = cache.get(&key) {
+                return json(StatusCode::OK, hit);
+            }
+            Some(key)
+        }
+        None => None,
+    };
     let mut request =
         async_graphql::Request::new(query).variables(async_graphql::Variables::from_json(variables));
     if let Some(name) = body.operation_name {
         request = request.operation_name(name);
     }
     let response = shared.graphql.execute(request, caller).await;
-    graphql_response(&response)
+    let (status, body) = graphql_body(&response);
+    if let (Some(cache), Some(key)) = (&shared.cache, cache_key) {
+        // Only clean answers: an error may depend on state the key does not capture.
+        if response.errors.is_empty() {
+            cache.put(key, body.clone());
+        }
+    }
+    json(status, body)
 }
 
 #[derive(Serialize)]
@@ -142,7 +164,13 @@ struct ErrorsOnly<'a> {
 
 /// graphene-django's rule: errors without a path (parse or validation) make a 400 with only
 /// `errors`; resolver errors come back with 200 next to the (partial) data.
+#[cfg(test)]
 fn graphql_response(response: &async_graphql::Response) -> Response<RespBody> {
+    let (status, body) = graphql_body(response);
+    json(status, body)
+}
+
+fn graphql_body(response: &async_graphql::Response) -> (StatusCode, Bytes) {
     let request_error = !response.errors.is_empty() && response.errors.iter().all(|e| e.path.is_empty());
     let (status, encoded) = if request_error {
         (StatusCode::BAD_REQUEST, serde_json::to_vec(&ErrorsOnly { errors: &response.errors }))
@@ -150,10 +178,10 @@ fn graphql_response(response: &async_graphql::Response) -> Response<RespBody> {
         (StatusCode::OK, serde_json::to_vec(response))
     };
     match encoded {
-        Ok(bytes) => json(status, Bytes::from(bytes)),
+        Ok(bytes) => (status, Bytes::from(bytes)),
         Err(e) => {
             let body = serde_json::json!({"errors": [{"message": e.to_string()}]});
-            json(StatusCode::INTERNAL_SERVER_ERROR, Bytes::from(body.to_string()))
+            (StatusCode::INTERNAL_SERVER_ERROR, Bytes::from(body.to_string()))
         }
     }
 }

@@ -38,6 +38,8 @@ pub struct EmulatorConfig {
     pub idp_limit: Option<RateLimit>,
     /// Worker threads of the emulator's own tokio runtime.
     pub worker_threads: usize,
+    /// Answer a repeated query document from memory (see `cache.rs`); for benchmarks.
+    pub response_cache: bool,
 }
 
 impl Default for EmulatorConfig {
@@ -53,6 +55,7 @@ impl Default for EmulatorConfig {
             token_limit: None,
             idp_limit: None,
             worker_threads: 2,
+            response_cache: false,
         }
     }
 }

@@ -12,6 +12,7 @@
 
 mod api;
 mod auth;
+mod cache;
 pub mod caller;
 mod config;
 mod fault;
@@ -61,6 +62,8 @@ pub(crate) struct Shared {
     idp_faults: FaultQueue,
     counters: Counters,
     log: RequestLog,
+    /// `Some` when `EmulatorConfig::response_cache` is on.
+    cache: Option<cache::ResponseCache>,
 }
 
 /// A running emulator. Dropping it shuts it down.
@@ -92,6 +95,7 @@ impl Emulator {
             idp_faults: FaultQueue::default(),
             counters: Counters::default(),
             log: RequestLog::default(),
+            cache: config.response_cache.then(cache::ResponseCache::default),
         });
         let runtime = tokio::runtime::Builder::new_multi_thread()
             .worker_threads(config.worker_threads.max(1))

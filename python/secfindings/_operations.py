@@ -159,7 +159,7 @@ class SyncOperations(OperationsBase):
         id: str | int,
         *,
         fields: Fields | None = None,
-    ) -> Finding | None:
+    ) -> Finding:
         """One finding by its unique identifier (a global id string or the integer id).
 
         GraphQL ``query { finding }`` -> ``Finding``.
@@ -169,7 +169,7 @@ class SyncOperations(OperationsBase):
         original_score } age description``; ``fields=`` selects others.
         """
         raw = self._native.call("finding", {"id": id}, fields_text(fields, Finding))
-        return wrap(Finding, raw)
+        return wrap("finding", Finding, raw)
 
     def finding_filters(
         self,
@@ -335,7 +335,7 @@ class SyncOperations(OperationsBase):
         *,
         include_unscoped: bool | None = None,
         fields: Fields | None = None,
-    ) -> ScopeHierarchy | None:
+    ) -> ScopeHierarchy:
         """Hierarchical structure of scopes, optionally including unscoped resources.
 
         GraphQL ``query { scope_hierarchy }`` -> ``ScopeHierarchy``.
@@ -344,7 +344,7 @@ class SyncOperations(OperationsBase):
         raw = self._native.call(
             "scope_hierarchy", {"include_unscoped": include_unscoped}, fields_text(fields, ScopeHierarchy)
         )
-        return wrap(ScopeHierarchy, raw)
+        return wrap("scope_hierarchy", ScopeHierarchy, raw)
 
     def scoring_rules(
         self,
@@ -523,17 +523,17 @@ class SyncOperations(OperationsBase):
         active: bool,
         *,
         fields: Fields | None = None,
-    ) -> ActivateScoringRule | None:
+    ) -> ActivateScoringRule:
         """Activate or deactivate a scoring rule. Inactive rules are not applied to new findings.
 
         GraphQL ``mutation { activate_scoring_rule }`` -> ``ActivateScoringRule``.
-        Default selection (documented fields only): ``ok scoring_rule { id }``; ``fields=`` selects
-        others.
+        Default selection (documented fields only): ``ok``; ``fields=`` selects others.
+        Like every mutation, never resent after a failure that may have reached the server.
         """
         raw = self._native.call(
             "activate_scoring_rule", {"id": id, "active": active}, fields_text(fields, ActivateScoringRule)
         )
-        return wrap(ActivateScoringRule, raw)
+        return wrap("activate_scoring_rule", ActivateScoringRule, raw)
 
     def activate_sla_rule(
         self,
@@ -541,35 +541,34 @@ class SyncOperations(OperationsBase):
         active: bool,
         *,
         fields: Fields | None = None,
-    ) -> ActivateSLAStatus | None:
+    ) -> ActivateSLAStatus:
         """Activate or deactivate an SLA rule. Controls automatic SLA assignment.
 
         GraphQL ``mutation { activate_sla_rule }`` -> ``ActivateSLAStatus``.
-        Default selection (documented fields only): ``ok sla_rule { id }``; ``fields=`` selects
-        others.
+        Default selection (documented fields only): ``ok``; ``fields=`` selects others.
+        Like every mutation, never resent after a failure that may have reached the server.
         """
         raw = self._native.call(
             "activate_sla_rule", {"id": id, "active": active}, fields_text(fields, ActivateSLAStatus)
         )
-        return wrap(ActivateSLAStatus, raw)
+        return wrap("activate_sla_rule", ActivateSLAStatus, raw)
 
     def add_scoring_rule(
         self,
         scoring_rule: ScoringRuleInput,
         *,
         fields: Fields | None = None,
-    ) -> AddScoringRule | None:
+    ) -> AddScoringRule:
         """Create a scoring rule.
 
         GraphQL ``mutation { add_scoring_rule }`` -> ``AddScoringRule``.
-        Default selection (documented fields only): ``ok scoring_rule { id }``; ``fields=`` selects
-        others.
-        Not resent after a failure that may have reached the server (not idempotent).
+        Default selection (documented fields only): ``ok``; ``fields=`` selects others.
+        Like every mutation, never resent after a failure that may have reached the server.
         """
         raw = self._native.call(
             "add_scoring_rule", {"scoring_rule": scoring_rule}, fields_text(fields, AddScoringRule)
         )
-        return wrap(AddScoringRule, raw)
+        return wrap("add_scoring_rule", AddScoringRule, raw)
 
     def add_sla_group(
         self,
@@ -580,15 +579,14 @@ class SyncOperations(OperationsBase):
         priority: int | None = None,
         filters: Filter | Mapping[str, Any] | None = None,
         fields: Fields | None = None,
-    ) -> AddSLAGroup | None:
+    ) -> AddSLAGroup:
         """Create an SLA group.
 
         GraphQL ``mutation { add_sla_group }`` -> ``AddSLAGroup``.
-        Default selection (documented fields only): ``ok sla_group { id }``; ``fields=`` selects
-        others.
+        Default selection (documented fields only): ``ok``; ``fields=`` selects others.
         filters: a filter tree (``secfindings.field(...)`` or dicts in the API's filter language),
         serialized into ``filters_config.filtersjson``.
-        Not resent after a failure that may have reached the server (not idempotent).
+        Like every mutation, never resent after a failure that may have reached the server.
         """
         raw = self._native.call(
             "add_sla_group",
@@ -600,60 +598,56 @@ class SyncOperations(OperationsBase):
             },
             fields_text(fields, AddSLAGroup),
         )
-        return wrap(AddSLAGroup, raw)
+        return wrap("add_sla_group", AddSLAGroup, raw)
 
     def add_sla_rule(
         self,
         sla_rule: SLARuleInput,
         *,
         fields: Fields | None = None,
-    ) -> AddSLARule | None:
+    ) -> AddSLARule:
         """Create an SLA rule.
 
         GraphQL ``mutation { add_sla_rule }`` -> ``AddSLARule``.
-        Default selection (documented fields only): ``ok sla_rule { id }``; ``fields=`` selects
-        others.
-        Not resent after a failure that may have reached the server (not idempotent).
+        Default selection (documented fields only): ``ok``; ``fields=`` selects others.
+        Like every mutation, never resent after a failure that may have reached the server.
         """
         raw = self._native.call("add_sla_rule", {"sla_rule": sla_rule}, fields_text(fields, AddSLARule))
-        return wrap(AddSLARule, raw)
+        return wrap("add_sla_rule", AddSLARule, raw)
 
     def add_status_rule(
         self,
         status_rule: StatusRuleInput,
         *,
         fields: Fields | None = None,
-    ) -> AddStatusRule | None:
+    ) -> AddStatusRule:
         """Create a status rule.
 
         GraphQL ``mutation { add_status_rule }`` -> ``AddStatusRule``.
-        Default selection (documented fields only): ``ok status_rule { id }``; ``fields=`` selects
-        others.
-        Not resent after a failure that may have reached the server (not idempotent).
+        Default selection (documented fields only): ``ok``; ``fields=`` selects others.
+        Like every mutation, never resent after a failure that may have reached the server.
         """
         raw = self._native.call(
             "add_status_rule", {"status_rule": status_rule}, fields_text(fields, AddStatusRule)
         )
-        return wrap(AddStatusRule, raw)
+        return wrap("add_status_rule", AddStatusRule, raw)
 
     def add_ticket_sla_rule(
         self,
         ticket_sla: TicketSLAInput,
         *,
         fields: Fields | None = None,
-    ) -> AddTicketSLARule | None:
+    ) -> AddTicketSLARule:
         """Create a ticket SLA rule.
 
         GraphQL ``mutation { add_ticket_sla_rule }`` -> ``AddTicketSLARule``.
-        Default selection (documented fields only): ``ok ticket_sla_rule { id }``; ``fields=``
-        selects
-        others.
-        Not resent after a failure that may have reached the server (not idempotent).
+        Default selection (documented fields only): ``ok``; ``fields=`` selects others.
+        Like every mutation, never resent after a failure that may have reached the server.
         """
         raw = self._native.call(
             "add_ticket_sla_rule", {"ticket_sla": ticket_sla}, fields_text(fields, AddTicketSLARule)
         )
-        return wrap(AddTicketSLARule, raw)
+        return wrap("add_ticket_sla_rule", AddTicketSLARule, raw)
 
     def create_scope_group(
         self,
@@ -663,27 +657,26 @@ class SyncOperations(OperationsBase):
         scope_ids: Sequence[str | int] | None = None,
         users: Sequence[str] | str | None = None,
         fields: Fields | None = None,
-    ) -> CreateScopeGroup | None:
+    ) -> CreateScopeGroup:
         """Create a scope group (organizes access permissions).
 
         GraphQL ``mutation { create_scope_group }`` -> ``CreateScopeGroup``.
-        Default selection (documented fields only): ``ok scope_group { id }``; ``fields=`` selects
-        others.
-        Not resent after a failure that may have reached the server (not idempotent).
+        Default selection (documented fields only): ``ok``; ``fields=`` selects others.
+        Like every mutation, never resent after a failure that may have reached the server.
         """
         raw = self._native.call(
             "create_scope_group",
             {"name": name, "description": description, "scope_ids": scope_ids, "users": users},
             fields_text(fields, CreateScopeGroup),
         )
-        return wrap(CreateScopeGroup, raw)
+        return wrap("create_scope_group", CreateScopeGroup, raw)
 
     def delete_finding_filter(
         self,
         id: str | int,
         *,
         fields: Fields | None = None,
-    ) -> DeleteFindingFilterV2 | None:
+    ) -> DeleteFindingFilterV2:
         """Deletes a finding filter.
 
         Deprecated by the API: use :meth:`delete_finding_filter_v2` (this emits a
@@ -691,124 +684,124 @@ class SyncOperations(OperationsBase):
 
         GraphQL ``mutation { delete_finding_filter }`` -> ``DeleteFindingFilterV2``.
         Default selection (documented fields only): ``ok``; ``fields=`` selects others.
-        Not resent after a failure that may have reached the server (not idempotent).
+        Like every mutation, never resent after a failure that may have reached the server.
         """
         deprecated("delete_finding_filter", "delete_finding_filter_v2")
         raw = self._native.call(
             "delete_finding_filter", {"id": id}, fields_text(fields, DeleteFindingFilterV2)
         )
-        return wrap(DeleteFindingFilterV2, raw)
+        return wrap("delete_finding_filter", DeleteFindingFilterV2, raw)
 
     def delete_finding_filter_v2(
         self,
         id: str | int,
         *,
         fields: Fields | None = None,
-    ) -> DeleteFindingFilterV2 | None:
+    ) -> DeleteFindingFilterV2:
         """Delete a finding filter.
 
         GraphQL ``mutation { delete_finding_filter_v2 }`` -> ``DeleteFindingFilterV2``.
         Default selection (documented fields only): ``ok``; ``fields=`` selects others.
-        Not resent after a failure that may have reached the server (not idempotent).
+        Like every mutation, never resent after a failure that may have reached the server.
         """
         raw = self._native.call(
             "delete_finding_filter_v2", {"id": id}, fields_text(fields, DeleteFindingFilterV2)
         )
-        return wrap(DeleteFindingFilterV2, raw)
+        return wrap("delete_finding_filter_v2", DeleteFindingFilterV2, raw)
 
     def delete_finding_scope_v2(
         self,
         id: str | int,
         *,
         fields: Fields | None = None,
-    ) -> DeleteFindingScopeV2 | None:
+    ) -> DeleteFindingScopeV2:
         """Delete a finding scope filter. Affects any rules or queries that use the scope.
 
         GraphQL ``mutation { delete_finding_scope_v2 }`` -> ``DeleteFindingScopeV2``.
         Default selection (documented fields only): ``ok``; ``fields=`` selects others.
-        Not resent after a failure that may have reached the server (not idempotent).
+        Like every mutation, never resent after a failure that may have reached the server.
         """
         raw = self._native.call(
             "delete_finding_scope_v2", {"id": id}, fields_text(fields, DeleteFindingScopeV2)
         )
-        return wrap(DeleteFindingScopeV2, raw)
+        return wrap("delete_finding_scope_v2", DeleteFindingScopeV2, raw)
 
     def delete_scope_group(
         self,
         id: str | int,
         *,
         fields: Fields | None = None,
-    ) -> DeleteScopeGroup | None:
+    ) -> DeleteScopeGroup:
         """Delete a scope group. Affects users and rules assigned to the group.
 
         GraphQL ``mutation { delete_scope_group }`` -> ``DeleteScopeGroup``.
         Default selection (documented fields only): ``ok``; ``fields=`` selects others.
-        Not resent after a failure that may have reached the server (not idempotent).
+        Like every mutation, never resent after a failure that may have reached the server.
         """
         raw = self._native.call("delete_scope_group", {"id": id}, fields_text(fields, DeleteScopeGroup))
-        return wrap(DeleteScopeGroup, raw)
+        return wrap("delete_scope_group", DeleteScopeGroup, raw)
 
     def delete_scoring_rule(
         self,
         id: str | int,
         *,
         fields: Fields | None = None,
-    ) -> DeleteScoringRule | None:
+    ) -> DeleteScoringRule:
         """Delete a scoring rule. Scores already assigned by the rule remain unchanged.
 
         GraphQL ``mutation { delete_scoring_rule }`` -> ``DeleteScoringRule``.
         Default selection (documented fields only): ``ok``; ``fields=`` selects others.
-        Not resent after a failure that may have reached the server (not idempotent).
+        Like every mutation, never resent after a failure that may have reached the server.
         """
         raw = self._native.call("delete_scoring_rule", {"id": id}, fields_text(fields, DeleteScoringRule))
-        return wrap(DeleteScoringRule, raw)
+        return wrap("delete_scoring_rule", DeleteScoringRule, raw)
 
     def delete_sla_rule(
         self,
         id: str | int,
         *,
         fields: Fields | None = None,
-    ) -> DeleteSLAStatus | None:
+    ) -> DeleteSLAStatus:
         """Delete an SLA rule. Active SLAs created by the rule remain in effect.
 
         GraphQL ``mutation { delete_sla_rule }`` -> ``DeleteSLAStatus``.
         Default selection (documented fields only): ``ok``; ``fields=`` selects others.
-        Not resent after a failure that may have reached the server (not idempotent).
+        Like every mutation, never resent after a failure that may have reached the server.
         """
         raw = self._native.call("delete_sla_rule", {"id": id}, fields_text(fields, DeleteSLAStatus))
-        return wrap(DeleteSLAStatus, raw)
+        return wrap("delete_sla_rule", DeleteSLAStatus, raw)
 
     def delete_status_rule(
         self,
         id: str | int,
         *,
         fields: Fields | None = None,
-    ) -> DeleteStatusRule | None:
+    ) -> DeleteStatusRule:
         """Delete a status rule. Findings whose status the rule already set are not affected.
 
         GraphQL ``mutation { delete_status_rule }`` -> ``DeleteStatusRule``.
         Default selection (documented fields only): ``ok``; ``fields=`` selects others.
-        Not resent after a failure that may have reached the server (not idempotent).
+        Like every mutation, never resent after a failure that may have reached the server.
         """
         raw = self._native.call("delete_status_rule", {"id": id}, fields_text(fields, DeleteStatusRule))
-        return wrap(DeleteStatusRule, raw)
+        return wrap("delete_status_rule", DeleteStatusRule, raw)
 
     def delete_ticket_sla_rule(
         self,
         id: str | int,
         *,
         fields: Fields | None = None,
-    ) -> DeleteTicketSLARule | None:
+    ) -> DeleteTicketSLARule:
         """Delete a ticket SLA rule. Active ticket SLAs are not affected.
 
         GraphQL ``mutation { delete_ticket_sla_rule }`` -> ``DeleteTicketSLARule``.
         Default selection (documented fields only): ``ok``; ``fields=`` selects others.
-        Not resent after a failure that may have reached the server (not idempotent).
+        Like every mutation, never resent after a failure that may have reached the server.
         """
         raw = self._native.call(
             "delete_ticket_sla_rule", {"id": id}, fields_text(fields, DeleteTicketSLARule)
         )
-        return wrap(DeleteTicketSLARule, raw)
+        return wrap("delete_ticket_sla_rule", DeleteTicketSLARule, raw)
 
     def edit_scope_group(
         self,
@@ -819,19 +812,19 @@ class SyncOperations(OperationsBase):
         scope_ids: Sequence[str | int] | None = None,
         users: Sequence[str] | str | None = None,
         fields: Fields | None = None,
-    ) -> EditScopeGroup | None:
+    ) -> EditScopeGroup:
         """Modify a scope group's configuration and permissions.
 
         GraphQL ``mutation { edit_scope_group }`` -> ``EditScopeGroup``.
-        Default selection (documented fields only): ``ok scope_group { id }``; ``fields=`` selects
-        others.
+        Default selection (documented fields only): ``ok``; ``fields=`` selects others.
+        Like every mutation, never resent after a failure that may have reached the server.
         """
         raw = self._native.call(
             "edit_scope_group",
             {"id": id, "name": name, "description": description, "scope_ids": scope_ids, "users": users},
             fields_text(fields, EditScopeGroup),
         )
-        return wrap(EditScopeGroup, raw)
+        return wrap("edit_scope_group", EditScopeGroup, raw)
 
     def edit_scoring_rule(
         self,
@@ -839,19 +832,19 @@ class SyncOperations(OperationsBase):
         scoring_rule: ScoringRuleInput,
         *,
         fields: Fields | None = None,
-    ) -> EditScoringRule | None:
+    ) -> EditScoringRule:
         """Modify a scoring rule's logic and parameters.
 
         GraphQL ``mutation { edit_scoring_rule }`` -> ``EditScoringRule``.
-        Default selection (documented fields only): ``ok scoring_rule { id }``; ``fields=`` selects
-        others.
+        Default selection (documented fields only): ``ok``; ``fields=`` selects others.
+        Like every mutation, never resent after a failure that may have reached the server.
         """
         raw = self._native.call(
             "edit_scoring_rule",
             {"id": id, "scoring_rule": scoring_rule},
             fields_text(fields, EditScoringRule),
         )
-        return wrap(EditScoringRule, raw)
+        return wrap("edit_scoring_rule", EditScoringRule, raw)
 
     def edit_sla_rule(
         self,
@@ -859,17 +852,17 @@ class SyncOperations(OperationsBase):
         sla_rule: SLARuleInput,
         *,
         fields: Fields | None = None,
-    ) -> EditSLARule | None:
+    ) -> EditSLARule:
         """Modify an SLA rule's timeframes and conditions.
 
         GraphQL ``mutation { edit_sla_rule }`` -> ``EditSLARule``.
-        Default selection (documented fields only): ``ok sla_rule { id }``; ``fields=`` selects
-        others.
+        Default selection (documented fields only): ``ok``; ``fields=`` selects others.
+        Like every mutation, never resent after a failure that may have reached the server.
         """
         raw = self._native.call(
             "edit_sla_rule", {"id": id, "sla_rule": sla_rule}, fields_text(fields, EditSLARule)
         )
-        return wrap(EditSLARule, raw)
+        return wrap("edit_sla_rule", EditSLARule, raw)
 
     def edit_status_rule(
         self,
@@ -877,17 +870,17 @@ class SyncOperations(OperationsBase):
         status_rule: StatusRuleInput,
         *,
         fields: Fields | None = None,
-    ) -> EditStatusRule | None:
+    ) -> EditStatusRule:
         """Modify a status rule's conditions and actions.
 
         GraphQL ``mutation { edit_status_rule }`` -> ``EditStatusRule``.
-        Default selection (documented fields only): ``ok status_rule { id }``; ``fields=`` selects
-        others.
+        Default selection (documented fields only): ``ok``; ``fields=`` selects others.
+        Like every mutation, never resent after a failure that may have reached the server.
         """
         raw = self._native.call(
             "edit_status_rule", {"id": id, "status_rule": status_rule}, fields_text(fields, EditStatusRule)
         )
-        return wrap(EditStatusRule, raw)
+        return wrap("edit_status_rule", EditStatusRule, raw)
 
     def edit_ticket_sla_rule(
         self,
@@ -895,20 +888,19 @@ class SyncOperations(OperationsBase):
         ticket_sla: TicketSLAInput,
         *,
         fields: Fields | None = None,
-    ) -> EditTicketSLARule | None:
+    ) -> EditTicketSLARule:
         """Modify a ticket SLA rule's parameters and conditions.
 
         GraphQL ``mutation { edit_ticket_sla_rule }`` -> ``EditTicketSLARule``.
-        Default selection (documented fields only): ``ok ticket_sla_rule { id }``; ``fields=``
-        selects
-        others.
+        Default selection (documented fields only): ``ok``; ``fields=`` selects others.
+        Like every mutation, never resent after a failure that may have reached the server.
         """
         raw = self._native.call(
             "edit_ticket_sla_rule",
             {"id": id, "ticket_sla": ticket_sla},
             fields_text(fields, EditTicketSLARule),
         )
-        return wrap(EditTicketSLARule, raw)
+        return wrap("edit_ticket_sla_rule", EditTicketSLARule, raw)
 
     def enable_status_rule(
         self,
@@ -916,17 +908,17 @@ class SyncOperations(OperationsBase):
         enabled: bool,
         *,
         fields: Fields | None = None,
-    ) -> EnableStatusRule | None:
+    ) -> EnableStatusRule:
         """Enable or disable a status rule. Controls automatic status assignment.
 
         GraphQL ``mutation { enable_status_rule }`` -> ``EnableStatusRule``.
-        Default selection (documented fields only): ``ok status_rule { id }``; ``fields=`` selects
-        others.
+        Default selection (documented fields only): ``ok``; ``fields=`` selects others.
+        Like every mutation, never resent after a failure that may have reached the server.
         """
         raw = self._native.call(
             "enable_status_rule", {"id": id, "enabled": enabled}, fields_text(fields, EnableStatusRule)
         )
-        return wrap(EnableStatusRule, raw)
+        return wrap("enable_status_rule", EnableStatusRule, raw)
 
     def enable_ticket_sla_rule(
         self,
@@ -934,18 +926,17 @@ class SyncOperations(OperationsBase):
         enabled: bool,
         *,
         fields: Fields | None = None,
-    ) -> EnableTicketSLARule | None:
+    ) -> EnableTicketSLARule:
         """Enable or disable a ticket SLA rule. Controls application to new tickets.
 
         GraphQL ``mutation { enable_ticket_sla_rule }`` -> ``EnableTicketSLARule``.
-        Default selection (documented fields only): ``ok ticket_sla_rule { id }``; ``fields=``
-        selects
-        others.
+        Default selection (documented fields only): ``ok``; ``fields=`` selects others.
+        Like every mutation, never resent after a failure that may have reached the server.
         """
         raw = self._native.call(
             "enable_ticket_sla_rule", {"id": id, "enabled": enabled}, fields_text(fields, EnableTicketSLARule)
         )
-        return wrap(EnableTicketSLARule, raw)
+        return wrap("enable_ticket_sla_rule", EnableTicketSLARule, raw)
 
     def new_finding_filter(
         self,
@@ -954,16 +945,14 @@ class SyncOperations(OperationsBase):
         *,
         description: str | None = None,
         fields: Fields | None = None,
-    ) -> NewFindingFilterV2 | None:
+    ) -> NewFindingFilterV2:
         """Creates a finding filter.
 
         Deprecated by the API: use :meth:`new_finding_filter_v2` (this emits a DeprecationWarning).
 
         GraphQL ``mutation { new_finding_filter }`` -> ``NewFindingFilterV2``.
-        Default selection (documented fields only): ``ok finding_filter { id }``; ``fields=``
-        selects
-        others.
-        Not resent after a failure that may have reached the server (not idempotent).
+        Default selection (documented fields only): ``ok``; ``fields=`` selects others.
+        Like every mutation, never resent after a failure that may have reached the server.
         """
         deprecated("new_finding_filter", "new_finding_filter_v2")
         raw = self._native.call(
@@ -971,59 +960,57 @@ class SyncOperations(OperationsBase):
             {"name": name, "filter": filter, "description": description},
             fields_text(fields, NewFindingFilterV2),
         )
-        return wrap(NewFindingFilterV2, raw)
+        return wrap("new_finding_filter", NewFindingFilterV2, raw)
 
     def new_finding_filter_v2(
         self,
         finding_filter: FindingFilterInput,
         *,
         fields: Fields | None = None,
-    ) -> NewFindingFilterV2 | None:
+    ) -> NewFindingFilterV2:
         """Create a finding filter.
 
         GraphQL ``mutation { new_finding_filter_v2 }`` -> ``NewFindingFilterV2``.
-        Default selection (documented fields only): ``ok finding_filter { id }``; ``fields=``
-        selects
-        others.
-        Not resent after a failure that may have reached the server (not idempotent).
+        Default selection (documented fields only): ``ok``; ``fields=`` selects others.
+        Like every mutation, never resent after a failure that may have reached the server.
         """
         raw = self._native.call(
             "new_finding_filter_v2",
             {"finding_filter": finding_filter},
             fields_text(fields, NewFindingFilterV2),
         )
-        return wrap(NewFindingFilterV2, raw)
+        return wrap("new_finding_filter_v2", NewFindingFilterV2, raw)
 
     def new_finding_scope_v2(
         self,
         finding_scope: FindingFilterInput,
         *,
         fields: Fields | None = None,
-    ) -> NewFindingScopeV2 | None:
+    ) -> NewFindingScopeV2:
         """Create a finding scope filter (which findings are included in queries and rules).
 
         GraphQL ``mutation { new_finding_scope_v2 }`` -> ``NewFindingScopeV2``.
-        Default selection (documented fields only): ``ok finding_scope { id }``; ``fields=`` selects
-        others.
-        Not resent after a failure that may have reached the server (not idempotent).
+        Default selection (documented fields only): ``ok``; ``fields=`` selects others.
+        Like every mutation, never resent after a failure that may have reached the server.
         """
         raw = self._native.call(
             "new_finding_scope_v2", {"finding_scope": finding_scope}, fields_text(fields, NewFindingScopeV2)
         )
-        return wrap(NewFindingScopeV2, raw)
+        return wrap("new_finding_scope_v2", NewFindingScopeV2, raw)
 
     def save_scope_hierarchy(
         self,
         *,
         fields: Fields | None = None,
-    ) -> GenerateScopes | None:
+    ) -> GenerateScopes:
         """Generate and save the scope hierarchy from the current configuration.
 
         GraphQL ``mutation { save_scope_hierarchy }`` -> ``GenerateScopes``.
         Default selection (documented fields only): ``ok``; ``fields=`` selects others.
+        Like every mutation, never resent after a failure that may have reached the server.
         """
         raw = self._native.call("save_scope_hierarchy", {}, fields_text(fields, GenerateScopes))
-        return wrap(GenerateScopes, raw)
+        return wrap("save_scope_hierarchy", GenerateScopes, raw)
 
     def set_user_sla_and_comment(
         self,
@@ -1034,7 +1021,7 @@ class SyncOperations(OperationsBase):
         filters_config: FiltersConfigInput | None = None,
         filters: Filter | Mapping[str, Any] | None = None,
         fields: Fields | None = None,
-    ) -> UpdateUserSLAWithComment | None:
+    ) -> UpdateUserSLAWithComment:
         """Manually set the SLA due date of findings (by id and/or filter) and add an explanatory
         comment.
 
@@ -1042,7 +1029,7 @@ class SyncOperations(OperationsBase):
         Default selection (documented fields only): ``ok``; ``fields=`` selects others.
         filters: a filter tree (``secfindings.field(...)`` or dicts in the API's filter language),
         serialized into ``filters_config.filtersjson``.
-        Not resent after a failure that may have reached the server (not idempotent).
+        Like every mutation, never resent after a failure that may have reached the server.
         """
         raw = self._native.call(
             "set_user_sla_and_comment",
@@ -1054,7 +1041,7 @@ class SyncOperations(OperationsBase):
             },
             fields_text(fields, UpdateUserSLAWithComment),
         )
-        return wrap(UpdateUserSLAWithComment, raw)
+        return wrap("set_user_sla_and_comment", UpdateUserSLAWithComment, raw)
 
     def update_finding_filter(
         self,
@@ -1064,16 +1051,15 @@ class SyncOperations(OperationsBase):
         filter: Any | None = None,
         description: str | None = None,
         fields: Fields | None = None,
-    ) -> UpdateFindingFilterV2 | None:
+    ) -> UpdateFindingFilterV2:
         """Updates a finding filter.
 
         Deprecated by the API: use :meth:`update_finding_filter_v2` (this emits a
         DeprecationWarning).
 
         GraphQL ``mutation { update_finding_filter }`` -> ``UpdateFindingFilterV2``.
-        Default selection (documented fields only): ``ok finding_filter { id }``; ``fields=``
-        selects
-        others.
+        Default selection (documented fields only): ``ok``; ``fields=`` selects others.
+        Like every mutation, never resent after a failure that may have reached the server.
         """
         deprecated("update_finding_filter", "update_finding_filter_v2")
         raw = self._native.call(
@@ -1081,7 +1067,7 @@ class SyncOperations(OperationsBase):
             {"id": id, "name": name, "filter": filter, "description": description},
             fields_text(fields, UpdateFindingFilterV2),
         )
-        return wrap(UpdateFindingFilterV2, raw)
+        return wrap("update_finding_filter", UpdateFindingFilterV2, raw)
 
     def update_finding_filter_v2(
         self,
@@ -1089,20 +1075,19 @@ class SyncOperations(OperationsBase):
         finding_filter: FindingFilterInput,
         *,
         fields: Fields | None = None,
-    ) -> UpdateFindingFilterV2 | None:
+    ) -> UpdateFindingFilterV2:
         """Update a finding filter.
 
         GraphQL ``mutation { update_finding_filter_v2 }`` -> ``UpdateFindingFilterV2``.
-        Default selection (documented fields only): ``ok finding_filter { id }``; ``fields=``
-        selects
-        others.
+        Default selection (documented fields only): ``ok``; ``fields=`` selects others.
+        Like every mutation, never resent after a failure that may have reached the server.
         """
         raw = self._native.call(
             "update_finding_filter_v2",
             {"id": id, "finding_filter": finding_filter},
             fields_text(fields, UpdateFindingFilterV2),
         )
-        return wrap(UpdateFindingFilterV2, raw)
+        return wrap("update_finding_filter_v2", UpdateFindingFilterV2, raw)
 
     def update_finding_scope_v2(
         self,
@@ -1110,37 +1095,36 @@ class SyncOperations(OperationsBase):
         finding_scope: FindingFilterInput,
         *,
         fields: Fields | None = None,
-    ) -> UpdateFindingScopeV2 | None:
+    ) -> UpdateFindingScopeV2:
         """Update a finding scope filter's configuration.
 
         GraphQL ``mutation { update_finding_scope_v2 }`` -> ``UpdateFindingScopeV2``.
-        Default selection (documented fields only): ``ok finding_scope { id }``; ``fields=`` selects
-        others.
+        Default selection (documented fields only): ``ok``; ``fields=`` selects others.
+        Like every mutation, never resent after a failure that may have reached the server.
         """
         raw = self._native.call(
             "update_finding_scope_v2",
             {"id": id, "finding_scope": finding_scope},
             fields_text(fields, UpdateFindingScopeV2),
         )
-        return wrap(UpdateFindingScopeV2, raw)
+        return wrap("update_finding_scope_v2", UpdateFindingScopeV2, raw)
 
     def update_sla_settings_v2(
         self,
         sla_settings: Sequence[SLARuleInput],
         *,
         fields: Fields | None = None,
-    ) -> UpdateSLAV2 | None:
+    ) -> UpdateSLAV2:
         """Update global SLA settings (v2).
 
         GraphQL ``mutation { update_sla_settings_v2 }`` -> ``UpdateSLAV2``.
-        Default selection (documented fields only): ``ok sla_preferences { id }``; ``fields=``
-        selects
-        others.
+        Default selection (documented fields only): ``ok``; ``fields=`` selects others.
+        Like every mutation, never resent after a failure that may have reached the server.
         """
         raw = self._native.call(
             "update_sla_settings_v2", {"sla_settings": sla_settings}, fields_text(fields, UpdateSLAV2)
         )
-        return wrap(UpdateSLAV2, raw)
+        return wrap("update_sla_settings_v2", UpdateSLAV2, raw)
 
 
 class AsyncOperations(OperationsBase):
@@ -1151,7 +1135,7 @@ class AsyncOperations(OperationsBase):
         id: str | int,
         *,
         fields: Fields | None = None,
-    ) -> Finding | None:
+    ) -> Finding:
         """One finding by its unique identifier (a global id string or the integer id).
 
         GraphQL ``query { finding }`` -> ``Finding``.
@@ -1161,7 +1145,7 @@ class AsyncOperations(OperationsBase):
         original_score } age description``; ``fields=`` selects others.
         """
         raw = await self._native.call_async("finding", {"id": id}, fields_text(fields, Finding))
-        return wrap(Finding, raw)
+        return wrap("finding", Finding, raw)
 
     def finding_filters(
         self,
@@ -1327,7 +1311,7 @@ class AsyncOperations(OperationsBase):
         *,
         include_unscoped: bool | None = None,
         fields: Fields | None = None,
-    ) -> ScopeHierarchy | None:
+    ) -> ScopeHierarchy:
         """Hierarchical structure of scopes, optionally including unscoped resources.
 
         GraphQL ``query { scope_hierarchy }`` -> ``ScopeHierarchy``.
@@ -1336,7 +1320,7 @@ class AsyncOperations(OperationsBase):
         raw = await self._native.call_async(
             "scope_hierarchy", {"include_unscoped": include_unscoped}, fields_text(fields, ScopeHierarchy)
         )
-        return wrap(ScopeHierarchy, raw)
+        return wrap("scope_hierarchy", ScopeHierarchy, raw)
 
     def scoring_rules(
         self,
@@ -1515,17 +1499,17 @@ class AsyncOperations(OperationsBase):
         active: bool,
         *,
         fields: Fields | None = None,
-    ) -> ActivateScoringRule | None:
+    ) -> ActivateScoringRule:
         """Activate or deactivate a scoring rule. Inactive rules are not applied to new findings.
 
         GraphQL ``mutation { activate_scoring_rule }`` -> ``ActivateScoringRule``.
-        Default selection (documented fields only): ``ok scoring_rule { id }``; ``fields=`` selects
-        others.
+        Default selection (documented fields only): ``ok``; ``fields=`` selects others.
+        Like every mutation, never resent after a failure that may have reached the server.
         """
         raw = await self._native.call_async(
             "activate_scoring_rule", {"id": id, "active": active}, fields_text(fields, ActivateScoringRule)
         )
-        return wrap(ActivateScoringRule, raw)
+        return wrap("activate_scoring_rule", ActivateScoringRule, raw)
 
     async def activate_sla_rule(
         self,
@@ -1533,35 +1517,34 @@ class AsyncOperations(OperationsBase):
         active: bool,
         *,
         fields: Fields | None = None,
-    ) -> ActivateSLAStatus | None:
+    ) -> ActivateSLAStatus:
         """Activate or deactivate an SLA rule. Controls automatic SLA assignment.
 
         GraphQL ``mutation { activate_sla_rule }`` -> ``ActivateSLAStatus``.
-        Default selection (documented fields only): ``ok sla_rule { id }``; ``fields=`` selects
-        others.
+        Default selection (documented fields only): ``ok``; ``fields=`` selects others.
+        Like every mutation, never resent after a failure that may have reached the server.
         """
         raw = await self._native.call_async(
             "activate_sla_rule", {"id": id, "active": active}, fields_text(fields, ActivateSLAStatus)
         )
-        return wrap(ActivateSLAStatus, raw)
+        return wrap("activate_sla_rule", ActivateSLAStatus, raw)
 
     async def add_scoring_rule(
         self,
         scoring_rule: ScoringRuleInput,
         *,
         fields: Fields | None = None,
-    ) -> AddScoringRule | None:
+    ) -> AddScoringRule:
         """Create a scoring rule.
 
         GraphQL ``mutation { add_scoring_rule }`` -> ``AddScoringRule``.
-        Default selection (documented fields only): ``ok scoring_rule { id }``; ``fields=`` selects
-        others.
-        Not resent after a failure that may have reached the server (not idempotent).
+        Default selection (documented fields only): ``ok``; ``fields=`` selects others.
+        Like every mutation, never resent after a failure that may have reached the server.
         """
         raw = await self._native.call_async(
             "add_scoring_rule", {"scoring_rule": scoring_rule}, fields_text(fields, AddScoringRule)
         )
-        return wrap(AddScoringRule, raw)
+        return wrap("add_scoring_rule", AddScoringRule, raw)
 
     async def add_sla_group(
         self,
@@ -1572,15 +1555,14 @@ class AsyncOperations(OperationsBase):
         priority: int | None = None,
         filters: Filter | Mapping[str, Any] | None = None,
         fields: Fields | None = None,
-    ) -> AddSLAGroup | None:
+    ) -> AddSLAGroup:
         """Create an SLA group.
 
         GraphQL ``mutation { add_sla_group }`` -> ``AddSLAGroup``.
-        Default selection (documented fields only): ``ok sla_group { id }``; ``fields=`` selects
-        others.
+        Default selection (documented fields only): ``ok``; ``fields=`` selects others.
         filters: a filter tree (``secfindings.field(...)`` or dicts in the API's filter language),
         serialized into ``filters_config.filtersjson``.
-        Not resent after a failure that may have reached the server (not idempotent).
+        Like every mutation, never resent after a failure that may have reached the server.
         """
         raw = await self._native.call_async(
             "add_sla_group",
@@ -1592,62 +1574,58 @@ class AsyncOperations(OperationsBase):
             },
             fields_text(fields, AddSLAGroup),
         )
-        return wrap(AddSLAGroup, raw)
+        return wrap("add_sla_group", AddSLAGroup, raw)
 
     async def add_sla_rule(
         self,
         sla_rule: SLARuleInput,
         *,
         fields: Fields | None = None,
-    ) -> AddSLARule | None:
+    ) -> AddSLARule:
         """Create an SLA rule.
 
         GraphQL ``mutation { add_sla_rule }`` -> ``AddSLARule``.
-        Default selection (documented fields only): ``ok sla_rule { id }``; ``fields=`` selects
-        others.
-        Not resent after a failure that may have reached the server (not idempotent).
+        Default selection (documented fields only): ``ok``; ``fields=`` selects others.
+        Like every mutation, never resent after a failure that may have reached the server.
         """
         raw = await self._native.call_async(
             "add_sla_rule", {"sla_rule": sla_rule}, fields_text(fields, AddSLARule)
         )
-        return wrap(AddSLARule, raw)
+        return wrap("add_sla_rule", AddSLARule, raw)
 
     async def add_status_rule(
         self,
         status_rule: StatusRuleInput,
         *,
         fields: Fields | None = None,
-    ) -> AddStatusRule | None:
+    ) -> AddStatusRule:
         """Create a status rule.
 
         GraphQL ``mutation { add_status_rule }`` -> ``AddStatusRule``.
-        Default selection (documented fields only): ``ok status_rule { id }``; ``fields=`` selects
-        others.
-        Not resent after a failure that may have reached the server (not idempotent).
+        Default selection (documented fields only): ``ok``; ``fields=`` selects others.
+        Like every mutation, never resent after a failure that may have reached the server.
         """
         raw = await self._native.call_async(
             "add_status_rule", {"status_rule": status_rule}, fields_text(fields, AddStatusRule)
         )
-        return wrap(AddStatusRule, raw)
+        return wrap("add_status_rule", AddStatusRule, raw)
 
     async def add_ticket_sla_rule(
         self,
         ticket_sla: TicketSLAInput,
         *,
         fields: Fields | None = None,
-    ) -> AddTicketSLARule | None:
+    ) -> AddTicketSLARule:
         """Create a ticket SLA rule.
 
         GraphQL ``mutation { add_ticket_sla_rule }`` -> ``AddTicketSLARule``.
-        Default selection (documented fields only): ``ok ticket_sla_rule { id }``; ``fields=``
-        selects
-        others.
-        Not resent after a failure that may have reached the server (not idempotent).
+        Default selection (documented fields only): ``ok``; ``fields=`` selects others.
+        Like every mutation, never resent after a failure that may have reached the server.
         """
         raw = await self._native.call_async(
             "add_ticket_sla_rule", {"ticket_sla": ticket_sla}, fields_text(fields, AddTicketSLARule)
         )
-        return wrap(AddTicketSLARule, raw)
+        return wrap("add_ticket_sla_rule", AddTicketSLARule, raw)
 
     async def create_scope_group(
         self,
@@ -1657,27 +1635,26 @@ class AsyncOperations(OperationsBase):
         scope_ids: Sequence[str | int] | None = None,
         users: Sequence[str] | str | None = None,
         fields: Fields | None = None,
-    ) -> CreateScopeGroup | None:
+    ) -> CreateScopeGroup:
         """Create a scope group (organizes access permissions).
 
         GraphQL ``mutation { create_scope_group }`` -> ``CreateScopeGroup``.
-        Default selection (documented fields only): ``ok scope_group { id }``; ``fields=`` selects
-        others.
-        Not resent after a failure that may have reached the server (not idempotent).
+        Default selection (documented fields only): ``ok``; ``fields=`` selects others.
+        Like every mutation, never resent after a failure that may have reached the server.
         """
         raw = await self._native.call_async(
             "create_scope_group",
             {"name": name, "description": description, "scope_ids": scope_ids, "users": users},
             fields_text(fields, CreateScopeGroup),
         )
-        return wrap(CreateScopeGroup, raw)
+        return wrap("create_scope_group", CreateScopeGroup, raw)
 
     async def delete_finding_filter(
         self,
         id: str | int,
         *,
         fields: Fields | None = None,
-    ) -> DeleteFindingFilterV2 | None:
+    ) -> DeleteFindingFilterV2:
         """Deletes a finding filter.
 
         Deprecated by the API: use :meth:`delete_finding_filter_v2` (this emits a
@@ -1685,132 +1662,132 @@ class AsyncOperations(OperationsBase):
 
         GraphQL ``mutation { delete_finding_filter }`` -> ``DeleteFindingFilterV2``.
         Default selection (documented fields only): ``ok``; ``fields=`` selects others.
-        Not resent after a failure that may have reached the server (not idempotent).
+        Like every mutation, never resent after a failure that may have reached the server.
         """
         deprecated("delete_finding_filter", "delete_finding_filter_v2")
         raw = await self._native.call_async(
             "delete_finding_filter", {"id": id}, fields_text(fields, DeleteFindingFilterV2)
         )
-        return wrap(DeleteFindingFilterV2, raw)
+        return wrap("delete_finding_filter", DeleteFindingFilterV2, raw)
 
     async def delete_finding_filter_v2(
         self,
         id: str | int,
         *,
         fields: Fields | None = None,
-    ) -> DeleteFindingFilterV2 | None:
+    ) -> DeleteFindingFilterV2:
         """Delete a finding filter.
 
         GraphQL ``mutation { delete_finding_filter_v2 }`` -> ``DeleteFindingFilterV2``.
         Default selection (documented fields only): ``ok``; ``fields=`` selects others.
-        Not resent after a failure that may have reached the server (not idempotent).
+        Like every mutation, never resent after a failure that may have reached the server.
         """
         raw = await self._native.call_async(
             "delete_finding_filter_v2", {"id": id}, fields_text(fields, DeleteFindingFilterV2)
         )
-        return wrap(DeleteFindingFilterV2, raw)
+        return wrap("delete_finding_filter_v2", DeleteFindingFilterV2, raw)
 
     async def delete_finding_scope_v2(
         self,
         id: str | int,
         *,
         fields: Fields | None = None,
-    ) -> DeleteFindingScopeV2 | None:
+    ) -> DeleteFindingScopeV2:
         """Delete a finding scope filter. Affects any rules or queries that use the scope.
 
         GraphQL ``mutation { delete_finding_scope_v2 }`` -> ``DeleteFindingScopeV2``.
         Default selection (documented fields only): ``ok``; ``fields=`` selects others.
-        Not resent after a failure that may have reached the server (not idempotent).
+        Like every mutation, never resent after a failure that may have reached the server.
         """
         raw = await self._native.call_async(
             "delete_finding_scope_v2", {"id": id}, fields_text(fields, DeleteFindingScopeV2)
         )
-        return wrap(DeleteFindingScopeV2, raw)
+        return wrap("delete_finding_scope_v2", DeleteFindingScopeV2, raw)
 
     async def delete_scope_group(
         self,
         id: str | int,
         *,
         fields: Fields | None = None,
-    ) -> DeleteScopeGroup | None:
+    ) -> DeleteScopeGroup:
         """Delete a scope group. Affects users and rules assigned to the group.
 
         GraphQL ``mutation { delete_scope_group }`` -> ``DeleteScopeGroup``.
         Default selection (documented fields only): ``ok``; ``fields=`` selects others.
-        Not resent after a failure that may have reached the server (not idempotent).
+        Like every mutation, never resent after a failure that may have reached the server.
         """
         raw = await self._native.call_async(
             "delete_scope_group", {"id": id}, fields_text(fields, DeleteScopeGroup)
         )
-        return wrap(DeleteScopeGroup, raw)
+        return wrap("delete_scope_group", DeleteScopeGroup, raw)
 
     async def delete_scoring_rule(
         self,
         id: str | int,
         *,
         fields: Fields | None = None,
-    ) -> DeleteScoringRule | None:
+    ) -> DeleteScoringRule:
         """Delete a scoring rule. Scores already assigned by the rule remain unchanged.
 
         GraphQL ``mutation { delete_scoring_rule }`` -> ``DeleteScoringRule``.
         Default selection (documented fields only): ``ok``; ``fields=`` selects others.
-        Not resent after a failure that may have reached the server (not idempotent).
+        Like every mutation, never resent after a failure that may have reached the server.
         """
         raw = await self._native.call_async(
             "delete_scoring_rule", {"id": id}, fields_text(fields, DeleteScoringRule)
         )
-        return wrap(DeleteScoringRule, raw)
+        return wrap("delete_scoring_rule", DeleteScoringRule, raw)
 
     async def delete_sla_rule(
         self,
         id: str | int,
         *,
         fields: Fields | None = None,
-    ) -> DeleteSLAStatus | None:
+    ) -> DeleteSLAStatus:
         """Delete an SLA rule. Active SLAs created by the rule remain in effect.
 
         GraphQL ``mutation { delete_sla_rule }`` -> ``DeleteSLAStatus``.
         Default selection (documented fields only): ``ok``; ``fields=`` selects others.
-        Not resent after a failure that may have reached the server (not idempotent).
+        Like every mutation, never resent after a failure that may have reached the server.
         """
         raw = await self._native.call_async(
             "delete_sla_rule", {"id": id}, fields_text(fields, DeleteSLAStatus)
         )
-        return wrap(DeleteSLAStatus, raw)
+        return wrap("delete_sla_rule", DeleteSLAStatus, raw)
 
     async def delete_status_rule(
         self,
         id: str | int,
         *,
         fields: Fields | None = None,
-    ) -> DeleteStatusRule | None:
+    ) -> DeleteStatusRule:
         """Delete a status rule. Findings whose status the rule already set are not affected.
 
         GraphQL ``mutation { delete_status_rule }`` -> ``DeleteStatusRule``.
         Default selection (documented fields only): ``ok``; ``fields=`` selects others.
-        Not resent after a failure that may have reached the server (not idempotent).
+        Like every mutation, never resent after a failure that may have reached the server.
         """
         raw = await self._native.call_async(
             "delete_status_rule", {"id": id}, fields_text(fields, DeleteStatusRule)
         )
-        return wrap(DeleteStatusRule, raw)
+        return wrap("delete_status_rule", DeleteStatusRule, raw)
 
     async def delete_ticket_sla_rule(
         self,
         id: str | int,
         *,
         fields: Fields | None = None,
-    ) -> DeleteTicketSLARule | None:
+    ) -> DeleteTicketSLARule:
         """Delete a ticket SLA rule. Active ticket SLAs are not affected.
 
         GraphQL ``mutation { delete_ticket_sla_rule }`` -> ``DeleteTicketSLARule``.
         Default selection (documented fields only): ``ok``; ``fields=`` selects others.
-        Not resent after a failure that may have reached the server (not idempotent).
+        Like every mutation, never resent after a failure that may have reached the server.
         """
         raw = await self._native.call_async(
             "delete_ticket_sla_rule", {"id": id}, fields_text(fields, DeleteTicketSLARule)
         )
-        return wrap(DeleteTicketSLARule, raw)
+        return wrap("delete_ticket_sla_rule", DeleteTicketSLARule, raw)
 
     async def edit_scope_group(
         self,
@@ -1821,19 +1798,19 @@ class AsyncOperations(OperationsBase):
         scope_ids: Sequence[str | int] | None = None,
         users: Sequence[str] | str | None = None,
         fields: Fields | None = None,
-    ) -> EditScopeGroup | None:
+    ) -> EditScopeGroup:
         """Modify a scope group's configuration and permissions.
 
         GraphQL ``mutation { edit_scope_group }`` -> ``EditScopeGroup``.
-        Default selection (documented fields only): ``ok scope_group { id }``; ``fields=`` selects
-        others.
+        Default selection (documented fields only): ``ok``; ``fields=`` selects others.
+        Like every mutation, never resent after a failure that may have reached the server.
         """
         raw = await self._native.call_async(
             "edit_scope_group",
             {"id": id, "name": name, "description": description, "scope_ids": scope_ids, "users": users},
             fields_text(fields, EditScopeGroup),
         )
-        return wrap(EditScopeGroup, raw)
+        return wrap("edit_scope_group", EditScopeGroup, raw)
 
     async def edit_scoring_rule(
         self,
@@ -1841,19 +1818,19 @@ class AsyncOperations(OperationsBase):
         scoring_rule: ScoringRuleInput,
         *,
         fields: Fields | None = None,
-    ) -> EditScoringRule | None:
+    ) -> EditScoringRule:
         """Modify a scoring rule's logic and parameters.
 
         GraphQL ``mutation { edit_scoring_rule }`` -> ``EditScoringRule``.
-        Default selection (documented fields only): ``ok scoring_rule { id }``; ``fields=`` selects
-        others.
+        Default selection (documented fields only): ``ok``; ``fields=`` selects others.
+        Like every mutation, never resent after a failure that may have reached the server.
         """
         raw = await self._native.call_async(
             "edit_scoring_rule",
             {"id": id, "scoring_rule": scoring_rule},
             fields_text(fields, EditScoringRule),
         )
-        return wrap(EditScoringRule, raw)
+        return wrap("edit_scoring_rule", EditScoringRule, raw)
 
     async def edit_sla_rule(
         self,
@@ -1861,17 +1838,17 @@ class AsyncOperations(OperationsBase):
         sla_rule: SLARuleInput,
         *,
         fields: Fields | None = None,
-    ) -> EditSLARule | None:
+    ) -> EditSLARule:
         """Modify an SLA rule's timeframes and conditions.
 
         GraphQL ``mutation { edit_sla_rule }`` -> ``EditSLARule``.
-        Default selection (documented fields only): ``ok sla_rule { id }``; ``fields=`` selects
-        others.
+        Default selection (documented fields only): ``ok``; ``fields=`` selects others.
+        Like every mutation, never resent after a failure that may have reached the server.
         """
         raw = await self._native.call_async(
             "edit_sla_rule", {"id": id, "sla_rule": sla_rule}, fields_text(fields, EditSLARule)
         )
-        return wrap(EditSLARule, raw)
+        return wrap("edit_sla_rule", EditSLARule, raw)
 
     async def edit_status_rule(
         self,
@@ -1879,17 +1856,17 @@ class AsyncOperations(OperationsBase):
         status_rule: StatusRuleInput,
         *,
         fields: Fields | None = None,
-    ) -> EditStatusRule | None:
+    ) -> EditStatusRule:
         """Modify a status rule's conditions and actions.
 
         GraphQL ``mutation { edit_status_rule }`` -> ``EditStatusRule``.
-        Default selection (documented fields only): ``ok status_rule { id }``; ``fields=`` selects
-        others.
+        Default selection (documented fields only): ``ok``; ``fields=`` selects others.
+        Like every mutation, never resent after a failure that may have reached the server.
         """
         raw = await self._native.call_async(
             "edit_status_rule", {"id": id, "status_rule": status_rule}, fields_text(fields, EditStatusRule)
         )
-        return wrap(EditStatusRule, raw)
+        return wrap("edit_status_rule", EditStatusRule, raw)
 
     async def edit_ticket_sla_rule(
         self,
@@ -1897,20 +1874,19 @@ class AsyncOperations(OperationsBase):
         ticket_sla: TicketSLAInput,
         *,
         fields: Fields | None = None,
-    ) -> EditTicketSLARule | None:
+    ) -> EditTicketSLARule:
         """Modify a ticket SLA rule's parameters and conditions.
 
         GraphQL ``mutation { edit_ticket_sla_rule }`` -> ``EditTicketSLARule``.
-        Default selection (documented fields only): ``ok ticket_sla_rule { id }``; ``fields=``
-        selects
-        others.
+        Default selection (documented fields only): ``ok``; ``fields=`` selects others.
+        Like every mutation, never resent after a failure that may have reached the server.
         """
         raw = await self._native.call_async(
             "edit_ticket_sla_rule",
             {"id": id, "ticket_sla": ticket_sla},
             fields_text(fields, EditTicketSLARule),
         )
-        return wrap(EditTicketSLARule, raw)
+        return wrap("edit_ticket_sla_rule", EditTicketSLARule, raw)
 
     async def enable_status_rule(
         self,
@@ -1918,17 +1894,17 @@ class AsyncOperations(OperationsBase):
         enabled: bool,
         *,
         fields: Fields | None = None,
-    ) -> EnableStatusRule | None:
+    ) -> EnableStatusRule:
         """Enable or disable a status rule. Controls automatic status assignment.
 
         GraphQL ``mutation { enable_status_rule }`` -> ``EnableStatusRule``.
-        Default selection (documented fields only): ``ok status_rule { id }``; ``fields=`` selects
-        others.
+        Default selection (documented fields only): ``ok``; ``fields=`` selects others.
+        Like every mutation, never resent after a failure that may have reached the server.
         """
         raw = await self._native.call_async(
             "enable_status_rule", {"id": id, "enabled": enabled}, fields_text(fields, EnableStatusRule)
         )
-        return wrap(EnableStatusRule, raw)
+        return wrap("enable_status_rule", EnableStatusRule, raw)
 
     async def enable_ticket_sla_rule(
         self,
@@ -1936,18 +1912,17 @@ class AsyncOperations(OperationsBase):
         enabled: bool,
         *,
         fields: Fields | None = None,
-    ) -> EnableTicketSLARule | None:
+    ) -> EnableTicketSLARule:
         """Enable or disable a ticket SLA rule. Controls application to new tickets.
 
         GraphQL ``mutation { enable_ticket_sla_rule }`` -> ``EnableTicketSLARule``.
-        Default selection (documented fields only): ``ok ticket_sla_rule { id }``; ``fields=``
-        selects
-        others.
+        Default selection (documented fields only): ``ok``; ``fields=`` selects others.
+        Like every mutation, never resent after a failure that may have reached the server.
         """
         raw = await self._native.call_async(
             "enable_ticket_sla_rule", {"id": id, "enabled": enabled}, fields_text(fields, EnableTicketSLARule)
         )
-        return wrap(EnableTicketSLARule, raw)
+        return wrap("enable_ticket_sla_rule", EnableTicketSLARule, raw)
 
     async def new_finding_filter(
         self,
@@ -1956,16 +1931,14 @@ class AsyncOperations(OperationsBase):
         *,
         description: str | None = None,
         fields: Fields | None = None,
-    ) -> NewFindingFilterV2 | None:
+    ) -> NewFindingFilterV2:
         """Creates a finding filter.
 
         Deprecated by the API: use :meth:`new_finding_filter_v2` (this emits a DeprecationWarning).
 
         GraphQL ``mutation { new_finding_filter }`` -> ``NewFindingFilterV2``.
-        Default selection (documented fields only): ``ok finding_filter { id }``; ``fields=``
-        selects
-        others.
-        Not resent after a failure that may have reached the server (not idempotent).
+        Default selection (documented fields only): ``ok``; ``fields=`` selects others.
+        Like every mutation, never resent after a failure that may have reached the server.
         """
         deprecated("new_finding_filter", "new_finding_filter_v2")
         raw = await self._native.call_async(
@@ -1973,59 +1946,57 @@ class AsyncOperations(OperationsBase):
             {"name": name, "filter": filter, "description": description},
             fields_text(fields, NewFindingFilterV2),
         )
-        return wrap(NewFindingFilterV2, raw)
+        return wrap("new_finding_filter", NewFindingFilterV2, raw)
 
     async def new_finding_filter_v2(
         self,
         finding_filter: FindingFilterInput,
         *,
         fields: Fields | None = None,
-    ) -> NewFindingFilterV2 | None:
+    ) -> NewFindingFilterV2:
         """Create a finding filter.
 
         GraphQL ``mutation { new_finding_filter_v2 }`` -> ``NewFindingFilterV2``.
-        Default selection (documented fields only): ``ok finding_filter { id }``; ``fields=``
-        selects
-        others.
-        Not resent after a failure that may have reached the server (not idempotent).
+        Default selection (documented fields only): ``ok``; ``fields=`` selects others.
+        Like every mutation, never resent after a failure that may have reached the server.
         """
         raw = await self._native.call_async(
             "new_finding_filter_v2",
             {"finding_filter": finding_filter},
             fields_text(fields, NewFindingFilterV2),
         )
-        return wrap(NewFindingFilterV2, raw)
+        return wrap("new_finding_filter_v2", NewFindingFilterV2, raw)
 
     async def new_finding_scope_v2(
         self,
         finding_scope: FindingFilterInput,
         *,
         fields: Fields | None = None,
-    ) -> NewFindingScopeV2 | None:
+    ) -> NewFindingScopeV2:
         """Create a finding scope filter (which findings are included in queries and rules).
 
         GraphQL ``mutation { new_finding_scope_v2 }`` -> ``NewFindingScopeV2``.
-        Default selection (documented fields only): ``ok finding_scope { id }``; ``fields=`` selects
-        others.
-        Not resent after a failure that may have reached the server (not idempotent).
+        Default selection (documented fields only): ``ok``; ``fields=`` selects others.
+        Like every mutation, never resent after a failure that may have reached the server.
         """
         raw = await self._native.call_async(
             "new_finding_scope_v2", {"finding_scope": finding_scope}, fields_text(fields, NewFindingScopeV2)
         )
-        return wrap(NewFindingScopeV2, raw)
+        return wrap("new_finding_scope_v2", NewFindingScopeV2, raw)
 
     async def save_scope_hierarchy(
         self,
         *,
         fields: Fields | None = None,
-    ) -> GenerateScopes | None:
+    ) -> GenerateScopes:
         """Generate and save the scope hierarchy from the current configuration.
 
         GraphQL ``mutation { save_scope_hierarchy }`` -> ``GenerateScopes``.
         Default selection (documented fields only): ``ok``; ``fields=`` selects others.
+        Like every mutation, never resent after a failure that may have reached the server.
         """
         raw = await self._native.call_async("save_scope_hierarchy", {}, fields_text(fields, GenerateScopes))
-        return wrap(GenerateScopes, raw)
+        return wrap("save_scope_hierarchy", GenerateScopes, raw)
 
     async def set_user_sla_and_comment(
         self,
@@ -2036,7 +2007,7 @@ class AsyncOperations(OperationsBase):
         filters_config: FiltersConfigInput | None = None,
         filters: Filter | Mapping[str, Any] | None = None,
         fields: Fields | None = None,
-    ) -> UpdateUserSLAWithComment | None:
+    ) -> UpdateUserSLAWithComment:
         """Manually set the SLA due date of findings (by id and/or filter) and add an explanatory
         comment.
 
@@ -2044,7 +2015,7 @@ class AsyncOperations(OperationsBase):
         Default selection (documented fields only): ``ok``; ``fields=`` selects others.
         filters: a filter tree (``secfindings.field(...)`` or dicts in the API's filter language),
         serialized into ``filters_config.filtersjson``.
-        Not resent after a failure that may have reached the server (not idempotent).
+        Like every mutation, never resent after a failure that may have reached the server.
         """
         raw = await self._native.call_async(
             "set_user_sla_and_comment",
@@ -2056,7 +2027,7 @@ class AsyncOperations(OperationsBase):
             },
             fields_text(fields, UpdateUserSLAWithComment),
         )
-        return wrap(UpdateUserSLAWithComment, raw)
+        return wrap("set_user_sla_and_comment", UpdateUserSLAWithComment, raw)
 
     async def update_finding_filter(
         self,
@@ -2066,16 +2037,15 @@ class AsyncOperations(OperationsBase):
         filter: Any | None = None,
         description: str | None = None,
         fields: Fields | None = None,
-    ) -> UpdateFindingFilterV2 | None:
+    ) -> UpdateFindingFilterV2:
         """Updates a finding filter.
 
         Deprecated by the API: use :meth:`update_finding_filter_v2` (this emits a
         DeprecationWarning).
 
         GraphQL ``mutation { update_finding_filter }`` -> ``UpdateFindingFilterV2``.
-        Default selection (documented fields only): ``ok finding_filter { id }``; ``fields=``
-        selects
-        others.
+        Default selection (documented fields only): ``ok``; ``fields=`` selects others.
+        Like every mutation, never resent after a failure that may have reached the server.
         """
         deprecated("update_finding_filter", "update_finding_filter_v2")
         raw = await self._native.call_async(
@@ -2083,7 +2053,7 @@ class AsyncOperations(OperationsBase):
             {"id": id, "name": name, "filter": filter, "description": description},
             fields_text(fields, UpdateFindingFilterV2),
         )
-        return wrap(UpdateFindingFilterV2, raw)
+        return wrap("update_finding_filter", UpdateFindingFilterV2, raw)
 
     async def update_finding_filter_v2(
         self,
@@ -2091,20 +2061,19 @@ class AsyncOperations(OperationsBase):
         finding_filter: FindingFilterInput,
         *,
         fields: Fields | None = None,
-    ) -> UpdateFindingFilterV2 | None:
+    ) -> UpdateFindingFilterV2:
         """Update a finding filter.
 
         GraphQL ``mutation { update_finding_filter_v2 }`` -> ``UpdateFindingFilterV2``.
-        Default selection (documented fields only): ``ok finding_filter { id }``; ``fields=``
-        selects
-        others.
+        Default selection (documented fields only): ``ok``; ``fields=`` selects others.
+        Like every mutation, never resent after a failure that may have reached the server.
         """
         raw = await self._native.call_async(
             "update_finding_filter_v2",
             {"id": id, "finding_filter": finding_filter},
             fields_text(fields, UpdateFindingFilterV2),
         )
-        return wrap(UpdateFindingFilterV2, raw)
+        return wrap("update_finding_filter_v2", UpdateFindingFilterV2, raw)
 
     async def update_finding_scope_v2(
         self,
@@ -2112,34 +2081,33 @@ class AsyncOperations(OperationsBase):
         finding_scope: FindingFilterInput,
         *,
         fields: Fields | None = None,
-    ) -> UpdateFindingScopeV2 | None:
+    ) -> UpdateFindingScopeV2:
         """Update a finding scope filter's configuration.
 
         GraphQL ``mutation { update_finding_scope_v2 }`` -> ``UpdateFindingScopeV2``.
-        Default selection (documented fields only): ``ok finding_scope { id }``; ``fields=`` selects
-        others.
+        Default selection (documented fields only): ``ok``; ``fields=`` selects others.
+        Like every mutation, never resent after a failure that may have reached the server.
         """
         raw = await self._native.call_async(
             "update_finding_scope_v2",
             {"id": id, "finding_scope": finding_scope},
             fields_text(fields, UpdateFindingScopeV2),
         )
-        return wrap(UpdateFindingScopeV2, raw)
+        return wrap("update_finding_scope_v2", UpdateFindingScopeV2, raw)
 
     async def update_sla_settings_v2(
         self,
         sla_settings: Sequence[SLARuleInput],
         *,
         fields: Fields | None = None,
-    ) -> UpdateSLAV2 | None:
+    ) -> UpdateSLAV2:
         """Update global SLA settings (v2).
 
         GraphQL ``mutation { update_sla_settings_v2 }`` -> ``UpdateSLAV2``.
-        Default selection (documented fields only): ``ok sla_preferences { id }``; ``fields=``
-        selects
-        others.
+        Default selection (documented fields only): ``ok``; ``fields=`` selects others.
+        Like every mutation, never resent after a failure that may have reached the server.
         """
         raw = await self._native.call_async(
             "update_sla_settings_v2", {"sla_settings": sla_settings}, fields_text(fields, UpdateSLAV2)
         )
-        return wrap(UpdateSLAV2, raw)
+        return wrap("update_sla_settings_v2", UpdateSLAV2, raw)

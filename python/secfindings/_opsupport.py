@@ -9,7 +9,7 @@ import warnings
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from secfindings.errors import ValidationError
+from secfindings.errors import GraphQLError, ValidationError
 
 if TYPE_CHECKING:
     from secfindings._native import NativeClient
@@ -40,8 +40,12 @@ def fields_text(fields: Fields | None, model: type[Model] | None) -> str | None:
                 raise ValidationError("fields='*' needs an object result")
             return model.selection()
         return fields
-    if not all(isinstance(f, str) for f in fields):
+    if isinstance(fields, (bytes, Mapping)) or not all(isinstance(f, str) for f in fields):
         raise ValidationError("fields must be a str or a list of str")
+    if any(f.strip() == "*" for f in fields):
+        if len(fields) != 1 or model is None:
+            raise ValidationError("fields='*' selects every declared field: do not combine it with others")
+        return model.selection()
     return " ".join(fields)
 
 
@@ -69,5 +73,8 @@ def deprecated(name: str, successor: str) -> None:
     )
 
 
-def wrap(model: type[M], raw: Any) -> M | None:
-    return None if raw is None else model(raw)
+def wrap(operation: str, model: type[M], raw: Any) -> M:
+    """The typed result; a null result (with no error) is raised, never returned as None."""
+    if raw is None:
+        raise GraphQLError(f"{operation}() returned null (no object, and no error from the server)")
+    return model(raw)

@@ -7,8 +7,8 @@ into items (and items into typed models, when the operation has one).
 from __future__ import annotations
 
 from collections.abc import AsyncIterator, Callable, Iterator
-from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Generic, TypeVar
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Generic, Protocol, TypeVar
 
 if TYPE_CHECKING:
     from secfindings._native import NativePages
@@ -34,17 +34,45 @@ class Page(Generic[T]):
 
     items: list[T]
     page_info: PageInfo
+    #: Each item's edge cursor when the query selected it (the typed methods do); else empty.
+    cursors: list[str | None] = field(default_factory=list, repr=False, compare=False)
 
     def __len__(self) -> int:
         return len(self.items)
 
 
-def _page(raw: tuple[list[Any], dict[str, Any]], wrap: Callable[[Any], T] | None) -> Page[T]:
-    items, info = raw
+def _page(
+    raw: tuple[list[Any], dict[str, Any], list[str | None]], wrap: Callable[[Any], T] | None
+) -> Page[T]:
+    items, info, cursors = raw
     if wrap is not None:
         # A null node stays None (a server may null one out with a resolver error).
         items = [wrap(i) if i is not None else i for i in items]
-    return Page(items=items, page_info=PageInfo(**info))
+    return Page(items=items, page_info=PageInfo(**info), cursors=cursors)
+
+
+class _HasCursor(Protocol):
+    _cursor: str | None
+
+
+def _items(owner: _HasCursor, page: Page[T]) -> Iterator[T]:
+    """Hands out a page's items, moving the owner's cursor to each item as it goes."""
+    cursors = page.cursors
+    last = len(page.items) - 1
+    for i, item in enumerate(page.items):
+        if cursors and cursors[i] is not None:
+            owner._cursor = cursors[i]
+        elif i == last:
+            owner._cursor = page.page_info.end_cursor or owner._cursor
+        yield item
+    if not page.items:
+        owner._cursor = page.page_info.end_cursor or owner._cursor
+
+
+def _repr(owner: _HasCursor, wrap: Callable[[Any], Any] | None, done: bool) -> str:
+    kind = getattr(wrap, "__name__", "dict")
+    state = "exhausted" if done else "lazy"
+    return f"<{type(owner).__name__}[{kind}] {state}, cursor={owner._cursor!r}>"
 
 
 def _frame(items: list[Any]) -> Any:
@@ -67,11 +95,14 @@ class Paginator(Generic[T]):
         self._pages = pages
         self._wrap = wrap
         self._done = False
+        self._cursor = pages.cursor
 
     @property
     def cursor(self) -> str | None:
-        """End cursor of the last page consumed (resume with ``after=paginator.cursor``)."""
-        return self._pages.cursor
+        """Where to resume (``after=paginator.cursor``): the cursor of the last item handed out,
+        mid-page too, when the query selects the edges' cursors (the typed methods do); otherwise
+        the end cursor of the last page fully consumed. Nothing is skipped on resume."""
+        return self._cursor
 
     def pages(self) -> Iterator[Page[T]]:
         """Iterate page by page."""
@@ -80,11 +111,21 @@ class Paginator(Generic[T]):
             if raw is None:
                 self._done = True
                 return
-            yield _page(raw, self._wrap)
+            page = _page(raw, self._wrap)
+            self._cursor = page.page_info.end_cursor or self._cursor
+            yield page
 
     def __iter__(self) -> Iterator[T]:
-        for page in self.pages():
-            yield from page.items
+        while not self._done:
+            raw = self._pages.next_page()
+            if raw is None:
+                self._done = True
+                return
+            page = _page(raw, self._wrap)
+            yield from _items(self, page)
+
+    def __repr__(self) -> str:
+        return _repr(self, self._wrap, self._done)
 
     def to_list(self) -> list[T]:
         """All remaining items, in a list."""
@@ -102,11 +143,12 @@ class AsyncPaginator(Generic[T]):
         self._pages = pages
         self._wrap = wrap
         self._done = False
+        self._cursor = pages.cursor
 
     @property
     def cursor(self) -> str | None:
-        """End cursor of the last page consumed (resume with ``after=paginator.cursor``)."""
-        return self._pages.cursor
+        """Where to resume (``after=paginator.cursor``); see :attr:`Paginator.cursor`."""
+        return self._cursor
 
     async def pages(self) -> AsyncIterator[Page[T]]:
         """Iterate page by page."""
@@ -115,12 +157,21 @@ class AsyncPaginator(Generic[T]):
             if raw is None:
                 self._done = True
                 return
-            yield _page(raw, self._wrap)
+            page = _page(raw, self._wrap)
+            self._cursor = page.page_info.end_cursor or self._cursor
+            yield page
 
     async def __aiter__(self) -> AsyncIterator[T]:
-        async for page in self.pages():
-            for item in page.items:
+        while not self._done:
+            raw = await self._pages.next_page_async()
+            if raw is None:
+                self._done = True
+                return
+            for item in _items(self, _page(raw, self._wrap)):
                 yield item
+
+    def __repr__(self) -> str:
+        return _repr(self, self._wrap, self._done)
 
     async def to_list(self) -> list[T]:
         """All remaining items, in a list."""

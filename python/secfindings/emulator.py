@@ -19,6 +19,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seed", type=int, default=7, help="seed of the generated data (default 7)")
     parser.add_argument("--jwt-lifetime", type=float, default=3600.0, help="JWT lifetime in seconds")
     parser.add_argument("--customer", default="acme", help="customer of the printed API token")
+    parser.add_argument(
+        "--response-cache",
+        action="store_true",
+        help="answer repeated queries from memory until the next mutation (for benchmarks)",
+    )
     args = parser.parse_args(argv)
 
     from secfindings.testing import Emulator
@@ -30,6 +35,7 @@ def main(argv: list[str] | None = None) -> int:
             port=args.port,
             host=args.host,
             jwt_lifetime=args.jwt_lifetime,
+            response_cache=args.response_cache,
         )
     except Exception as exc:  # a taken port is the usual cause: say so plainly
         print(f"error: {exc}", file=sys.stderr)

@@ -41,11 +41,20 @@ __all__ = [
 _LIST_CONDITIONS = frozenset(
     {"in", "not_in", "overlap", "notoverlapping", "overlapilikelist", "notoverlapilikelist"}
 )
-# Conditions whose value is one scalar.
-_SCALAR_CONDITIONS = frozenset({"equals", "not_equals", "contains", "not_contains"})
+# Conditions whose value is one scalar. gt/gte/lt/lte: the emulator's, not confirmed in production.
+_SCALAR_CONDITIONS = frozenset({"equals", "not_equals", "contains", "not_contains", "gt", "gte", "lt", "lte"})
 
 CONDITIONS: frozenset[str] = _LIST_CONDITIONS | _SCALAR_CONDITIONS | {"exists"}
-"""The leaf conditions of the production filter language (a relation filter uses ``""``)."""
+"""The leaf conditions known to the client (a relation filter uses ``""``). A condition outside
+this set is sent as given, unless it looks like a misspelling of one of them."""
+
+
+def _unknown_condition(condition: str) -> str | None:
+    """An error message for a likely misspelling; None lets an unknown condition through, since
+    the production language may know conditions the public sources did not show."""
+    hint = did_you_mean(condition, sorted(CONDITIONS))
+    return f"unknown condition {condition!r}{hint}" if hint else None
+
 
 _GROUP_KEYS = frozenset({"operator", "operands"})
 _LEAF_KEYS = frozenset({"field", "condition", "value"})
@@ -99,9 +108,8 @@ class Condition(Filter):
         if self.condition == "":
             if not isinstance(self.value, Filter):
                 raise ValidationError("a relation condition (condition '') needs a Filter as value")
-        elif self.condition not in CONDITIONS:
-            hint = did_you_mean(self.condition, sorted(CONDITIONS))
-            raise ValidationError(f"unknown condition {self.condition!r}{hint}")
+        elif self.condition not in CONDITIONS and (problem := _unknown_condition(self.condition)):
+            raise ValidationError(problem)
 
     def to_dict(self) -> dict[str, Any]:
         """The leaf as ``{"field": ..., "condition": ..., "value": ...}``."""
@@ -207,6 +215,27 @@ class Field:
     def not_equals(self, value: Any) -> Condition:
         """The field differs from ``value`` (condition ``not_equals``)."""
         return self._scalar("not_equals", "not_equals", value)
+
+    def gt(self, value: Any) -> Condition:
+        """The field is greater than ``value`` (``gt``; modelled by the emulator, not confirmed in
+        production)."""
+        return self._scalar("gt", "gt", value)
+
+    def gte(self, value: Any) -> Condition:
+        """The field is at least ``value`` (``gte``; see :meth:`gt`)."""
+        return self._scalar("gte", "gte", value)
+
+    def lt(self, value: Any) -> Condition:
+        """The field is less than ``value`` (``lt``; see :meth:`gt`)."""
+        return self._scalar("lt", "lt", value)
+
+    def lte(self, value: Any) -> Condition:
+        """The field is at most ``value`` (``lte``; see :meth:`gt`)."""
+        return self._scalar("lte", "lte", value)
+
+    def condition(self, condition: str, value: Any) -> Condition:
+        """Any other condition of the service's filter language, sent as given."""
+        return Condition(self.name, condition, value)
 
     def contains(self, value: Any) -> Condition:
         """The field contains the text ``value`` (condition ``contains``)."""
@@ -392,7 +421,10 @@ def _check_leaf(node: Mapping[str, Any], path: str) -> dict[str, Any]:
             )
         return {"field": name, "condition": "", "value": _check_node(value, _join(path, "value"))}
     if condition not in CONDITIONS:
-        raise _fail(path, f"unknown condition {condition!r}{did_you_mean(condition, sorted(CONDITIONS))}")
+        problem = _unknown_condition(condition)
+        if problem:
+            raise _fail(path, problem)
+        return {"field": name, "condition": condition, "value": value}
     where = _join(path, "value")
     if condition in _LIST_CONDITIONS:
         if not isinstance(value, (list, tuple)):

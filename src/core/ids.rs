@@ -5,11 +5,15 @@ use base64::Engine;
 
 use super::error::{Error, Result};
 
+fn is_type_name(t: &str) -> bool {
+    !t.is_empty() && t.chars().all(|c| c.is_ascii_alphanumeric() || c == '_')
+}
+
 /// `("Finding", "17")` -> `"RmluZGluZzoxNw=="`.
 pub fn to_global_id(type_name: &str, pk: &str) -> Result<String> {
-    if type_name.is_empty() || type_name.contains(':') {
+    if !is_type_name(type_name) {
         return Err(Error::validation(format!(
-            "type_name must be a GraphQL type name without ':', got {type_name:?}"
+            "type_name must be a GraphQL type name (letters, digits, _), got {type_name:?}"
         )));
     }
     Ok(STANDARD.encode(format!("{type_name}:{pk}")))
@@ -64,5 +68,6 @@ mod tests {
         }
         assert!(to_global_id("A:B", "1").is_err());
         assert!(to_global_id("", "1").is_err());
+        assert!(to_global_id("Fin ding", "1").is_err());
     }
 }

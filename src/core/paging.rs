@@ -38,6 +38,8 @@ pub struct PageInfo {
 #[derive(Clone, Debug)]
 pub struct Page {
     pub nodes: Vec<Value>,
+    /// Each node's edge cursor, when the query selects `edges { cursor }` (else empty).
+    pub cursors: Vec<Option<String>>,
     pub info: PageInfo,
 }
 
@@ -179,15 +181,28 @@ impl Walker {
         }
         .and_then(Value::as_object_mut)
         .ok_or_else(|| Error::Pagination("connection vanished".into()))?;
+        let mut cursors: Vec<Option<String>> = Vec::new();
         let mut nodes: Vec<Value> = if has_edges {
             match conn_mut.remove("edges") {
-                Some(Value::Array(edges)) => edges
-                    .into_iter()
-                    .map(|e| match e {
-                        Value::Object(mut m) => m.remove("node").unwrap_or(Value::Null),
-                        _ => Value::Null,
-                    })
-                    .collect(),
+                Some(Value::Array(edges)) => {
+                    let mut nodes = Vec::with_capacity(edges.len());
+                    for e in edges {
+                        match e {
+                            Value::Object(mut m) => {
+                                if let Some(Value::String(c)) = m.remove("cursor") {
+                                    cursors.resize(nodes.len(), None);
+                                    cursors.push(Some(c));
+                                }
+                                nodes.push(m.remove("node").unwrap_or(Value::Null));
+                            }
+                            _ => nodes.push(Value::Null),
+                        }
+                    }
+                    if !cursors.is_empty() {
+                        cursors.resize(nodes.len(), None);
+                    }
+                    nodes
+                }
                 Some(Value::Null) | None => Vec::new(),
                 Some(_) => return Err(Error::Pagination(format!("{label:?}.edges is not a list"))),
             }
@@ -200,6 +215,7 @@ impl Walker {
         if let Some(limit) = self.spec.limit {
             let room = usize::try_from(limit.saturating_sub(self.yielded)).unwrap_or(usize::MAX);
             nodes.truncate(room);
+            cursors.truncate(room);
         }
         self.yielded += nodes.len() as u64;
         if info.has_next_page {
@@ -219,7 +235,7 @@ impl Walker {
         if !info.has_next_page || self.spec.limit.is_some_and(|l| self.yielded >= l) {
             self.done = true;
         }
-        Ok(Page { nodes, info })
+        Ok(Page { nodes, cursors, info })
     }
 }
 
@@ -299,6 +315,7 @@ mod tests {
         assert_eq!(body_vars(&w), json!({"f": "keep-me", "first": 2, "after": null}));
         let p = w.accept(page(0..2, true, "A")).unwrap();
         assert_eq!(p.nodes, vec![json!({"id": 0}), json!({"id": 1})]);
+        assert_eq!(p.cursors, vec![Some("c0".to_string()), Some("c1".to_string())]);
         assert_eq!(body_vars(&w), json!({"f": "keep-me", "first": 2, "after": "A"}));
         let p = w.accept(page(2..3, false, "B")).unwrap();
         assert_eq!(p.nodes.len(), 1);

@@ -36,7 +36,7 @@ impl NativeEmulator {
     #[new]
     #[pyo3(signature = (
         findings=5000, seed=7, port=0, host="127.0.0.1", jwt_lifetime=3600.0,
-        global_limit=None, customer_limit=None, token_limit=None, idp_limit=None
+        global_limit=None, customer_limit=None, token_limit=None, idp_limit=None, response_cache=false
     ))]
     #[allow(clippy::too_many_arguments)]
     fn new(
@@ -50,6 +50,7 @@ impl NativeEmulator {
         customer_limit: Option<(u32, f64)>,
         token_limit: Option<(u32, f64)>,
         idp_limit: Option<(u32, f64)>,
+        response_cache: bool,
     ) -> PyResult<Self> {
         let host = host
             .parse()
@@ -64,6 +65,7 @@ impl NativeEmulator {
             customer_limit: limit(customer_limit)?,
             token_limit: limit(token_limit)?,
             idp_limit: limit(idp_limit)?,
+            response_cache,
             ..EmulatorConfig::default()
         };
         let inner = py

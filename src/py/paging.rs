@@ -24,7 +24,8 @@ impl NativePages {
     }
 }
 
-/// (items, page_info) for Python, or None at the end.
+/// (items, page_info, item_cursors) for Python, or None at the end; item_cursors is empty when
+/// the query does not select the edges' cursors.
 fn page_to_py(py: Python<'_>, page: Option<Page>) -> PyResult<Py<PyAny>> {
     let Some(page) = page else { return Ok(py.None()) };
     let items = PyList::empty(py);
@@ -36,7 +37,7 @@ fn page_to_py(py: Python<'_>, page: Option<Page>) -> PyResult<Py<PyAny>> {
     info.set_item("has_previous_page", page.info.has_previous_page)?;
     info.set_item("start_cursor", page.info.start_cursor)?;
     info.set_item("end_cursor", page.info.end_cursor)?;
-    Ok((items, info).into_pyobject(py)?.into_any().unbind())
+    Ok((items, info, page.cursors).into_pyobject(py)?.into_any().unbind())
 }
 
 async fn next(

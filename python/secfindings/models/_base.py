@@ -531,13 +531,20 @@ def _dump_connection(node: type[Model], raw: Mapping[str, Any]) -> dict[str, Any
 
 
 def _not_selected(model: Model, name: str) -> str:
-    cls = type(model).__name__
-    # Suggest the current top-level scalar selection plus the missing field; nested objects
-    # would need their own sub-selection, so they are left out of the example.
-    current = [k for k, v in model._data.items() if not isinstance(v, (Mapping, list))][:5]
-    example = " ".join([*current, name])
+    cls = type(model)
+    field = cls._table().get(name)
+    # What to add to the selection: a nested object or connection needs its own sub-selection.
+    piece = name
+    if field is not None and field.node is not None:
+        inner = _selection(field.node, 0) or "id"
+        if field.kind == "connection":
+            piece = f"{name} {{ edges {{ node {{ {inner} }} }} }}"
+        else:
+            piece = f"{name} {{ {inner} }}"
     return (
-        f'{cls}.{name} was not selected in this request; select it with fields=... (e.g. fields="{example}")'
+        f"{cls.__name__}.{name} was not selected in this request; add `{piece}` to the selection "
+        f'with fields=... (on a nested object, inside its parent\'s braces), or pass fields="*" '
+        "for every field the emulator models"
     )
 
 

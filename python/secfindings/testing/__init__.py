@@ -36,6 +36,9 @@ class Emulator:
         global_limit, customer_limit, token_limit: API rate limits as (requests, window seconds);
             None means unlimited. A breach answers 429 with ``Retry-After``.
         idp_limit: the identity provider's limit (TooManyRequestsException when breached).
+        response_cache: answer a repeated query (same document, variables and customer) from
+            memory until the next mutation, so that benchmarks measure clients, not the
+            GraphQL engine. Authentication, limits, faults and the request log still apply.
     """
 
     def __init__(
@@ -50,6 +53,7 @@ class Emulator:
         customer_limit: RateLimitSpec | None = None,
         token_limit: RateLimitSpec | None = None,
         idp_limit: RateLimitSpec | None = None,
+        response_cache: bool = False,
     ) -> None:
         self._native = NativeEmulator(
             findings=findings,
@@ -61,6 +65,7 @@ class Emulator:
             customer_limit=customer_limit,
             token_limit=token_limit,
             idp_limit=idp_limit,
+            response_cache=response_cache,
         )
         self.findings = findings
         self.seed = seed

@@ -1,7 +1,7 @@
 //! Finding filters and finding scopes (a scope is a finding filter of type SCOPE).
 
 use super::{arg, mutation, query, Operation, Returns, ID_ONLY};
-use crate::core::retry::RetryClass::{Idempotent, Mutation as NotResent};
+use crate::core::retry::RetryClass::Mutation as NotResent;
 
 pub(super) const OPERATIONS: &[Operation] = &[
     query(
@@ -20,7 +20,7 @@ pub(super) const OPERATIONS: &[Operation] = &[
         "Create a finding filter.",
         &[arg("finding_filter", "FindingFilterInput!")],
         Returns::Object("NewFindingFilterV2"),
-        "ok finding_filter { id }",
+        "ok",
         NotResent,
     ),
     mutation(
@@ -28,10 +28,9 @@ pub(super) const OPERATIONS: &[Operation] = &[
         "Update a finding filter.",
         &[arg("id", "ID!"), arg("finding_filter", "FindingFilterInput!")],
         Returns::Object("UpdateFindingFilterV2"),
-        "ok finding_filter { id }",
-        Idempotent,
+        "ok",
+        NotResent,
     ),
-    // A resent delete that already happened would fail with "not found": not resent.
     mutation(
         "delete_finding_filter_v2",
         "Delete a finding filter.",
@@ -45,7 +44,7 @@ pub(super) const OPERATIONS: &[Operation] = &[
         "Creates a finding filter.",
         &[arg("name", "String!"), arg("filter", "JSONString!"), arg("description", "String")],
         Returns::Object("NewFindingFilterV2"),
-        "ok finding_filter { id }",
+        "ok",
         NotResent,
     )
     .deprecated("new_finding_filter_v2"),
@@ -54,8 +53,8 @@ pub(super) const OPERATIONS: &[Operation] = &[
         "Updates a finding filter.",
         &[arg("id", "ID!"), arg("name", "String"), arg("filter", "JSONString"), arg("description", "String")],
         Returns::Object("UpdateFindingFilterV2"),
-        "ok finding_filter { id }",
-        Idempotent,
+        "ok",
+        NotResent,
     )
     .deprecated("update_finding_filter_v2"),
     mutation(
@@ -72,7 +71,7 @@ pub(super) const OPERATIONS: &[Operation] = &[
         "Create a finding scope filter (which findings are included in queries and rules).",
         &[arg("finding_scope", "FindingFilterInput!")],
         Returns::Object("NewFindingScopeV2"),
-        "ok finding_scope { id }",
+        "ok",
         NotResent,
     ),
     mutation(
@@ -80,8 +79,8 @@ pub(super) const OPERATIONS: &[Operation] = &[
         "Update a finding scope filter's configuration.",
         &[arg("id", "ID!"), arg("finding_scope", "FindingFilterInput!")],
         Returns::Object("UpdateFindingScopeV2"),
-        "ok finding_scope { id }",
-        Idempotent,
+        "ok",
+        NotResent,
     ),
     mutation(
         "delete_finding_scope_v2",

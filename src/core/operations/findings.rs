@@ -18,7 +18,6 @@ pub(super) const OPERATIONS: &[Operation] = &[
         Returns::Connection("FindingsView"),
         FINDINGS_VIEW_FIELDS,
     ),
-    // Each attempt adds a comment, so an ambiguous failure is never resent.
     mutation(
         "set_user_sla_and_comment",
         "Manually set the SLA due date of findings (by id and/or filter) and add an explanatory comment.",

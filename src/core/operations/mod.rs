@@ -9,6 +9,10 @@
 //! operations but shows the arguments of `finding` only). Default selections ask only for fields
 //! the spec or the service fact sheet document, because the production schema may differ from the
 //! emulator's and one unknown field fails the whole request; everything else is opt-in (`fields=`).
+//! For mutation results that is `ok`, the one result field the fact sheet shows (6.4).
+//!
+//! Every mutation has the retry class `Mutation`: it is resent only when the server cannot have
+//! processed it (no connection, 429), never after a 5xx or a broken connection.
 
 mod filters;
 mod findings;
@@ -569,7 +573,8 @@ pub fn build(op: &'static Operation, args: Map<String, Value>, fields: Option<&s
             query.push_str(" }");
         }
         Returns::Connection(_) => {
-            query.push_str(" { edges { node { ");
+            // Edge cursors let a paginator resume after the last item handed out, mid-page too.
+            query.push_str(" { edges { cursor node { ");
             query.push_str(selection);
             query.push_str(" } } pageInfo { hasNextPage endCursor } }");
         }
@@ -596,6 +601,10 @@ mod tests {
         let mut names: Vec<_> = all.iter().map(|o| o.name).collect();
         names.dedup();
         assert_eq!(names.len(), 45);
+        for op in all.iter().filter(|o| o.kind == OperationKind::Mutation) {
+            assert_eq!(op.retry, RetryClass::Mutation, "{} must not be resent", op.name);
+            assert_eq!(op.selection, "ok", "{}: only `ok` is documented for mutation results", op.name);
+        }
         let deprecated: Vec<_> = all.iter().filter_map(|o| o.deprecated.map(|s| (o.name, s))).collect();
         assert_eq!(deprecated.len(), 4);
         for (old, new) in deprecated {
@@ -640,7 +649,7 @@ mod tests {
             b.query,
             format!(
                 "query findings_view($sort: [FindingsViewSortEnum], $first: Int, $after: String) {{ \
-                 findings_view(sort: $sort, first: $first, after: $after) {{ edges {{ node {{ {FINDINGS_VIEW_FIELDS} }} }} \
+                 findings_view(sort: $sort, first: $first, after: $after) {{ edges {{ cursor node {{ {FINDINGS_VIEW_FIELDS} }} }} \
                  pageInfo {{ hasNextPage endCursor }} }} }}"
             )
         );

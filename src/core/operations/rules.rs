@@ -1,7 +1,7 @@
 //! Scoring rules and status rules.
 
 use super::{arg, mutation, query, Operation, Returns, ID_ONLY};
-use crate::core::retry::RetryClass::{Idempotent, Mutation as NotResent};
+use crate::core::retry::RetryClass::Mutation as NotResent;
 
 pub(super) const OPERATIONS: &[Operation] = &[
     query(
@@ -16,7 +16,7 @@ pub(super) const OPERATIONS: &[Operation] = &[
         "Create a scoring rule.",
         &[arg("scoring_rule", "ScoringRuleInput!")],
         Returns::Object("AddScoringRule"),
-        "ok scoring_rule { id }",
+        "ok",
         NotResent,
     ),
     mutation(
@@ -24,16 +24,16 @@ pub(super) const OPERATIONS: &[Operation] = &[
         "Modify a scoring rule's logic and parameters.",
         &[arg("id", "ID!"), arg("scoring_rule", "ScoringRuleInput!")],
         Returns::Object("EditScoringRule"),
-        "ok scoring_rule { id }",
-        Idempotent,
+        "ok",
+        NotResent,
     ),
     mutation(
         "activate_scoring_rule",
         "Activate or deactivate a scoring rule. Inactive rules are not applied to new findings.",
         &[arg("id", "ID!"), arg("active", "Boolean!")],
         Returns::Object("ActivateScoringRule"),
-        "ok scoring_rule { id }",
-        Idempotent,
+        "ok",
+        NotResent,
     ),
     mutation(
         "delete_scoring_rule",
@@ -55,7 +55,7 @@ pub(super) const OPERATIONS: &[Operation] = &[
         "Create a status rule.",
         &[arg("status_rule", "StatusRuleInput!")],
         Returns::Object("AddStatusRule"),
-        "ok status_rule { id }",
+        "ok",
         NotResent,
     ),
     mutation(
@@ -63,16 +63,16 @@ pub(super) const OPERATIONS: &[Operation] = &[
         "Modify a status rule's conditions and actions.",
         &[arg("id", "ID!"), arg("status_rule", "StatusRuleInput!")],
         Returns::Object("EditStatusRule"),
-        "ok status_rule { id }",
-        Idempotent,
+        "ok",
+        NotResent,
     ),
     mutation(
         "enable_status_rule",
         "Enable or disable a status rule. Controls automatic status assignment.",
         &[arg("id", "ID!"), arg("enabled", "Boolean!")],
         Returns::Object("EnableStatusRule"),
-        "ok status_rule { id }",
-        Idempotent,
+        "ok",
+        NotResent,
     ),
     mutation(
         "delete_status_rule",

@@ -1,7 +1,7 @@
 //! Scope hierarchy and scope groups.
 
 use super::{arg, mutation, query, Operation, Returns, TYPENAME_ONLY};
-use crate::core::retry::RetryClass::{Idempotent, Mutation as NotResent};
+use crate::core::retry::RetryClass::Mutation as NotResent;
 
 pub(super) const OPERATIONS: &[Operation] = &[
     // No field of ScopeHierarchy is documented: the default asks for nothing the production
@@ -19,7 +19,7 @@ pub(super) const OPERATIONS: &[Operation] = &[
         &[],
         Returns::Object("GenerateScopes"),
         "ok",
-        Idempotent,
+        NotResent,
     ),
     mutation(
         "create_scope_group",
@@ -31,7 +31,7 @@ pub(super) const OPERATIONS: &[Operation] = &[
             arg("users", "[String]"),
         ],
         Returns::Object("CreateScopeGroup"),
-        "ok scope_group { id }",
+        "ok",
         NotResent,
     ),
     mutation(
@@ -45,8 +45,8 @@ pub(super) const OPERATIONS: &[Operation] = &[
             arg("users", "[String]"),
         ],
         Returns::Object("EditScopeGroup"),
-        "ok scope_group { id }",
-        Idempotent,
+        "ok",
+        NotResent,
     ),
     mutation(
         "delete_scope_group",

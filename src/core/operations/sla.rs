@@ -1,7 +1,7 @@
 //! SLA groups, SLA rules (SLA preferences), global SLA settings and ticket SLA rules.
 
 use super::{arg, mutation, query, Operation, Returns, ID_ONLY};
-use crate::core::retry::RetryClass::{Idempotent, Mutation as NotResent};
+use crate::core::retry::RetryClass::Mutation as NotResent;
 
 pub(super) const OPERATIONS: &[Operation] = &[
     query(
@@ -21,7 +21,7 @@ pub(super) const OPERATIONS: &[Operation] = &[
             arg("priority", "Int"),
         ],
         Returns::Object("AddSLAGroup"),
-        "ok sla_group { id }",
+        "ok",
         NotResent,
     ),
     query(
@@ -41,7 +41,7 @@ pub(super) const OPERATIONS: &[Operation] = &[
         "Create an SLA rule.",
         &[arg("sla_rule", "SLARuleInput!")],
         Returns::Object("AddSLARule"),
-        "ok sla_rule { id }",
+        "ok",
         NotResent,
     ),
     mutation(
@@ -49,16 +49,16 @@ pub(super) const OPERATIONS: &[Operation] = &[
         "Modify an SLA rule's timeframes and conditions.",
         &[arg("id", "ID!"), arg("sla_rule", "SLARuleInput!")],
         Returns::Object("EditSLARule"),
-        "ok sla_rule { id }",
-        Idempotent,
+        "ok",
+        NotResent,
     ),
     mutation(
         "activate_sla_rule",
         "Activate or deactivate an SLA rule. Controls automatic SLA assignment.",
         &[arg("id", "ID!"), arg("active", "Boolean!")],
         Returns::Object("ActivateSLAStatus"),
-        "ok sla_rule { id }",
-        Idempotent,
+        "ok",
+        NotResent,
     ),
     mutation(
         "delete_sla_rule",
@@ -73,8 +73,8 @@ pub(super) const OPERATIONS: &[Operation] = &[
         "Update global SLA settings (v2).",
         &[arg("sla_settings", "[SLARuleInput!]!")],
         Returns::Object("UpdateSLAV2"),
-        "ok sla_preferences { id }",
-        Idempotent,
+        "ok",
+        NotResent,
     ),
     query(
         "ticket_sla_rules",
@@ -88,7 +88,7 @@ pub(super) const OPERATIONS: &[Operation] = &[
         "Create a ticket SLA rule.",
         &[arg("ticket_sla", "TicketSLAInput!")],
         Returns::Object("AddTicketSLARule"),
-        "ok ticket_sla_rule { id }",
+        "ok",
         NotResent,
     ),
     mutation(
@@ -96,16 +96,16 @@ pub(super) const OPERATIONS: &[Operation] = &[
         "Modify a ticket SLA rule's parameters and conditions.",
         &[arg("id", "ID!"), arg("ticket_sla", "TicketSLAInput!")],
         Returns::Object("EditTicketSLARule"),
-        "ok ticket_sla_rule { id }",
-        Idempotent,
+        "ok",
+        NotResent,
     ),
     mutation(
         "enable_ticket_sla_rule",
         "Enable or disable a ticket SLA rule. Controls application to new tickets.",
         &[arg("id", "ID!"), arg("enabled", "Boolean!")],
         Returns::Object("EnableTicketSLARule"),
-        "ok ticket_sla_rule { id }",
-        Idempotent,
+        "ok",
+        NotResent,
     ),
     mutation(
         "delete_ticket_sla_rule",
