@@ -29,3 +29,12 @@ step "mypy and stubtest"
 
 step "pytest"
 "$PY" -m pytest -q "$@"
+
+# A smoke run of the benchmark harness (tiny counts, about a minute with the floor's build): it
+# proves `make bench` still works end to end. Its figures are not judged; results go to a temp dir.
+if [ -z "${SECFINDINGS_SKIP_BENCH_SMOKE:-}" ]; then
+  step "benchmark smoke (bench.sh --quick)"
+  smoke_dir="$(mktemp -d)"
+  bash scripts/bench.sh --quick --output-dir "$smoke_dir"
+  test -s "$smoke_dir/latest.md"
+fi

@@ -7,7 +7,7 @@ use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyList};
 
 use crate::core::paging::{Page, PageStream};
-use crate::py::convert::to_py;
+use crate::py::convert::Builder;
 use crate::py::errors::to_py as err;
 use crate::py::runtime::block_on;
 
@@ -28,10 +28,10 @@ impl NativePages {
 /// the query does not select the edges' cursors.
 fn page_to_py(py: Python<'_>, page: Option<Page>) -> PyResult<Py<PyAny>> {
     let Some(page) = page else { return Ok(py.None()) };
-    let items = PyList::empty(py);
-    for n in &page.nodes {
-        items.append(to_py(py, n)?)?;
-    }
+    // One builder for the page: every node shares the key strings.
+    let mut builder = Builder::new(py);
+    let nodes = page.nodes.iter().map(|n| builder.value(n)).collect::<PyResult<Vec<_>>>()?;
+    let items = PyList::new(py, nodes)?;
     let info = PyDict::new(py);
     info.set_item("has_next_page", page.info.has_next_page)?;
     info.set_item("has_previous_page", page.info.has_previous_page)?;
