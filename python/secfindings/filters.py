@@ -18,6 +18,7 @@ Filters are immutable; ``&`` and ``|`` build groups, flattening chains of the sa
 from __future__ import annotations
 
 import json
+from abc import ABC, abstractmethod
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
@@ -60,7 +61,7 @@ _GROUP_KEYS = frozenset({"operator", "operands"})
 _LEAF_KEYS = frozenset({"field", "condition", "value"})
 
 
-class Filter:
+class Filter(ABC):
     """A node of a filter tree: a :class:`Condition` or a :class:`Group`.
 
     Combine filters with ``&`` (and) and ``|`` (or). A filter has no truth value: Python's
@@ -69,9 +70,9 @@ class Filter:
 
     __slots__ = ()
 
+    @abstractmethod
     def to_dict(self) -> dict[str, Any]:
         """The plain dict tree, as the API's filter JSON has it."""
-        raise NotImplementedError
 
     def to_json(self) -> str:
         """The filter as compact JSON text (the form ``filters_config.filtersjson`` takes)."""
