@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator, Callable, Iterator
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Generic, Protocol, TypeVar
+from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 if TYPE_CHECKING:
     from secfindings._native import NativePages
@@ -51,28 +51,54 @@ def _page(
     return Page(items=items, page_info=PageInfo(**info), cursors=cursors)
 
 
-class _HasCursor(Protocol):
-    _cursor: str | None
+class _Position:
+    """Where a walk stands, for ``cursor``: the page being handed out and its list iterator.
+
+    Items are handed out with ``yield from`` over the list (no Python code runs per item), and
+    the cursor is worked out only when asked for, from how far the iterator has got.
+    """
+
+    __slots__ = ("base", "it", "page")
+
+    def __init__(self, base: str | None) -> None:
+        self.base = base  # the cursor before the current page
+        self.page: Page[Any] | None = None
+        self.it: Iterator[Any] | None = None
+
+    def cursor(self) -> str | None:
+        page, it = self.page, self.it
+        if page is None or it is None:
+            return self.base
+        items = page.items
+        if not items:
+            return page.page_info.end_cursor or self.base
+        used = len(items) - it.__length_hint__()  # type: ignore[attr-defined]
+        cursors, last, end = page.cursors, len(items) - 1, page.page_info.end_cursor
+        for j in range(used - 1, -1, -1):
+            if cursors and cursors[j] is not None:
+                return cursors[j]
+            if j == last and end:
+                return end
+        return self.base
+
+    def start(self, page: Page[T]) -> Iterator[T]:
+        """Begins handing out ``page``; returns the iterator to hand it out with."""
+        self.base = self.cursor()
+        it = iter(page.items)
+        self.page, self.it = page, it
+        return it
+
+    def whole(self, page: Page[Any]) -> None:
+        """A page handed out as a whole (``pages()``)."""
+        self.base = self.cursor()
+        self.page = self.it = None
+        self.base = page.page_info.end_cursor or self.base
 
 
-def _items(owner: _HasCursor, page: Page[T]) -> Iterator[T]:
-    """Hands out a page's items, moving the owner's cursor to each item as it goes."""
-    cursors = page.cursors
-    last = len(page.items) - 1
-    for i, item in enumerate(page.items):
-        if cursors and cursors[i] is not None:
-            owner._cursor = cursors[i]
-        elif i == last:
-            owner._cursor = page.page_info.end_cursor or owner._cursor
-        yield item
-    if not page.items:
-        owner._cursor = page.page_info.end_cursor or owner._cursor
-
-
-def _repr(owner: _HasCursor, wrap: Callable[[Any], Any] | None, done: bool) -> str:
-    kind = getattr(wrap, "__name__", "dict")
-    state = "exhausted" if done else "lazy"
-    return f"<{type(owner).__name__}[{kind}] {state}, cursor={owner._cursor!r}>"
+def _repr(owner: Paginator[Any] | AsyncPaginator[Any]) -> str:
+    kind = getattr(owner._wrap, "__name__", "dict")
+    state = "exhausted" if owner._done else "lazy"
+    return f"<{type(owner).__name__}[{kind}] {state}, cursor={owner.cursor!r}>"
 
 
 def _frame(items: list[Any]) -> Any:
@@ -95,14 +121,14 @@ class Paginator(Generic[T]):
         self._pages = pages
         self._wrap = wrap
         self._done = False
-        self._cursor = pages.cursor
+        self._pos = _Position(pages.cursor)
 
     @property
     def cursor(self) -> str | None:
         """Where to resume (``after=paginator.cursor``): the cursor of the last item handed out,
         mid-page too, when the query selects the edges' cursors (the typed methods do); otherwise
         the end cursor of the last page fully consumed. Nothing is skipped on resume."""
-        return self._cursor
+        return self._pos.cursor()
 
     def pages(self) -> Iterator[Page[T]]:
         """Iterate page by page."""
@@ -112,7 +138,7 @@ class Paginator(Generic[T]):
                 self._done = True
                 return
             page = _page(raw, self._wrap)
-            self._cursor = page.page_info.end_cursor or self._cursor
+            self._pos.whole(page)
             yield page
 
     def __iter__(self) -> Iterator[T]:
@@ -121,11 +147,10 @@ class Paginator(Generic[T]):
             if raw is None:
                 self._done = True
                 return
-            page = _page(raw, self._wrap)
-            yield from _items(self, page)
+            yield from self._pos.start(_page(raw, self._wrap))
 
     def __repr__(self) -> str:
-        return _repr(self, self._wrap, self._done)
+        return _repr(self)
 
     def to_list(self) -> list[T]:
         """All remaining items, in a list."""
@@ -143,12 +168,12 @@ class AsyncPaginator(Generic[T]):
         self._pages = pages
         self._wrap = wrap
         self._done = False
-        self._cursor = pages.cursor
+        self._pos = _Position(pages.cursor)
 
     @property
     def cursor(self) -> str | None:
         """Where to resume (``after=paginator.cursor``); see :attr:`Paginator.cursor`."""
-        return self._cursor
+        return self._pos.cursor()
 
     async def pages(self) -> AsyncIterator[Page[T]]:
         """Iterate page by page."""
@@ -158,7 +183,7 @@ class AsyncPaginator(Generic[T]):
                 self._done = True
                 return
             page = _page(raw, self._wrap)
-            self._cursor = page.page_info.end_cursor or self._cursor
+            self._pos.whole(page)
             yield page
 
     async def __aiter__(self) -> AsyncIterator[T]:
@@ -167,11 +192,11 @@ class AsyncPaginator(Generic[T]):
             if raw is None:
                 self._done = True
                 return
-            for item in _items(self, _page(raw, self._wrap)):
+            for item in self._pos.start(_page(raw, self._wrap)):
                 yield item
 
     def __repr__(self) -> str:
-        return _repr(self, self._wrap, self._done)
+        return _repr(self)
 
     async def to_list(self) -> list[T]:
         """All remaining items, in a list."""

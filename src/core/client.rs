@@ -2,6 +2,7 @@
 
 use std::sync::Arc;
 
+use bytes::Bytes;
 use serde_json::{Map, Value};
 
 use super::config::{Settings, SettingsInput};
@@ -49,15 +50,16 @@ impl CoreClient {
         self.transport.tokens().exchanges()
     }
 
-    /// Runs one operation and returns its `data`.
+    /// Runs one operation and returns the body of its 2xx answer, undecoded: the caller decodes
+    /// it once, into its own objects (`graphql::decode_response` for serde values).
     pub async fn execute(
         &self,
         query: &str,
         variables: Option<&Map<String, Value>>,
         operation_name: Option<&str>,
-    ) -> Result<Value> {
+    ) -> Result<Bytes> {
         let req = prepare(query, variables, operation_name)?;
-        self.transport.execute(&req).await
+        self.transport.send(&req).await
     }
 
     /// A lazy, prefetching walk over a connection. Nothing is sent until the first page is asked for.
@@ -65,8 +67,9 @@ impl CoreClient {
         PageStream::new(Arc::clone(&self.transport), spec)
     }
 
-    /// Runs one catalog operation and returns its field's value (`data[name]`).
-    pub async fn call(&self, name: &str, args: Map<String, Value>, fields: Option<&str>) -> Result<Value> {
+    /// Runs one catalog operation and returns the body of its answer, undecoded; the result is
+    /// `data[name]`.
+    pub async fn call(&self, name: &str, args: Map<String, Value>, fields: Option<&str>) -> Result<Bytes> {
         let op = find(name)?;
         if op.is_connection() {
             return Err(Error::validation(format!(
@@ -76,11 +79,7 @@ impl CoreClient {
         let built = build(op, args, fields)?;
         let mut req = prepare(&built.query, Some(&built.variables), Some(op.name))?;
         req.retry = op.retry;
-        let data = self.transport.execute(&req).await?;
-        match data {
-            Value::Object(mut m) => Ok(m.remove(op.name).unwrap_or(Value::Null)),
-            _ => Ok(Value::Null),
-        }
+        self.transport.send(&req).await
     }
 
     /// A lazy walk over a catalog operation that returns a connection.

@@ -9,6 +9,7 @@ pub mod ids;
 pub mod operations;
 pub mod paging;
 pub mod retry;
+pub mod scan;
 pub mod secret;
 pub mod transport;
 

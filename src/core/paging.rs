@@ -5,10 +5,12 @@
 use std::collections::HashSet;
 use std::sync::Arc;
 
+use bytes::Bytes;
 use serde_json::{Map, Value};
 
 use super::error::{Error, Result};
 use super::graphql::{prepare, select_operation, PreparedRequest};
+use super::scan::{scan_page, ConnectionMeta};
 use super::transport::Transport;
 
 /// The server's page-size cap (graphene-django's RELAY_CONNECTION_MAX_LIMIT).
@@ -34,20 +36,22 @@ pub struct PageInfo {
     pub end_cursor: Option<String>,
 }
 
-/// One page: its nodes (after the limit is applied) and the server's pageInfo.
+/// One page answer, not yet decoded: the body, how many of its items to hand out (the limit may
+/// cut the last page short) and its pageInfo. The caller decodes the body once, in its own
+/// objects, and finds the connection at `path` (`None`: the only top-level field of `data`).
 #[derive(Clone, Debug)]
-pub struct Page {
-    pub nodes: Vec<Value>,
-    /// Each node's edge cursor, when the query selects `edges { cursor }` (else empty).
-    pub cursors: Vec<Option<String>>,
+pub struct RawPage {
+    pub body: Bytes,
+    pub take: usize,
     pub info: PageInfo,
+    pub path: Option<Arc<[String]>>,
 }
 
 /// The pure stepping logic: which variables to send next and what a page answer means.
 #[derive(Debug)]
 pub struct Walker {
     spec: PageSpec,
-    path: Option<Vec<String>>,
+    path: Option<Arc<[String]>>,
     after: Option<String>,
     seen: HashSet<String>,
     yielded: u64,
@@ -82,8 +86,8 @@ impl Walker {
         let path = spec
             .path
             .as_deref()
-            .map(|p| p.split('.').filter(|s| !s.is_empty()).map(str::to_string).collect::<Vec<_>>());
-        if path.as_ref().is_some_and(Vec::is_empty) {
+            .map(|p| p.split('.').filter(|s| !s.is_empty()).map(str::to_string).collect::<Arc<[String]>>());
+        if path.as_ref().is_some_and(|p| p.is_empty()) {
             return Err(Error::validation("path must name the connection, e.g. \"findings_view\""));
         }
         let done = spec.limit == Some(0);
@@ -115,117 +119,50 @@ impl Walker {
         Some(prepare(&self.spec.query, Some(&vars), self.spec.operation_name.as_deref()))
     }
 
-    fn connection<'a>(&self, data: &'a Value) -> Result<(&'a Map<String, Value>, String)> {
-        let (mut node, label) = match &self.path {
-            Some(p) => {
-                let mut cur = data;
-                for key in p {
-                    cur = cur.get(key).ok_or_else(|| {
-                        Error::Pagination(format!("path {:?} not found in the response data", p.join(".")))
-                    })?;
-                }
-                (cur, p.join("."))
-            }
-            None => match data.as_object() {
-                Some(m) if m.len() == 1 => {
-                    let (k, v) = m.iter().next().ok_or_else(|| Error::Pagination("empty data".into()))?;
-                    (v, k.clone())
-                }
-                _ => {
-                    return Err(Error::validation(
-                        "the query selects several top-level fields: pass path= to name the connection",
-                    ))
-                }
-            },
-        };
-        if node.is_null() {
-            node = &Value::Null;
-            return Err(Error::Pagination(format!("connection {label:?} is null in the response ({node})")));
-        }
-        let obj = node
-            .as_object()
-            .ok_or_else(|| Error::Pagination(format!("{label:?} is not a connection object")))?;
-        Ok((obj, label))
+    /// Where the connection is in `data`.
+    pub fn path(&self) -> Option<&Arc<[String]>> {
+        self.path.as_ref()
     }
 
-    /// Takes one page answer: extracts its nodes, advances the cursor and checks for loops.
-    pub fn accept(&mut self, mut data: Value) -> Result<Page> {
-        let (conn, label) = self.connection(&data)?;
-        let pi = conn.get("pageInfo").and_then(Value::as_object).ok_or_else(|| {
-            Error::Pagination(format!(
-                "connection {label:?} has no pageInfo: select pageInfo {{ hasNextPage endCursor }}"
-            ))
-        })?;
-        let text = |k: &str| pi.get(k).and_then(Value::as_str).map(str::to_string);
-        let info = PageInfo {
-            has_next_page: pi.get("hasNextPage").and_then(Value::as_bool).ok_or_else(|| {
-                Error::Pagination(format!(
-                    "connection {label:?}: select pageInfo {{ hasNextPage endCursor }}"
-                ))
-            })?,
-            has_previous_page: pi.get("hasPreviousPage").and_then(Value::as_bool).unwrap_or(false),
-            start_cursor: text("startCursor"),
-            end_cursor: text("endCursor"),
-        };
-        let has_edges = conn.contains_key("edges");
-        let has_nodes = conn.contains_key("nodes");
-        if !has_edges && !has_nodes {
+    fn label(&self) -> String {
+        self.path.as_ref().map_or_else(|| "the connection".to_string(), |p| format!("{:?}", p.join(".")))
+    }
+
+    /// Takes one page answer (as scanned): advances the cursor, applies the limit and checks for
+    /// loops. Returns how many of the page's items to hand out and its pageInfo.
+    pub fn accept(&mut self, meta: ConnectionMeta) -> Result<(usize, PageInfo)> {
+        let label = self.label();
+        if !meta.page_info {
             return Err(Error::Pagination(format!(
-                "connection {label:?}: select edges {{ node {{ ... }} }}"
+                "connection {label} has no pageInfo: select pageInfo {{ hasNextPage endCursor }}"
             )));
         }
-        // Take the nodes out of the tree instead of cloning them.
-        let conn_mut = match &self.path {
-            Some(p) => p.iter().try_fold(&mut data, |cur, k| cur.get_mut(k)),
-            None => data.as_object_mut().and_then(|m| m.values_mut().next()),
-        }
-        .and_then(Value::as_object_mut)
-        .ok_or_else(|| Error::Pagination("connection vanished".into()))?;
-        let mut cursors: Vec<Option<String>> = Vec::new();
-        let mut nodes: Vec<Value> = if has_edges {
-            match conn_mut.remove("edges") {
-                Some(Value::Array(edges)) => {
-                    let mut nodes = Vec::with_capacity(edges.len());
-                    for e in edges {
-                        match e {
-                            Value::Object(mut m) => {
-                                if let Some(Value::String(c)) = m.remove("cursor") {
-                                    cursors.resize(nodes.len(), None);
-                                    cursors.push(Some(c));
-                                }
-                                nodes.push(m.remove("node").unwrap_or(Value::Null));
-                            }
-                            _ => nodes.push(Value::Null),
-                        }
-                    }
-                    if !cursors.is_empty() {
-                        cursors.resize(nodes.len(), None);
-                    }
-                    nodes
-                }
-                Some(Value::Null) | None => Vec::new(),
-                Some(_) => return Err(Error::Pagination(format!("{label:?}.edges is not a list"))),
-            }
-        } else {
-            match conn_mut.remove("nodes") {
-                Some(Value::Array(n)) => n,
-                _ => Vec::new(),
-            }
+        let has_next_page = meta.has_next_page.ok_or_else(|| {
+            Error::Pagination(format!("connection {label}: select pageInfo {{ hasNextPage endCursor }}"))
+        })?;
+        let info = PageInfo {
+            has_next_page,
+            has_previous_page: meta.has_previous_page.unwrap_or(false),
+            start_cursor: meta.start_cursor,
+            end_cursor: meta.end_cursor,
         };
+        if !meta.has_list {
+            return Err(Error::Pagination(format!("connection {label}: select edges {{ node {{ ... }} }}")));
+        }
+        let mut take = meta.items;
         if let Some(limit) = self.spec.limit {
             let room = usize::try_from(limit.saturating_sub(self.yielded)).unwrap_or(usize::MAX);
-            nodes.truncate(room);
-            cursors.truncate(room);
+            take = take.min(room);
         }
-        self.yielded += nodes.len() as u64;
+        self.yielded += take as u64;
         if info.has_next_page {
             let cursor = info.end_cursor.clone().ok_or_else(|| {
-                Error::Pagination(format!("connection {label:?} says hasNextPage but gives no endCursor"))
+                Error::Pagination(format!("connection {label} says hasNextPage but gives no endCursor"))
             })?;
             if !self.seen.insert(cursor.clone()) || self.after.as_deref() == Some(cursor.as_str()) {
                 self.done = true;
                 return Err(Error::Pagination(format!(
-                    "the server returned the cursor {cursor:?} twice on {label:?}; stopping instead of looping"
+                    "the server returned the cursor {cursor:?} twice on {label}; stopping instead of looping"
                 )));
             }
             self.after = Some(cursor);
@@ -235,15 +172,27 @@ impl Walker {
         if !info.has_next_page || self.spec.limit.is_some_and(|l| self.yielded >= l) {
             self.done = true;
         }
-        Ok(Page { nodes, cursors, info })
+        Ok((take, info))
     }
 }
 
-/// Walks a connection over the network, one page ahead of the caller.
+/// Walks a connection over the network, one page ahead of the caller. The page fetched ahead is
+/// also scanned ahead, on the I/O thread; the caller decodes the body once, in its own objects.
 pub struct PageStream {
     transport: Arc<Transport>,
     walker: Walker,
-    inflight: Option<tokio::task::JoinHandle<Result<Value>>>,
+    inflight: Option<tokio::task::JoinHandle<Result<(Bytes, ConnectionMeta)>>>,
+}
+
+/// Fetches one page and scans it.
+async fn fetch(
+    transport: Arc<Transport>,
+    req: PreparedRequest,
+    path: Option<Arc<[String]>>,
+) -> Result<(Bytes, ConnectionMeta)> {
+    let body = transport.send(&req).await?;
+    let meta = scan_page(&body, path.as_deref())?;
+    Ok((body, meta))
 }
 
 impl PageStream {
@@ -251,28 +200,29 @@ impl PageStream {
         Ok(Self { transport, walker: Walker::new(spec)?, inflight: None })
     }
 
+    /// The end cursor of the last page returned: pass it as `after` to resume.
     pub fn cursor(&self) -> Option<&str> {
         self.walker.cursor()
     }
 
     /// The next page, or `None` at the end. Starts fetching the page after it before returning.
-    pub async fn next_page(&mut self) -> Result<Option<Page>> {
-        let data = match self.inflight.take() {
+    pub async fn next_page(&mut self) -> Result<Option<RawPage>> {
+        let path = self.walker.path().cloned();
+        let (body, meta) = match self.inflight.take() {
             Some(handle) => {
                 handle.await.map_err(|e| Error::Transport(format!("page fetch was interrupted: {e}")))??
             }
             None => match self.walker.next_request() {
                 None => return Ok(None),
-                Some(req) => self.transport.execute(&req?).await?,
+                Some(req) => fetch(Arc::clone(&self.transport), req?, path.clone()).await?,
             },
         };
-        let page = self.walker.accept(data)?;
+        let (take, info) = self.walker.accept(meta)?;
         if let Some(req) = self.walker.next_request() {
             let req = req?;
-            let transport = Arc::clone(&self.transport);
-            self.inflight = Some(tokio::spawn(async move { transport.execute(&req).await }));
+            self.inflight = Some(tokio::spawn(fetch(Arc::clone(&self.transport), req, path.clone())));
         }
-        Ok(Some(page))
+        Ok(Some(RawPage { body, take, info, path }))
     }
 }
 
@@ -304,6 +254,13 @@ mod tests {
         json!({"items": {"edges": edges, "pageInfo": {"hasNextPage": next, "endCursor": cursor}}})
     }
 
+    /// Scans `data` as the I/O thread does and hands it to the walker.
+    fn accept(w: &mut Walker, data: Value) -> Result<(usize, PageInfo)> {
+        let body = serde_json::to_vec(&json!({ "data": data })).unwrap();
+        let meta = scan_page(&body, w.path().map(|p| &p[..]))?;
+        w.accept(meta)
+    }
+
     fn body_vars(w: &Walker) -> Value {
         let req = w.next_request().unwrap().unwrap();
         serde_json::from_slice::<Value>(&req.body).unwrap()["variables"].clone()
@@ -313,12 +270,13 @@ mod tests {
     fn walks_pages_carrying_variables() {
         let mut w = Walker::new(spec(2, None)).unwrap();
         assert_eq!(body_vars(&w), json!({"f": "keep-me", "first": 2, "after": null}));
-        let p = w.accept(page(0..2, true, "A")).unwrap();
-        assert_eq!(p.nodes, vec![json!({"id": 0}), json!({"id": 1})]);
-        assert_eq!(p.cursors, vec![Some("c0".to_string()), Some("c1".to_string())]);
+        let (take, info) = accept(&mut w, page(0..2, true, "A")).unwrap();
+        assert_eq!(take, 2);
+        assert_eq!(info.end_cursor.as_deref(), Some("A"));
         assert_eq!(body_vars(&w), json!({"f": "keep-me", "first": 2, "after": "A"}));
-        let p = w.accept(page(2..3, false, "B")).unwrap();
-        assert_eq!(p.nodes.len(), 1);
+        let (take, info) = accept(&mut w, page(2..3, false, "B")).unwrap();
+        assert_eq!(take, 1);
+        assert!(!info.has_next_page);
         assert!(w.is_done());
         assert!(w.next_request().is_none());
         assert_eq!(w.cursor(), Some("B"));
@@ -328,10 +286,10 @@ mod tests {
     fn limit_trims_first_and_nodes() {
         let mut w = Walker::new(spec(100, Some(150))).unwrap();
         assert_eq!(body_vars(&w)["first"], 100);
-        w.accept(page(0..100, true, "A")).unwrap();
+        accept(&mut w, page(0..100, true, "A")).unwrap();
         assert_eq!(body_vars(&w)["first"], 50);
-        let p = w.accept(page(100..200, true, "B")).unwrap();
-        assert_eq!(p.nodes.len(), 50);
+        let (take, _) = accept(&mut w, page(100..200, true, "B")).unwrap();
+        assert_eq!(take, 50);
         assert!(w.is_done());
         assert!(Walker::new(spec(10, Some(0))).unwrap().next_request().is_none());
     }
@@ -339,8 +297,8 @@ mod tests {
     #[test]
     fn repeated_cursor_fails_instead_of_looping() {
         let mut w = Walker::new(spec(2, None)).unwrap();
-        w.accept(page(0..2, true, "A")).unwrap();
-        let e = w.accept(page(0..2, true, "A")).unwrap_err();
+        accept(&mut w, page(0..2, true, "A")).unwrap();
+        let e = accept(&mut w, page(0..2, true, "A")).unwrap_err();
         assert!(matches!(e, Error::Pagination(ref m) if m.contains("twice")), "{e}");
         assert!(w.next_request().is_none());
     }
@@ -353,22 +311,29 @@ mod tests {
         s.query = "query Q($first: Int) { items(first: $first) { edges { node { id } } } }".into();
         assert!(Walker::new(s).unwrap_err().to_string().contains("$after"));
         let mut w = Walker::new(spec(10, None)).unwrap();
-        assert!(w.accept(json!({"items": {"edges": []}})).unwrap_err().to_string().contains("pageInfo"));
-        assert!(w.accept(json!({"items": null})).is_err());
-        assert!(w
-            .accept(json!({"items": {"edges": [], "pageInfo": {"hasNextPage": true}}}))
+        assert!(accept(&mut w, json!({"items": {"edges": []}}))
+            .unwrap_err()
+            .to_string()
+            .contains("pageInfo"));
+        assert!(accept(&mut w, json!({"items": null})).is_err());
+        assert!(accept(&mut w, json!({"items": {"pageInfo": {"hasNextPage": false}}}))
+            .unwrap_err()
+            .to_string()
+            .contains("select edges"));
+        assert!(accept(&mut w, json!({"items": {"edges": [], "pageInfo": {"hasNextPage": true}}}))
             .unwrap_err()
             .to_string()
             .contains("endCursor"));
         let mut s = spec(10, None);
         s.path = Some("a.b".into());
         let mut w = Walker::new(s).unwrap();
-        let p = w
-            .accept(
-                json!({"a": {"b": {"nodes": [1, 2], "pageInfo": {"hasNextPage": false, "endCursor": null}}}}),
-            )
-            .unwrap();
-        assert_eq!(p.nodes, vec![json!(1), json!(2)]);
+        let (take, _) = accept(
+            &mut w,
+            json!({"a": {"b": {"nodes": [1, 2], "pageInfo": {"hasNextPage": false, "endCursor": null}}}}),
+        )
+        .unwrap();
+        assert_eq!(take, 2);
+        assert_eq!(w.cursor(), None);
     }
 
     #[test]

@@ -6,7 +6,6 @@ use std::time::{Instant, SystemTime};
 
 use bytes::Bytes;
 use reqwest::header::{HeaderMap, AUTHORIZATION, CONTENT_TYPE, RETRY_AFTER};
-use serde_json::Value;
 
 use super::auth::{classify, transport_error, TokenProvider};
 use super::config::Settings;
@@ -106,12 +105,6 @@ impl Transport {
 
     pub fn is_closed(&self) -> bool {
         self.closed.load(Ordering::Acquire)
-    }
-
-    /// Sends one GraphQL request and returns its `data`, or the error it ended with.
-    pub async fn execute(&self, req: &PreparedRequest) -> Result<Value> {
-        let body = self.send(req).await?;
-        decode_response(&body)
     }
 
     /// Sends one request with refresh-on-401 and retries; returns the body of a 2xx answer.

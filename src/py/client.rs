@@ -7,7 +7,8 @@ use pyo3::types::PyDict;
 use crate::core::config::SettingsInput;
 use crate::core::paging::PageSpec;
 use crate::core::{CoreClient, Error};
-use crate::py::convert::{from_dict, to_py};
+use crate::py::convert::from_dict;
+use crate::py::decode;
 use crate::py::errors::to_py as err;
 use crate::py::paging::NativePages;
 use crate::py::runtime::{async_usable, block_on, runtime};
@@ -122,8 +123,8 @@ impl NativeClient {
                 py,
                 async move { core.execute(&query, vars.as_ref(), operation_name.as_deref()).await },
             )?;
-        let value = out.map_err(err)?;
-        Ok(to_py(py, &value)?.unbind())
+        let body = out.map_err(err)?;
+        Ok(decode::data(py, &body)?.unbind())
     }
 
     #[pyo3(signature = (query, variables=None, operation_name=None))]
@@ -143,8 +144,8 @@ impl NativeClient {
         let core = self.check()?.clone();
         let vars = crate::py::convert::variables(variables.as_ref())?;
         pyo3_async_runtimes::tokio::future_into_py(py, async move {
-            let value = core.execute(&query, vars.as_ref(), operation_name.as_deref()).await.map_err(err)?;
-            Python::attach(|py| to_py(py, &value).map(Bound::unbind))
+            let body = core.execute(&query, vars.as_ref(), operation_name.as_deref()).await.map_err(err)?;
+            Python::attach(|py| decode::data(py, &body).map(Bound::unbind))
         })
     }
 
@@ -177,9 +178,9 @@ impl NativeClient {
     ) -> PyResult<Py<PyAny>> {
         let core = self.check()?.clone();
         let args = from_dict(&args, "").map_err(err)?;
-        let out = block_on(py, async move { core.call(&name, args, fields.as_deref()).await })?;
-        let value = out.map_err(err)?;
-        Ok(to_py(py, &value)?.unbind())
+        let out = block_on(py, async { core.call(&name, args, fields.as_deref()).await })?;
+        let body = out.map_err(err)?;
+        field(py, &body, &name)
     }
 
     /// The awaitable twin of `call`.
@@ -200,8 +201,8 @@ impl NativeClient {
         let core = self.check()?.clone();
         let args = from_dict(&args, "").map_err(err)?;
         pyo3_async_runtimes::tokio::future_into_py(py, async move {
-            let value = core.call(&name, args, fields.as_deref()).await.map_err(err)?;
-            Python::attach(|py| to_py(py, &value).map(Bound::unbind))
+            let body = core.call(&name, args, fields.as_deref()).await.map_err(err)?;
+            Python::attach(|py| field(py, &body, &name))
         })
     }
 
@@ -239,16 +240,18 @@ pub fn prepare_request(
 ) -> PyResult<Py<PyDict>> {
     let vars = crate::py::convert::variables(variables.as_ref())?;
     let req = crate::core::graphql::prepare(query, vars.as_ref(), operation_name).map_err(err)?;
-    let body: serde_json::Value = serde_json::from_slice(&req.body)
-        .map_err(|e| err(Error::Validation(format!("request could not be encoded: {e}"))))?;
-    let d = PyDict::new(py);
-    if let serde_json::Value::Object(m) = body {
-        for (k, v) in &m {
-            d.set_item(k, to_py(py, v)?)?;
-        }
-    }
+    let d = decode::json(py, &req.body)?.cast_into::<PyDict>()?;
     d.set_item("kind", format!("{:?}", req.operation.kind).to_lowercase())?;
     Ok(d.unbind())
+}
+
+/// `data[name]` of an answer (None when absent).
+fn field(py: Python<'_>, body: &[u8], name: &str) -> PyResult<Py<PyAny>> {
+    let data = decode::data(py, body)?;
+    match data.cast::<PyDict>() {
+        Ok(d) => Ok(d.get_item(name)?.map_or_else(|| py.None(), Bound::unbind)),
+        Err(_) => Ok(py.None()),
+    }
 }
 
 /// Python ints to the walker's bounds; the walker itself checks the cap.

@@ -2,6 +2,7 @@
 
 pub mod client;
 pub mod convert;
+pub mod decode;
 #[cfg(feature = "emulator")]
 pub mod emulator;
 pub mod errors;

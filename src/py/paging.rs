@@ -3,11 +3,13 @@
 
 use std::sync::{Arc, Mutex};
 
+use pyo3::intern;
 use pyo3::prelude::*;
-use pyo3::types::{PyDict, PyList};
+use pyo3::types::{PyDict, PyList, PyString};
 
-use crate::core::paging::{Page, PageStream};
-use crate::py::convert::Builder;
+use crate::core::paging::{PageStream, RawPage};
+use crate::core::Error;
+use crate::py::decode;
 use crate::py::errors::to_py as err;
 use crate::py::runtime::block_on;
 
@@ -25,25 +27,75 @@ impl NativePages {
 }
 
 /// (items, page_info, item_cursors) for Python, or None at the end; item_cursors is empty when
-/// the query does not select the edges' cursors.
-fn page_to_py(py: Python<'_>, page: Option<Page>) -> PyResult<Py<PyAny>> {
+/// the query does not select the edges' cursors. The body is decoded here, once, straight into
+/// Python objects; the core has only scanned it.
+fn page_to_py(py: Python<'_>, page: Option<RawPage>) -> PyResult<Py<PyAny>> {
     let Some(page) = page else { return Ok(py.None()) };
-    // One builder for the page: every node shares the key strings.
-    let mut builder = Builder::new(py);
-    let nodes = page.nodes.iter().map(|n| builder.value(n)).collect::<PyResult<Vec<_>>>()?;
-    let items = PyList::new(py, nodes)?;
+    let data = decode::data(py, &page.body)?;
+    let vanished = || err(Error::Pagination("the connection vanished from the decoded page".into()));
+    let mut conn = data;
+    match &page.path {
+        Some(path) => {
+            for key in path.iter() {
+                conn = conn
+                    .cast_into::<PyDict>()
+                    .map_err(|_| vanished())?
+                    .get_item(key)?
+                    .ok_or_else(vanished)?;
+            }
+        }
+        None => {
+            let d = conn.cast_into::<PyDict>().map_err(|_| vanished())?;
+            conn = d.values().get_item(0).map_err(|_| vanished())?;
+        }
+    }
+    let conn = conn.cast_into::<PyDict>().map_err(|_| vanished())?;
+    let items = PyList::empty(py);
+    let cursors = PyList::empty(py);
+    let (mut with_cursor, mut count) = (false, 0usize);
+    if let Some(edges) = conn.get_item(intern!(py, "edges"))? {
+        if let Ok(edges) = edges.cast::<PyList>() {
+            for edge in edges.iter().take(page.take) {
+                let (node, cursor) = match edge.cast::<PyDict>() {
+                    Ok(e) => (e.get_item(intern!(py, "node"))?, e.get_item(intern!(py, "cursor"))?),
+                    Err(_) => (None, None),
+                };
+                items.append(node.unwrap_or_else(|| py.None().into_bound(py)))?;
+                match cursor {
+                    Some(c) if c.is_instance_of::<PyString>() => {
+                        if !with_cursor {
+                            for _ in 0..count {
+                                cursors.append(py.None())?;
+                            }
+                            with_cursor = true;
+                        }
+                        cursors.append(c)?;
+                    }
+                    _ if with_cursor => cursors.append(py.None())?,
+                    _ => {}
+                }
+                count += 1;
+            }
+        }
+    } else if let Some(nodes) = conn.get_item(intern!(py, "nodes"))? {
+        if let Ok(nodes) = nodes.cast::<PyList>() {
+            for node in nodes.iter().take(page.take) {
+                items.append(node)?;
+            }
+        }
+    }
     let info = PyDict::new(py);
-    info.set_item("has_next_page", page.info.has_next_page)?;
-    info.set_item("has_previous_page", page.info.has_previous_page)?;
-    info.set_item("start_cursor", page.info.start_cursor)?;
-    info.set_item("end_cursor", page.info.end_cursor)?;
-    Ok((items, info, page.cursors).into_pyobject(py)?.into_any().unbind())
+    info.set_item(intern!(py, "has_next_page"), page.info.has_next_page)?;
+    info.set_item(intern!(py, "has_previous_page"), page.info.has_previous_page)?;
+    info.set_item(intern!(py, "start_cursor"), page.info.start_cursor)?;
+    info.set_item(intern!(py, "end_cursor"), page.info.end_cursor)?;
+    Ok((items, info, cursors).into_pyobject(py)?.into_any().unbind())
 }
 
 async fn next(
     stream: Arc<tokio::sync::Mutex<PageStream>>,
     cursor: Arc<Mutex<Option<String>>>,
-) -> crate::core::Result<Option<Page>> {
+) -> crate::core::Result<Option<RawPage>> {
     let mut s = stream.lock().await;
     let page = s.next_page().await?;
     if page.is_some() {

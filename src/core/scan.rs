@@ -1,0 +1,419 @@
+//! Reading what the client needs from a response body without building it: whether it carries
+//! GraphQL `errors`, and a connection's `pageInfo` and item count. One pass over the bytes with
+//! serde's `IgnoredAny` for everything else, so the I/O thread can send the next page's request
+//! before anyone has turned this page into objects (that happens once, in the caller's format).
+
+use std::fmt;
+
+use serde::de::{self, DeserializeSeed, Deserializer, IgnoredAny, MapAccess, SeqAccess, Visitor};
+use serde::Deserialize;
+
+use super::error::{Error, Result};
+use super::graphql::decode_response;
+
+/// What a page answer says about the walk: its pageInfo and how many items it holds.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct ConnectionMeta {
+    pub has_next_page: Option<bool>,
+    pub has_previous_page: Option<bool>,
+    pub start_cursor: Option<String>,
+    pub end_cursor: Option<String>,
+    /// `pageInfo` was selected.
+    pub page_info: bool,
+    /// Items under `edges` (or `nodes` when the query selects that list instead).
+    pub items: usize,
+    /// Whether `edges` or `nodes` was there at all.
+    pub has_list: bool,
+}
+
+/// Where the connection sits in `data`, and what went wrong finding it.
+#[derive(Debug)]
+enum Found {
+    Conn(ConnectionMeta),
+    Missing,
+    Null,
+    NotObject,
+    Several,
+    BadList(&'static str),
+}
+
+/// Fails on GraphQL `errors` (with the partial data, decoded the slow way on this rare path);
+/// otherwise says nothing: the caller decodes `data` itself.
+pub fn check_envelope(body: &[u8]) -> Result<()> {
+    #[derive(Deserialize)]
+    struct Envelope {
+        #[serde(default)]
+        errors: Option<Vec<IgnoredAny>>,
+    }
+    let env: Envelope = serde_json::from_slice(body).map_err(not_graphql)?;
+    match env.errors {
+        Some(e) if !e.is_empty() => decode_response(body).map(|_| ()),
+        _ => Ok(()),
+    }
+}
+
+fn not_graphql(e: serde_json::Error) -> Error {
+    Error::Transport(format!("the response body is not the JSON a GraphQL server sends ({e})"))
+}
+
+/// Scans a page answer: GraphQL errors fail as usual; the connection at `path` in `data` (or the
+/// only top-level field when `path` is `None`) is found and its pageInfo read.
+pub fn scan_page(body: &[u8], path: Option<&[String]>) -> Result<ConnectionMeta> {
+    let label = path.map_or_else(|| "the connection".to_string(), |p| format!("{:?}", p.join(".")));
+    let mut de = serde_json::Deserializer::from_slice(body);
+    let (found, errors) = EnvelopeSeed { path }.deserialize(&mut de).map_err(not_graphql)?;
+    de.end().map_err(not_graphql)?;
+    if errors {
+        decode_response(body)?;
+    }
+    match found {
+        Some(Found::Conn(meta)) => Ok(meta),
+        Some(Found::Missing) | None => {
+            Err(Error::Pagination(format!("{label} was not found in the response data")))
+        }
+        Some(Found::Null) => Err(Error::Pagination(format!("{label} is null in the response"))),
+        Some(Found::NotObject) => Err(Error::Pagination(format!("{label} is not a connection object"))),
+        Some(Found::Several) => Err(Error::validation(
+            "the query selects several top-level fields: pass path= to name the connection",
+        )),
+        Some(Found::BadList(which)) => Err(Error::Pagination(format!("{label}.{which} is not a list"))),
+    }
+}
+
+struct EnvelopeSeed<'p> {
+    path: Option<&'p [String]>,
+}
+
+impl<'de> DeserializeSeed<'de> for EnvelopeSeed<'_> {
+    type Value = (Option<Found>, bool);
+    fn deserialize<D: Deserializer<'de>>(self, d: D) -> std::result::Result<Self::Value, D::Error> {
+        d.deserialize_map(self)
+    }
+}
+
+impl<'de> Visitor<'de> for EnvelopeSeed<'_> {
+    type Value = (Option<Found>, bool);
+    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("a GraphQL response object")
+    }
+    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> std::result::Result<Self::Value, A::Error> {
+        let (mut found, mut errors) = (None, false);
+        while let Some(key) = map.next_key::<Key<'de>>()? {
+            match key.as_str() {
+                "data" => found = Some(map.next_value_seed(DataSeed { path: self.path })?),
+                "errors" => {
+                    errors = map.next_value::<Option<Vec<IgnoredAny>>>()?.is_some_and(|e| !e.is_empty())
+                }
+                _ => {
+                    map.next_value::<IgnoredAny>()?;
+                }
+            }
+        }
+        Ok((found, errors))
+    }
+}
+
+/// A map key, borrowed from the body unless it has escapes.
+pub(crate) struct Key<'de>(std::borrow::Cow<'de, str>);
+
+impl Key<'_> {
+    pub(crate) fn as_str(&self) -> &str {
+        &self.0
+    }
+}
+
+impl<'de> Deserialize<'de> for Key<'de> {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> std::result::Result<Self, D::Error> {
+        struct V;
+        impl<'de> Visitor<'de> for V {
+            type Value = Key<'de>;
+            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str("a key")
+            }
+            fn visit_borrowed_str<E: de::Error>(self, v: &'de str) -> std::result::Result<Key<'de>, E> {
+                Ok(Key(std::borrow::Cow::Borrowed(v)))
+            }
+            fn visit_str<E: de::Error>(self, v: &str) -> std::result::Result<Key<'de>, E> {
+                Ok(Key(std::borrow::Cow::Owned(v.to_string())))
+            }
+        }
+        d.deserialize_str(V)
+    }
+}
+
+/// `data`, or one object on the way down `path` to the connection.
+struct DataSeed<'p> {
+    path: Option<&'p [String]>,
+}
+
+impl<'de> DeserializeSeed<'de> for DataSeed<'_> {
+    type Value = Found;
+    fn deserialize<D: Deserializer<'de>>(self, d: D) -> std::result::Result<Found, D::Error> {
+        d.deserialize_any(self)
+    }
+}
+
+impl<'de> Visitor<'de> for DataSeed<'_> {
+    type Value = Found;
+    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("an object")
+    }
+    fn visit_unit<E: de::Error>(self) -> std::result::Result<Found, E> {
+        Ok(Found::Missing)
+    }
+    fn visit_none<E: de::Error>(self) -> std::result::Result<Found, E> {
+        Ok(Found::Missing)
+    }
+    fn visit_bool<E: de::Error>(self, _: bool) -> std::result::Result<Found, E> {
+        Ok(Found::Missing)
+    }
+    fn visit_i64<E: de::Error>(self, _: i64) -> std::result::Result<Found, E> {
+        Ok(Found::Missing)
+    }
+    fn visit_u64<E: de::Error>(self, _: u64) -> std::result::Result<Found, E> {
+        Ok(Found::Missing)
+    }
+    fn visit_f64<E: de::Error>(self, _: f64) -> std::result::Result<Found, E> {
+        Ok(Found::Missing)
+    }
+    fn visit_str<E: de::Error>(self, _: &str) -> std::result::Result<Found, E> {
+        Ok(Found::Missing)
+    }
+    fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> std::result::Result<Found, A::Error> {
+        while seq.next_element::<IgnoredAny>()?.is_some() {}
+        Ok(Found::Missing)
+    }
+    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> std::result::Result<Found, A::Error> {
+        let mut found = None;
+        let mut fields = 0usize;
+        while let Some(key) = map.next_key::<Key<'de>>()? {
+            fields += 1;
+            let (wanted, rest) = match self.path {
+                Some([first, rest @ ..]) => (key.as_str() == first, Some(rest)),
+                Some([]) => (false, None),
+                None => (fields == 1, None),
+            };
+            if !wanted {
+                map.next_value::<IgnoredAny>()?;
+                continue;
+            }
+            found = Some(match rest {
+                Some(rest) if !rest.is_empty() => map.next_value_seed(DataSeed { path: Some(rest) })?,
+                _ => map.next_value_seed(ConnSeed)?,
+            });
+        }
+        if self.path.is_none() && fields > 1 {
+            return Ok(Found::Several);
+        }
+        Ok(found.unwrap_or(Found::Missing))
+    }
+}
+
+/// The connection object: reads pageInfo, counts edges or nodes, skips the rest.
+struct ConnSeed;
+
+impl<'de> DeserializeSeed<'de> for ConnSeed {
+    type Value = Found;
+    fn deserialize<D: Deserializer<'de>>(self, d: D) -> std::result::Result<Found, D::Error> {
+        d.deserialize_any(self)
+    }
+}
+
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct PageInfoIn {
+    has_next_page: Option<bool>,
+    has_previous_page: Option<bool>,
+    start_cursor: Option<String>,
+    end_cursor: Option<String>,
+}
+
+/// The length of a list (null counts as empty); anything else is `None`.
+struct Count;
+
+impl<'de> DeserializeSeed<'de> for Count {
+    type Value = Option<usize>;
+    fn deserialize<D: Deserializer<'de>>(self, d: D) -> std::result::Result<Option<usize>, D::Error> {
+        d.deserialize_any(self)
+    }
+}
+
+impl<'de> Visitor<'de> for Count {
+    type Value = Option<usize>;
+    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("a list")
+    }
+    fn visit_unit<E: de::Error>(self) -> std::result::Result<Option<usize>, E> {
+        Ok(Some(0))
+    }
+    fn visit_none<E: de::Error>(self) -> std::result::Result<Option<usize>, E> {
+        Ok(Some(0))
+    }
+    fn visit_bool<E: de::Error>(self, _: bool) -> std::result::Result<Option<usize>, E> {
+        Ok(None)
+    }
+    fn visit_i64<E: de::Error>(self, _: i64) -> std::result::Result<Option<usize>, E> {
+        Ok(None)
+    }
+    fn visit_u64<E: de::Error>(self, _: u64) -> std::result::Result<Option<usize>, E> {
+        Ok(None)
+    }
+    fn visit_f64<E: de::Error>(self, _: f64) -> std::result::Result<Option<usize>, E> {
+        Ok(None)
+    }
+    fn visit_str<E: de::Error>(self, _: &str) -> std::result::Result<Option<usize>, E> {
+        Ok(None)
+    }
+    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> std::result::Result<Option<usize>, A::Error> {
+        while map.next_entry::<IgnoredAny, IgnoredAny>()?.is_some() {}
+        Ok(None)
+    }
+    fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> std::result::Result<Option<usize>, A::Error> {
+        let mut n = 0;
+        while seq.next_element::<IgnoredAny>()?.is_some() {
+            n += 1;
+        }
+        Ok(Some(n))
+    }
+}
+
+impl<'de> Visitor<'de> for ConnSeed {
+    type Value = Found;
+    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("a connection")
+    }
+    fn visit_unit<E: de::Error>(self) -> std::result::Result<Found, E> {
+        Ok(Found::Null)
+    }
+    fn visit_none<E: de::Error>(self) -> std::result::Result<Found, E> {
+        Ok(Found::Null)
+    }
+    fn visit_bool<E: de::Error>(self, _: bool) -> std::result::Result<Found, E> {
+        Ok(Found::NotObject)
+    }
+    fn visit_i64<E: de::Error>(self, _: i64) -> std::result::Result<Found, E> {
+        Ok(Found::NotObject)
+    }
+    fn visit_u64<E: de::Error>(self, _: u64) -> std::result::Result<Found, E> {
+        Ok(Found::NotObject)
+    }
+    fn visit_f64<E: de::Error>(self, _: f64) -> std::result::Result<Found, E> {
+        Ok(Found::NotObject)
+    }
+    fn visit_str<E: de::Error>(self, _: &str) -> std::result::Result<Found, E> {
+        Ok(Found::NotObject)
+    }
+    fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> std::result::Result<Found, A::Error> {
+        while seq.next_element::<IgnoredAny>()?.is_some() {}
+        Ok(Found::NotObject)
+    }
+    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> std::result::Result<Found, A::Error> {
+        let mut meta = ConnectionMeta::default();
+        let mut bad = None;
+        let mut edges = None;
+        let mut nodes = None;
+        while let Some(key) = map.next_key::<Key<'de>>()? {
+            match key.as_str() {
+                "pageInfo" => {
+                    if let Some(pi) = map.next_value::<Option<PageInfoIn>>()? {
+                        meta.page_info = true;
+                        meta.has_next_page = pi.has_next_page;
+                        meta.has_previous_page = pi.has_previous_page;
+                        meta.start_cursor = pi.start_cursor;
+                        meta.end_cursor = pi.end_cursor;
+                    }
+                }
+                "edges" => match map.next_value_seed(Count)? {
+                    Some(n) => edges = Some(n),
+                    None => bad = Some("edges"),
+                },
+                "nodes" => match map.next_value_seed(Count)? {
+                    Some(n) => nodes = Some(n),
+                    None => bad = Some("nodes"),
+                },
+                _ => {
+                    map.next_value::<IgnoredAny>()?;
+                }
+            }
+        }
+        if let Some(which) = bad {
+            return Ok(Found::BadList(which));
+        }
+        // The walker hands out `edges` when both are selected, so count what it will hand out.
+        meta.has_list = edges.is_some() || nodes.is_some();
+        meta.items = edges.or(nodes).unwrap_or(0);
+        Ok(Found::Conn(meta))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn body(v: serde_json::Value) -> Vec<u8> {
+        serde_json::to_vec(&v).unwrap()
+    }
+
+    fn path(p: &str) -> Vec<String> {
+        p.split('.').map(str::to_string).collect()
+    }
+
+    #[test]
+    fn reads_page_info_and_counts_edges() {
+        let b = body(json!({"data": {"items": {
+            "edges": [{"node": {"id": 1, "deep": {"x": [1, {"y": "}"}]}}}, {"node": null}],
+            "pageInfo": {"hasNextPage": true, "endCursor": "E", "startCursor": null}
+        }}}));
+        let m = scan_page(&b, None).unwrap();
+        assert_eq!(m.items, 2);
+        assert!(m.has_list && m.page_info);
+        assert_eq!(m.has_next_page, Some(true));
+        assert_eq!(m.end_cursor.as_deref(), Some("E"));
+        assert_eq!(m.start_cursor, None);
+        let m = scan_page(&b, Some(&path("items"))).unwrap();
+        assert_eq!(m.items, 2);
+    }
+
+    #[test]
+    fn follows_a_path_and_skips_other_fields() {
+        let b = body(json!({"data": {
+            "other": {"edges": [1, 2, 3]},
+            "a": {"b": {"nodes": [1, 2, 3], "pageInfo": {"hasNextPage": false}}}
+        }}));
+        let m = scan_page(&b, Some(&path("a.b"))).unwrap();
+        assert_eq!((m.items, m.has_next_page), (3, Some(false)));
+        let e = scan_page(&b, Some(&path("a.c"))).unwrap_err();
+        assert!(matches!(e, Error::Pagination(ref s) if s.contains("not found")), "{e}");
+        assert!(scan_page(&b, None).unwrap_err().to_string().contains("path="));
+    }
+
+    #[test]
+    fn reports_bad_shapes_and_errors() {
+        let e = scan_page(&body(json!({"data": {"items": null}})), None).unwrap_err();
+        assert!(e.to_string().contains("null"), "{e}");
+        let e = scan_page(&body(json!({"data": {"items": 3}})), None).unwrap_err();
+        assert!(e.to_string().contains("not a connection"), "{e}");
+        let e = scan_page(&body(json!({"data": {"items": {"edges": 3}}})), None).unwrap_err();
+        assert!(e.to_string().contains("edges is not a list"), "{e}");
+        let e = scan_page(&body(json!({"data": null, "errors": [{"message": "no"}]})), None).unwrap_err();
+        assert!(matches!(e, Error::GraphQL { .. }), "{e}");
+        let e = scan_page(&body(json!({"data": null})), None).unwrap_err();
+        assert!(e.to_string().contains("not found"), "{e}");
+        assert!(matches!(scan_page(b"{\"data\": {", None), Err(Error::Transport(_))));
+        assert!(matches!(scan_page(b"{} trailing", None), Err(Error::Transport(_))));
+        let m = scan_page(&body(json!({"data": {"items": {"edges": null}}})), None).unwrap();
+        assert!(m.has_list && !m.page_info && m.items == 0);
+    }
+
+    #[test]
+    fn envelope_check() {
+        assert!(check_envelope(br#"{"data":{"a":1}}"#).is_ok());
+        assert!(check_envelope(br#"{"data":{"a":1},"errors":[]}"#).is_ok());
+        assert!(matches!(
+            check_envelope(br#"{"data":{"a":null},"errors":[{"message":"x"}]}"#),
+            Err(Error::GraphQL { data: Some(_), .. })
+        ));
+        assert!(matches!(check_envelope(b"<html>"), Err(Error::Transport(_))));
+    }
+}
