@@ -7,11 +7,12 @@ use pyo3::types::PyDict;
 use crate::core::config::SettingsInput;
 use crate::core::paging::PageSpec;
 use crate::core::{CoreClient, Error};
+use crate::py::completions::{self, Outcome};
 use crate::py::convert::from_dict;
 use crate::py::decode;
 use crate::py::errors::to_py as err;
 use crate::py::paging::NativePages;
-use crate::py::runtime::{async_usable, block_on, runtime};
+use crate::py::runtime::{block_on, runtime};
 
 #[pyclass(frozen, module = "secfindings._native")]
 pub struct NativeClient {
@@ -135,17 +136,10 @@ impl NativeClient {
         variables: Option<Bound<'py, PyAny>>,
         operation_name: Option<String>,
     ) -> PyResult<Bound<'py, PyAny>> {
-        if !async_usable() {
-            return Err(err(Error::Closed(
-                "async calls are not available in a process forked after the first call; use Client here"
-                    .into(),
-            )));
-        }
         let core = self.check()?.clone();
         let vars = crate::py::convert::variables(variables.as_ref())?;
-        pyo3_async_runtimes::tokio::future_into_py(py, async move {
-            let body = core.execute(&query, vars.as_ref(), operation_name.as_deref()).await.map_err(err)?;
-            Python::attach(|py| decode::data(py, &body).map(Bound::unbind))
+        completions::submit(py, async move {
+            core.execute(&query, vars.as_ref(), operation_name.as_deref()).await.map(Outcome::Data)
         })
     }
 
@@ -192,17 +186,11 @@ impl NativeClient {
         args: Bound<'py, PyDict>,
         fields: Option<String>,
     ) -> PyResult<Bound<'py, PyAny>> {
-        if !async_usable() {
-            return Err(err(Error::Closed(
-                "async calls are not available in a process forked after the first call; use Client here"
-                    .into(),
-            )));
-        }
         let core = self.check()?.clone();
         let args = from_dict(&args, "").map_err(err)?;
-        pyo3_async_runtimes::tokio::future_into_py(py, async move {
-            let body = core.call(&name, args, fields.as_deref()).await.map_err(err)?;
-            Python::attach(|py| field(py, &body, &name))
+        completions::submit(py, async move {
+            let body = core.call(&name, args, fields.as_deref()).await?;
+            Ok(Outcome::Field(body, name))
         })
     }
 
@@ -246,7 +234,7 @@ pub fn prepare_request(
 }
 
 /// `data[name]` of an answer (None when absent).
-fn field(py: Python<'_>, body: &[u8], name: &str) -> PyResult<Py<PyAny>> {
+pub(crate) fn field(py: Python<'_>, body: &[u8], name: &str) -> PyResult<Py<PyAny>> {
     let data = decode::data(py, body)?;
     match data.cast::<PyDict>() {
         Ok(d) => Ok(d.get_item(name)?.map_or_else(|| py.None(), Bound::unbind)),

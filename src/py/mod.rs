@@ -1,6 +1,7 @@
 //! Thin PyO3 glue over the core: conversion, error mapping, the runtime. It decides nothing.
 
 pub mod client;
+pub mod completions;
 pub mod convert;
 pub mod decode;
 #[cfg(feature = "emulator")]

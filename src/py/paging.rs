@@ -9,6 +9,7 @@ use pyo3::types::{PyDict, PyList, PyString};
 
 use crate::core::paging::{PageStream, RawPage};
 use crate::core::Error;
+use crate::py::completions::{self, Outcome};
 use crate::py::decode;
 use crate::py::errors::to_py as err;
 use crate::py::runtime::block_on;
@@ -29,7 +30,7 @@ impl NativePages {
 /// (items, page_info, item_cursors) for Python, or None at the end; item_cursors is empty when
 /// the query does not select the edges' cursors. The body is decoded here, once, straight into
 /// Python objects; the core has only scanned it.
-fn page_to_py(py: Python<'_>, page: Option<RawPage>) -> PyResult<Py<PyAny>> {
+pub(crate) fn page_to_py(py: Python<'_>, page: Option<RawPage>) -> PyResult<Py<PyAny>> {
     let Some(page) = page else { return Ok(py.None()) };
     let data = decode::data(py, &page.body)?;
     let vanished = || err(Error::Pagination("the connection vanished from the decoded page".into()));
@@ -122,9 +123,6 @@ impl NativePages {
 
     fn next_page_async<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
         let (stream, cursor) = (Arc::clone(&self.stream), Arc::clone(&self.cursor));
-        pyo3_async_runtimes::tokio::future_into_py(py, async move {
-            let page = next(stream, cursor).await.map_err(err)?;
-            Python::attach(|py| page_to_py(py, page))
-        })
+        completions::submit(py, async move { next(stream, cursor).await.map(Outcome::Page) })
     }
 }

@@ -62,6 +62,7 @@ pub fn init_async_runtime() -> Result<(), Error> {
 }
 
 /// Whether async calls can run in this process (not in a child forked after first use).
+#[cfg(not(unix))]
 pub fn async_usable() -> bool {
     match (ASYNC_RUNTIME.get(), runtime()) {
         (Some(a), Ok(r)) => std::ptr::eq(*a, r),
