@@ -4,10 +4,13 @@
     .venv/bin/python benches/bench.py [--quick] [--budget SECONDS] [--skip-memory]
 
 The emulator runs in its own process (``python -m secfindings.emulator --port 0 --findings N``),
-so every client process measures only itself. Every (client, workload) pair runs in a fresh
-worker process (``bench.py --worker SPEC``): it imports its client, builds it (baselines exchange
-the API token for a JWT once, untimed), makes one untimed warm-up call, then times the workload
-``repeats`` times (wall clock and process CPU). Figures are medians over the repeats.
+so every client process measures only itself. The runs are interleaved: in each of ``repeats``
+rounds every client (and the floor) runs the workload once, in a fresh worker process
+(``bench.py --worker SPEC``): it imports its client, builds it (baselines exchange the API token
+for a JWT once, untimed), makes an untimed warm-up pass (the whole workload in the first round,
+to fill the emulator's response cache; a short one later), then times one pass (wall clock and
+process CPU). Figures are medians over the rounds, so a drift of the machine during the run
+affects every client alike.
 
 Workloads (full sizes; ``--quick`` shrinks them to a smoke test):
 
@@ -129,12 +132,18 @@ def _timed(fn: Any) -> tuple[float, float, Any]:
     return time.perf_counter() - w0, time.process_time() - c0, out
 
 
-def warm_runs(spec: dict[str, Any]) -> int:
-    """One untimed pass of the workload first: the emulator runs with its response cache, and every
-    client should meet a warm server (not the GraphQL engine) whatever order the clients run in.
-    The pass does not change a peak RSS (iterating holds one page at a time)."""
-    del spec
-    return 1
+LIGHT_WARM = {"latency": 200, "paging": 2_000, "concurrency": 640}
+
+
+def warm_count(spec: dict[str, Any]) -> int:
+    """The untimed pass before the timed one. In a client's first round it is the whole workload:
+    the emulator runs with its response cache, and every client should meet a warm server (not
+    the GraphQL engine) whatever order the clients run in. In later rounds the server already
+    holds that client's answers, so a short pass warms the connection and the interpreter. The
+    pass does not change a peak RSS (iterating holds one page at a time)."""
+    if spec.get("warm", "full") == "full":
+        return int(spec["count"])
+    return min(int(spec["count"]), LIGHT_WARM.get(spec["workload"], 200))
 
 
 def run_sync(spec: dict[str, Any]) -> dict[str, Any]:
@@ -146,24 +155,24 @@ def run_sync(spec: dict[str, Any]) -> dict[str, Any]:
     walls, cpus, items = [], [], 0
     rss_before = rss_kb()
 
-    def latency() -> int:
-        for i in range(count):
+    def latency(k: int) -> int:
+        for i in range(k):
             if c.call(q, {"id": id_of(i, n)})["finding"] is None:
                 raise RuntimeError("finding is null")
-        return count
-
-    def paging() -> int:
-        k = 0
-        for _node in c.iterate(count, ps):
-            k += 1
         return k
 
+    def paging(k: int) -> int:
+        got = 0
+        for _node in c.iterate(k, ps):
+            got += 1
+        return got
+
     fn = latency if wl == "latency" else paging
-    for r in range(spec["repeats"] + warm_runs(spec)):
-        w, cp, items = _timed(fn)
-        if r >= warm_runs(spec):
-            walls.append(w)
-            cpus.append(cp)
+    fn(warm_count(spec))
+    for _ in range(spec["repeats"]):
+        w, cp, items = _timed(lambda: fn(count))
+        walls.append(w)
+        cpus.append(cp)
     c.close()
     return {"wall": walls, "cpu": cpus, "items": items, "rss_before_kb": rss_before, "peak_kb": peak_rss_kb()}
 
@@ -177,8 +186,8 @@ async def run_async(spec: dict[str, Any]) -> dict[str, Any]:
     await c.call(q, {"id": 1})
     walls, cpus, items = [], [], 0
     rss_before = rss_kb()
-    for r in range(spec["repeats"] + warm_runs(spec)):
-        w0, c0 = time.perf_counter(), time.process_time()
+
+    async def once(k: int) -> int:
         if wl == "concurrency":
             sem = asyncio.Semaphore(spec["inflight"])
 
@@ -186,18 +195,21 @@ async def run_async(spec: dict[str, Any]) -> dict[str, Any]:
                 async with sem:
                     return await c.call(q, {"id": id_of(i, n)})
 
-            results = await asyncio.gather(*(one(i) for i in range(count)))
+            results = await asyncio.gather(*(one(i) for i in range(k)))
             if any(r["finding"] is None for r in results):
                 raise RuntimeError("finding is null")
-            items = len(results)
-            del results
-        else:
-            items = 0
-            async for _node in c.iterate(count, ps):
-                items += 1
-        if r >= warm_runs(spec):
-            walls.append(time.perf_counter() - w0)
-            cpus.append(time.process_time() - c0)
+            return len(results)
+        got = 0
+        async for _node in c.iterate(k, ps):
+            got += 1
+        return got
+
+    await once(warm_count(spec))
+    for _ in range(spec["repeats"]):
+        w0, c0 = time.perf_counter(), time.process_time()
+        items = await once(count)
+        walls.append(time.perf_counter() - w0)
+        cpus.append(time.process_time() - c0)
     await c.close()
     return {"wall": walls, "cpu": cpus, "items": items, "rss_before_kb": rss_before, "peak_kb": peak_rss_kb()}
 
@@ -314,6 +326,48 @@ class Runner:
         errs = [ln for ln in text if re.match(r"^[\w.]*(Error|Exception)\b", ln)]
         tail = (errs or text)[-1:] or ["no output"]
         return {"skipped": f"failed: {tail[0][:300]}"}
+
+    def rounds(
+        self,
+        emu: Emulator,
+        spec: dict[str, Any],
+        clients: list[str],
+        rounds: int,
+        cap: float,
+        floor: tuple[str, str, int, int, str],
+        calls: int,
+    ) -> dict[str, Any]:
+        """Runs every client (and the floor) once per round, round after round, each in a fresh
+        process, and takes the medians over the rounds. Interleaving puts each client's runs
+        under the same drift of the machine (on a shared 2-core VM a single call's time wanders
+        by a third over minutes), so the ratios compare runs made at the same time."""
+        raw: dict[str, dict[str, Any]] = {}
+        jwt, fwl, fcount, fparam, fquery = floor
+        wl = spec["workload"]
+        for rnd in range(rounds):
+            for client in [*clients, "floor"]:
+                if "skipped" in raw.get(client, {}):
+                    continue
+                if client == "floor":
+                    r = self.floor(emu, jwt, fwl, fcount, fparam, 1, fquery, 120)
+                else:
+                    one = {**spec, "client": client, "repeats": 1, "warm": "full" if rnd == 0 else "light"}
+                    r = self.worker(emu, one, cap=cap)
+                if "skipped" in r:
+                    raw[client] = r
+                    continue
+                acc = raw.setdefault(client, {"wall": [], "cpu": [] if r.get("cpu") is not None else None})
+                acc["wall"] += r["wall"]
+                if acc["cpu"] is not None and r.get("cpu") is not None:
+                    acc["cpu"] += r["cpu"]
+                acc["items"] = r["items"]
+                for k in ("rss_before_kb", "peak_kb"):
+                    if k in r:
+                        acc[k] = max(acc.get(k, 0), r[k])
+        out = {c: summarize(wl, raw[c], calls) for c in [*clients, "floor"] if c in raw}
+        for c, r in out.items():
+            _progress(wl, c, r)
+        return out
 
     def floor(
         self,
@@ -474,71 +528,41 @@ def main(argv: list[str] | None = None) -> int:
             flush=True,
         )
 
+        common = {"findings": n, "page_size": cfg["page_size"]}
         # 1. latency
         lat_calls = cfg["latency_calls"]
-        res["latency"] = {}
-        for client in LATENCY_CLIENTS:
-            spec = {
-                "client": client,
-                "workload": "latency",
-                "findings": n,
-                "count": lat_calls,
-                "page_size": cfg["page_size"],
-                "repeats": reps["latency"],
-                "inflight": 1,
-            }
-            res["latency"][client] = summarize("latency", run.worker(emu, spec, cap=240), lat_calls)
-            _progress("latency", client, res["latency"][client])
-        res["latency"]["floor"] = summarize(
-            "latency",
-            run.floor(emu, jwt, "latency", lat_calls, n, reps["latency"], _clients.FINDING_QUERY, 120),
-            lat_calls,
+        res["latency"] = run.rounds(
+            emu,
+            {**common, "workload": "latency", "count": lat_calls, "inflight": 1},
+            LATENCY_CLIENTS,
+            reps["latency"],
+            cap=240,
+            floor=(jwt, "latency", lat_calls, n, _clients.FINDING_QUERY),
+            calls=lat_calls,
         )
-        _progress("latency", "floor", res["latency"]["floor"])
 
         # 2. paging
-        n_pages = -(-n // cfg["page_size"])
-        res["paging"] = {}
-        for client in PAGING_CLIENTS:
-            spec = {
-                "client": client,
-                "workload": "paging",
-                "findings": n,
-                "count": n,
-                "page_size": cfg["page_size"],
-                "repeats": reps["paging"],
-                "inflight": 1,
-            }
-            res["paging"][client] = summarize("paging", run.worker(emu, spec, cap=300), n_pages)
-            _progress("paging", client, res["paging"][client])
-        res["paging"]["floor"] = summarize(
-            "paging",
-            run.floor(emu, jwt, "paging", n, cfg["page_size"], reps["paging"], _clients.PAGE_QUERY, 120),
-            n_pages,
+        res["paging"] = run.rounds(
+            emu,
+            {**common, "workload": "paging", "count": n, "inflight": 1},
+            PAGING_CLIENTS,
+            reps["paging"],
+            cap=300,
+            floor=(jwt, "paging", n, cfg["page_size"], _clients.PAGE_QUERY),
+            calls=-(-n // cfg["page_size"]),
         )
-        _progress("paging", "floor", res["paging"]["floor"])
 
         # 3. concurrency
         cc = cfg["concurrency_calls"]
-        res["concurrency"] = {}
-        for client in CONCURRENCY_CLIENTS:
-            spec = {
-                "client": client,
-                "workload": "concurrency",
-                "findings": n,
-                "count": cc,
-                "page_size": cfg["page_size"],
-                "repeats": reps["concurrency"],
-                "inflight": cfg["inflight"],
-            }
-            res["concurrency"][client] = summarize("concurrency", run.worker(emu, spec, cap=240), cc)
-            _progress("concurrency", client, res["concurrency"][client])
-        res["concurrency"]["floor"] = summarize(
-            "concurrency",
-            run.floor(emu, jwt, "concurrency", cc, n, reps["concurrency"], _clients.FINDING_QUERY, 120),
-            cc,
+        res["concurrency"] = run.rounds(
+            emu,
+            {**common, "workload": "concurrency", "count": cc, "inflight": cfg["inflight"]},
+            CONCURRENCY_CLIENTS,
+            reps["concurrency"],
+            cap=240,
+            floor=(jwt, "concurrency", cc, n, _clients.FINDING_QUERY),
+            calls=cc,
         )
-        _progress("concurrency", "floor", res["concurrency"]["floor"])
     finally:
         emu.close()
 
@@ -730,9 +754,9 @@ def render(report: dict[str, Any]) -> str:
         f"- Python {m['python']} ({m['implementation']}); date {m['date']}; "
         f"load average at start {m['loadavg_at_start']}",
         f"- emulator: separate process, {cfg['findings']:,} findings (memory workload: "
-        f"{cfg['memory_findings']:,}); every client in its own fresh process; medians of "
-        f"{cfg['repeats']['latency']}/{cfg['repeats']['paging']}/{cfg['repeats']['concurrency']} runs "
-        "(latency/paging/concurrency)",
+        f"{cfg['memory_findings']:,}); every client in its own fresh process per run; medians of "
+        f"{cfg['repeats']['latency']}/{cfg['repeats']['paging']}/{cfg['repeats']['concurrency']} "
+        "interleaved rounds (latency/paging/concurrency), each round running every client once",
         f"- whole run: {report.get('elapsed_s')} s",
         *(
             ["- QUICK MODE: a smoke test with tiny counts and one run; the figures are not measurements"]
