@@ -7,6 +7,7 @@ body it built with the same code) and on real answers from the emulator."""
 from __future__ import annotations
 
 import asyncio
+import json
 import math
 import threading
 from typing import Any
@@ -16,12 +17,13 @@ from tests.conftest import FINDING_QUERY, PAGE_QUERY
 
 import secfindings
 from secfindings import GraphQLError
-from secfindings._native import prepare_request
+from secfindings._native import decode_json, prepare_request
 
 ANY = "query Q($x: JSON) { a }"
 
 
 def roundtrip(value: Any) -> Any:
+    """Python -> the client's JSON encoder -> the client's decoder -> Python."""
     return prepare_request(ANY, {"x": value})["variables"]["x"]
 
 
@@ -76,6 +78,29 @@ def test_repeated_keys_are_shared_within_one_answer() -> None:
     assert keys[0] == ["title", "score"]
     assert keys[0][0] is keys[1][0] is keys[2][0]
     assert keys[0][1] is keys[2][1]
+
+
+def test_dicts_of_one_shape_are_independent_copies() -> None:
+    keys = [f"k{i}" for i in range(8)]
+    rows = [{k: n * 10 + i for i, k in enumerate(keys)} for n in range(5)]
+    rows.append({k: "other order" for k in reversed(keys)})
+    rows.append({k: "fewer keys" for k in keys[:6]})
+    rows.append({k: "more keys" for k in [*keys, "k8"]})
+    rows.append({k: None for k in keys})
+    out = decode_json(json.dumps(rows).encode())
+    assert out == rows
+    assert [list(r) for r in out] == [list(r) for r in rows]
+    out[0]["extra"] = 1
+    out[1]["k0"] = "changed"
+    again = decode_json(json.dumps(rows).encode())
+    assert again == rows  # no state carried between answers, nor between dicts of one answer
+    assert out[2] == rows[2]
+
+
+def test_malformed_json_is_a_transport_error() -> None:
+    for bad in (b"", b"{", b'{"a": 1,}', b"[1, 2", b'{"a": 1} x', b'"\xff"', rb'"\ud800"', b"NaN"):
+        with pytest.raises(secfindings.TransportError):
+            decode_json(bad)
 
 
 def test_page_items_share_their_keys(client: secfindings.Client) -> None:

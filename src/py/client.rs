@@ -217,6 +217,12 @@ impl NativeClient {
     }
 }
 
+/// A JSON document decoded by the client's one-pass decoder (for tests and benchmarks).
+#[pyfunction]
+pub fn decode_json<'py>(py: Python<'py>, data: &[u8]) -> PyResult<Bound<'py, PyAny>> {
+    decode::json(py, data)
+}
+
 /// Checks and converts variables without sending anything (used by typed operations' tests).
 #[pyfunction]
 #[pyo3(signature = (query, variables=None, operation_name=None))]

@@ -18,27 +18,92 @@ use crate::py::errors::to_py as err;
 /// The most distinct keys shared per response; keys beyond it are made each time.
 const MAX_KEYS: usize = 64;
 
+/// The most dict shapes (key sequences) remembered per response.
+const MAX_SHAPES: usize = 16;
+/// Dicts with at least this many keys are made by copying a dict of the same shape: a new dict
+/// has room for five keys and grows (a rehash) on the sixth; a copy is made at its final size.
+const SHAPE_MIN_KEYS: usize = 6;
+
+/// A dict shape seen before: its keys, in order, and an empty-valued dict of them to copy.
+struct Shape<'py> {
+    keys: Vec<Bound<'py, PyString>>,
+    dict: Bound<'py, PyDict>,
+}
+
 struct Decoder<'py> {
     py: Python<'py>,
     keys: Vec<(Box<str>, Bound<'py, PyString>)>,
+    /// Where the last key was found in `keys`: the next key of a repeated shape is usually next.
+    last_key: usize,
+    shapes: Vec<Shape<'py>>,
+    /// The keys and values of the dicts being read, innermost last (one allocation per response).
+    pending_keys: Vec<Bound<'py, PyString>>,
+    pending_values: Vec<Bound<'py, PyAny>>,
     /// A Python error met inside a visitor (serde's error type cannot carry it).
     failed: RefCell<Option<PyErr>>,
 }
 
 impl<'py> Decoder<'py> {
     fn new(py: Python<'py>) -> Self {
-        Self { py, keys: Vec::new(), failed: RefCell::new(None) }
+        Self {
+            py,
+            keys: Vec::new(),
+            last_key: 0,
+            shapes: Vec::new(),
+            pending_keys: Vec::new(),
+            pending_values: Vec::new(),
+            failed: RefCell::new(None),
+        }
     }
 
     fn key(&mut self, k: &str) -> Bound<'py, PyString> {
-        if let Some((_, s)) = self.keys.iter().find(|(c, _)| c.len() == k.len() && **c == *k) {
-            return s.clone();
+        let same = |c: &str| c.len() == k.len() && c == k;
+        let next = self.last_key + 1;
+        if let Some((c, s)) = self.keys.get(next) {
+            if same(c) {
+                self.last_key = next;
+                return s.clone();
+            }
+        }
+        if let Some(i) = self.keys.iter().position(|(c, _)| same(c)) {
+            self.last_key = i;
+            return self.keys[i].1.clone();
         }
         let s = PyString::new(self.py, k);
         if self.keys.len() < MAX_KEYS {
+            self.last_key = self.keys.len();
             self.keys.push((k.into(), s.clone()));
         }
         s
+    }
+
+    /// The dict of the pending entries from `start` on, which are taken off the stack.
+    fn dict(&mut self, start: usize) -> PyResult<Bound<'py, PyDict>> {
+        let keys = &self.pending_keys[start..];
+        let n = keys.len();
+        let shape = if n >= SHAPE_MIN_KEYS {
+            self.shapes
+                .iter()
+                .position(|s| s.keys.len() == n && s.keys.iter().zip(keys).all(|(a, b)| a.is(b)))
+        } else {
+            None
+        };
+        let dict = match shape {
+            Some(i) => self.shapes[i].dict.copy()?,
+            None => PyDict::new(self.py),
+        };
+        for (k, v) in keys.iter().zip(self.pending_values.drain(start..)) {
+            dict.set_item(k, v)?;
+        }
+        if shape.is_none() && n >= SHAPE_MIN_KEYS && self.shapes.len() < MAX_SHAPES {
+            let template = PyDict::new(self.py);
+            for k in keys {
+                template.set_item(k, self.py.None())?;
+            }
+            self.shapes.push(Shape { keys: keys.to_vec(), dict: template });
+        }
+        self.pending_keys.truncate(start);
+        Ok(dict)
     }
 
     fn fail<E: de::Error>(&self, e: PyErr) -> E {
@@ -106,12 +171,14 @@ impl<'de, 'py> Visitor<'de> for ValueSeed<'_, 'py> {
         PyList::new(self.0.py, items).map(Bound::into_any).map_err(|e| self.0.fail(e))
     }
     fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Self::Value, A::Error> {
-        let dict = PyDict::new(self.0.py);
-        while let Some(key) = map.next_key_seed(KeySeed(&mut *self.0))? {
-            let value = map.next_value_seed(ValueSeed(&mut *self.0))?;
-            dict.set_item(key, value).map_err(|e| self.0.fail(e))?;
+        let dec = self.0;
+        let start = dec.pending_keys.len();
+        while let Some(key) = map.next_key_seed(KeySeed(&mut *dec))? {
+            let value = map.next_value_seed(ValueSeed(&mut *dec))?;
+            dec.pending_keys.push(key);
+            dec.pending_values.push(value);
         }
-        Ok(dict.into_any())
+        dec.dict(start).map(Bound::into_any).map_err(|e| dec.fail(e))
     }
 }
 
