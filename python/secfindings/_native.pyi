@@ -1,5 +1,5 @@
 # Stub of the compiled module secfindings._native (checked by mypy.stubtest).
-from typing import Any, final
+from typing import Any, Literal, final
 
 __all__ = [
     "NativeClient",
@@ -77,6 +77,7 @@ class NativeClient:
 class NativePages:
     @property
     def cursor(self) -> str | None: ...
+    def try_next_page(self) -> tuple[list[Any], dict[str, Any], list[str | None]] | Literal[False] | None: ...
     def next_page(self) -> tuple[list[Any], dict[str, Any], list[str | None]] | None: ...
     def next_page_async(self) -> Any: ...
 

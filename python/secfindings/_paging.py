@@ -133,7 +133,9 @@ class Paginator(Generic[T]):
     def pages(self) -> Iterator[Page[T]]:
         """Iterate page by page."""
         while not self._done:
-            raw = self._pages.next_page()
+            raw = self._pages.try_next_page()
+            if raw is False:
+                raw = self._pages.next_page()
             if raw is None:
                 self._done = True
                 return
@@ -143,7 +145,9 @@ class Paginator(Generic[T]):
 
     def __iter__(self) -> Iterator[T]:
         while not self._done:
-            raw = self._pages.next_page()
+            raw = self._pages.try_next_page()
+            if raw is False:
+                raw = self._pages.next_page()
             if raw is None:
                 self._done = True
                 return
@@ -178,7 +182,9 @@ class AsyncPaginator(Generic[T]):
     async def pages(self) -> AsyncIterator[Page[T]]:
         """Iterate page by page."""
         while not self._done:
-            raw = await self._pages.next_page_async()
+            raw = self._pages.try_next_page()
+            if raw is False:
+                raw = await self._pages.next_page_async()
             if raw is None:
                 self._done = True
                 return
@@ -188,7 +194,9 @@ class AsyncPaginator(Generic[T]):
 
     async def __aiter__(self) -> AsyncIterator[T]:
         while not self._done:
-            raw = await self._pages.next_page_async()
+            raw = self._pages.try_next_page()
+            if raw is False:
+                raw = await self._pages.next_page_async()
             if raw is None:
                 self._done = True
                 return

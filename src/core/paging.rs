@@ -217,6 +217,39 @@ impl PageStream {
                 Some(req) => fetch(Arc::clone(&self.transport), req?, path.clone()).await?,
             },
         };
+        self.take_page(body, meta, path)
+    }
+
+    /// The next page if no waiting is needed: the page fetched ahead has arrived (or the walk is
+    /// over). `None` means not yet: use [`next_page`](Self::next_page). Must run inside the
+    /// runtime's context (it starts the next fetch).
+    pub fn try_next_page(&mut self) -> Option<Result<Option<RawPage>>> {
+        let Some(handle) = self.inflight.as_mut() else {
+            return match self.walker.next_request() {
+                None => Some(Ok(None)),
+                Some(_) => None,
+            };
+        };
+        if !handle.is_finished() {
+            return None;
+        }
+        let done = futures_util::FutureExt::now_or_never(handle)?;
+        self.inflight = None;
+        let path = self.walker.path().cloned();
+        Some(
+            done.map_err(|e| Error::Transport(format!("page fetch was interrupted: {e}")))
+                .and_then(|fetched| fetched)
+                .and_then(|(body, meta)| self.take_page(body, meta, path)),
+        )
+    }
+
+    /// Accepts a fetched page and starts fetching the one after it.
+    fn take_page(
+        &mut self,
+        body: Bytes,
+        meta: ConnectionMeta,
+        path: Option<Arc<[String]>>,
+    ) -> Result<Option<RawPage>> {
         let (take, info) = self.walker.accept(meta)?;
         if let Some(req) = self.walker.next_request() {
             let req = req?;
