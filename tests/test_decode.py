@@ -187,3 +187,37 @@ def test_one_async_client_in_several_event_loops(emulator: Any) -> None:
     assert out == {n: [n * 100 + i for i in range(1, 21)] for n in range(3)}
     # and a later asyncio.run (a new loop) works too
     assert asyncio.run(ac.execute(FINDING_QUERY, {"id": 9}))["finding"]["id_int"] == 9
+
+
+class _NoReaderLoop(asyncio.SelectorEventLoop):
+    """A loop that cannot watch sockets (as some third-party loops): the generic route is used."""
+
+    def add_reader(self, *args: Any) -> None:
+        raise NotImplementedError
+
+
+class _NoAttributeLoop(asyncio.SelectorEventLoop):
+    """A loop whose instances take no new attributes (as uvloop's): the weak-keyed table is used."""
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        if name.startswith("_secfindings"):
+            raise AttributeError(name)
+        super().__setattr__(name, value)
+
+
+@pytest.mark.parametrize("loop_class", [_NoReaderLoop, _NoAttributeLoop])
+def test_event_loops_without_add_reader_or_attributes(emulator: Any, loop_class: type) -> None:
+    ac = emulator.async_client()
+
+    async def run() -> tuple[list[int], int]:
+        got = await asyncio.gather(*(ac.execute(FINDING_QUERY, {"id": i}) for i in range(1, 11)))
+        items = [f async for f in ac.findings_view(limit=150, fields="id_int")]
+        return [g["finding"]["id_int"] for g in got], len(items)
+
+    loop = loop_class()
+    try:
+        assert loop.run_until_complete(run()) == (list(range(1, 11)), 150)
+        # a second run on the same loop reuses its queue (or the generic route again)
+        assert loop.run_until_complete(run()) == (list(range(1, 11)), 150)
+    finally:
+        loop.close()

@@ -13,9 +13,10 @@ use bytes::Bytes;
 use pyo3::prelude::*;
 
 use crate::core::paging::RawPage;
-#[cfg(not(unix))]
 use crate::py::errors::to_py as err;
 
+#[cfg(not(unix))]
+pub(crate) use generic as submit;
 #[cfg(unix)]
 pub(crate) use queue::submit;
 
@@ -39,9 +40,9 @@ impl Outcome {
     }
 }
 
-/// Elsewhere (no Unix sockets): the generic route, which converts on the I/O thread.
-#[cfg(not(unix))]
-pub(crate) fn submit<'py, F>(py: Python<'py>, work: F) -> PyResult<Bound<'py, PyAny>>
+/// The generic route, which converts on the I/O thread: used where there are no Unix sockets,
+/// and for event loops that cannot watch a socket (`add_reader` not implemented).
+pub(crate) fn generic<'py, F>(py: Python<'py>, work: F) -> PyResult<Bound<'py, PyAny>>
 where
     F: std::future::Future<Output = crate::core::Result<Outcome>> + Send + 'static,
 {
@@ -211,7 +212,11 @@ mod queue {
     {
         let get_loop = GET_RUNNING_LOOP.import(py, "asyncio", "get_running_loop")?;
         let event_loop = get_loop.call0()?;
-        let queue = Arc::clone(&completions(py, &event_loop)?.get().queue);
+        let queue = match completions(py, &event_loop) {
+            Ok(c) => Arc::clone(&c.get().queue),
+            // A loop that cannot watch a socket (add_reader not implemented): the generic route.
+            Err(_) => return super::generic(py, work),
+        };
         let future = event_loop.call_method0(pyo3::intern!(py, "create_future"))?;
         let handle = future.clone().unbind();
         let rt = runtime().map_err(err)?;
@@ -220,7 +225,11 @@ mod queue {
             queue.push(Done { future: handle, result });
         });
         let canceller = Canceller { abort: task.abort_handle() };
-        future.call_method1(pyo3::intern!(py, "add_done_callback"), (canceller,))?;
+        if let Err(e) = future.call_method1(pyo3::intern!(py, "add_done_callback"), (canceller,)) {
+            // Nobody could cancel it nor see its result: stop it before it sends anything.
+            task.abort();
+            return Err(e);
+        }
         Ok(future)
     }
 }

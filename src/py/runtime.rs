@@ -61,8 +61,8 @@ pub fn init_async_runtime() -> Result<(), Error> {
     Ok(())
 }
 
-/// Whether async calls can run in this process (not in a child forked after first use).
-#[cfg(not(unix))]
+/// Whether the generic async route can run in this process (not in a child forked after first
+/// use: pyo3-async-runtimes keeps the first process's runtime).
 pub fn async_usable() -> bool {
     match (ASYNC_RUNTIME.get(), runtime()) {
         (Some(a), Ok(r)) => std::ptr::eq(*a, r),
