@@ -359,6 +359,23 @@ ASYNC: dict[str, Callable[[Env], Any]] = {
     "aiohttp": AiohttpAsync,
     "gql-aiohttp": GqlAiohttp,
 }
+# Clients whose requests are byte-for-byte alike as far as the emulator's response cache goes
+# (same query text, variables and operation name): once one of a family has made a full warm-up
+# pass, the others only need a short one (their connection and interpreter, not the server).
+REQUEST_FAMILY = {
+    "secfindings": "secfindings-execute",
+    "secfindings-async": "secfindings-execute",
+    "secfindings-typed": "secfindings-typed",
+    "secfindings-async-typed": "secfindings-typed",
+    "httpx": "plain",
+    "httpx-async": "plain",
+    "requests": "plain",
+    "aiohttp": "plain",
+    "gql-requests": "gql",
+    "gql-httpx": "gql",
+    "gql-aiohttp": "gql",
+}
+
 LABELS = {
     "secfindings": "secfindings Client",
     "secfindings-typed": "secfindings Client.findings_view (typed)",

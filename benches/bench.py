@@ -136,11 +136,12 @@ LIGHT_WARM = {"latency": 200, "paging": 2_000, "concurrency": 640}
 
 
 def warm_count(spec: dict[str, Any]) -> int:
-    """The untimed pass before the timed one. In a client's first round it is the whole workload:
-    the emulator runs with its response cache, and every client should meet a warm server (not
-    the GraphQL engine) whatever order the clients run in. In later rounds the server already
-    holds that client's answers, so a short pass warms the connection and the interpreter. The
-    pass does not change a peak RSS (iterating holds one page at a time)."""
+    """The untimed pass before the timed one. For the first client of a request family
+    (``_clients.REQUEST_FAMILY``) it is the whole workload: the emulator runs with its response
+    cache, and every client should meet a warm server (not the GraphQL engine) whatever order the
+    clients run in. After that the server already holds the family's answers, so a short pass
+    warms the connection and the interpreter. The pass does not change a peak RSS (iterating
+    holds one page at a time)."""
     if spec.get("warm", "full") == "full":
         return int(spec["count"])
     return min(int(spec["count"]), LIGHT_WARM.get(spec["workload"], 200))
@@ -342,16 +343,20 @@ class Runner:
         under the same drift of the machine (on a shared 2-core VM a single call's time wanders
         by a third over minutes), so the ratios compare runs made at the same time."""
         raw: dict[str, dict[str, Any]] = {}
+        warmed: set[str] = set()  # request families the emulator's cache already holds
         jwt, fwl, fcount, fparam, fquery = floor
         wl = spec["workload"]
-        for rnd in range(rounds):
+        for _ in range(rounds):
             for client in [*clients, "floor"]:
                 if "skipped" in raw.get(client, {}):
                     continue
                 if client == "floor":
                     r = self.floor(emu, jwt, fwl, fcount, fparam, 1, fquery, 120)
                 else:
-                    one = {**spec, "client": client, "repeats": 1, "warm": "full" if rnd == 0 else "light"}
+                    family = _clients.REQUEST_FAMILY.get(client, client)
+                    warm = "light" if family in warmed else "full"
+                    warmed.add(family)
+                    one = {**spec, "client": client, "repeats": 1, "warm": warm}
                     r = self.worker(emu, one, cap=cap)
                 if "skipped" in r:
                     raw[client] = r

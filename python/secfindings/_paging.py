@@ -10,6 +10,8 @@ from collections.abc import AsyncIterator, Callable, Iterator
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
+from secfindings.errors import PaginationError
+
 if TYPE_CHECKING:
     from secfindings._native import NativePages
 
@@ -172,6 +174,7 @@ class AsyncPaginator(Generic[T]):
         self._pages = pages
         self._wrap = wrap
         self._done = False
+        self._interrupted = False
         self._pos = _Position(pages.cursor)
 
     @property
@@ -179,12 +182,29 @@ class AsyncPaginator(Generic[T]):
         """Where to resume (``after=paginator.cursor``); see :attr:`Paginator.cursor`."""
         return self._pos.cursor()
 
+    async def _next_raw(self) -> Any:
+        if self._interrupted:
+            raise PaginationError(
+                "this paginator was cancelled while a page was on its way, so iterating on could "
+                f"skip that page; start a new one with after={self.cursor!r} (paginator.cursor)"
+            )
+        raw = self._pages.try_next_page()
+        if raw is False:
+            try:
+                raw = await self._pages.next_page_async()
+            except BaseException as exc:
+                import asyncio  # already loaded: this runs in an event loop
+
+                if isinstance(exc, asyncio.CancelledError):
+                    # The page may have left the walk already; it must not be skipped silently.
+                    self._interrupted = True
+                raise
+        return raw
+
     async def pages(self) -> AsyncIterator[Page[T]]:
         """Iterate page by page."""
         while not self._done:
-            raw = self._pages.try_next_page()
-            if raw is False:
-                raw = await self._pages.next_page_async()
+            raw = await self._next_raw()
             if raw is None:
                 self._done = True
                 return
@@ -194,9 +214,7 @@ class AsyncPaginator(Generic[T]):
 
     async def __aiter__(self) -> AsyncIterator[T]:
         while not self._done:
-            raw = self._pages.try_next_page()
-            if raw is False:
-                raw = await self._pages.next_page_async()
+            raw = await self._next_raw()
             if raw is None:
                 self._done = True
                 return

@@ -7,7 +7,7 @@ use serde_json::{Map, Value};
 
 use super::config::{Settings, SettingsInput};
 use super::error::{Error, Result};
-use super::graphql::prepare;
+use super::graphql::{decode_response, prepare};
 use super::operations::{build, find};
 use super::paging::{PageSpec, PageStream};
 use super::transport::Transport;
@@ -50,9 +50,19 @@ impl CoreClient {
         self.transport.tokens().exchanges()
     }
 
-    /// Runs one operation and returns the body of its 2xx answer, undecoded: the caller decodes
-    /// it once, into its own objects (`graphql::decode_response` for serde values).
+    /// Runs one operation and returns its `data` (GraphQL `errors` fail, with the partial data).
     pub async fn execute(
+        &self,
+        query: &str,
+        variables: Option<&Map<String, Value>>,
+        operation_name: Option<&str>,
+    ) -> Result<Value> {
+        decode_response(&self.execute_raw(query, variables, operation_name).await?)
+    }
+
+    /// Runs one operation and returns the body of its 2xx answer, undecoded: the caller decodes
+    /// it once, into its own objects, and must check its `errors` (the Python layer does).
+    pub async fn execute_raw(
         &self,
         query: &str,
         variables: Option<&Map<String, Value>>,
@@ -67,9 +77,22 @@ impl CoreClient {
         PageStream::new(Arc::clone(&self.transport), spec)
     }
 
-    /// Runs one catalog operation and returns the body of its answer, undecoded; the result is
-    /// `data[name]`.
-    pub async fn call(&self, name: &str, args: Map<String, Value>, fields: Option<&str>) -> Result<Bytes> {
+    /// Runs one catalog operation and returns its field's value (`data[name]`).
+    pub async fn call(&self, name: &str, args: Map<String, Value>, fields: Option<&str>) -> Result<Value> {
+        match decode_response(&self.call_raw(name, args, fields).await?)? {
+            Value::Object(mut m) => Ok(m.remove(name).unwrap_or(Value::Null)),
+            _ => Ok(Value::Null),
+        }
+    }
+
+    /// Runs one catalog operation and returns the body of its answer, undecoded (see
+    /// [`execute_raw`](Self::execute_raw)); the result is `data[name]`.
+    pub async fn call_raw(
+        &self,
+        name: &str,
+        args: Map<String, Value>,
+        fields: Option<&str>,
+    ) -> Result<Bytes> {
         let op = find(name)?;
         if op.is_connection() {
             return Err(Error::validation(format!(

@@ -225,10 +225,7 @@ impl PageStream {
     /// runtime's context (it starts the next fetch).
     pub fn try_next_page(&mut self) -> Option<Result<Option<RawPage>>> {
         let Some(handle) = self.inflight.as_mut() else {
-            return match self.walker.next_request() {
-                None => Some(Ok(None)),
-                Some(_) => None,
-            };
+            return self.walker.is_done().then_some(Ok(None));
         };
         if !handle.is_finished() {
             return None;

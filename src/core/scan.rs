@@ -219,15 +219,6 @@ impl<'de> DeserializeSeed<'de> for ConnSeed {
     }
 }
 
-#[derive(Deserialize)]
-#[serde(rename_all = "camelCase")]
-struct PageInfoIn {
-    has_next_page: Option<bool>,
-    has_previous_page: Option<bool>,
-    start_cursor: Option<String>,
-    end_cursor: Option<String>,
-}
-
 /// The length of a list (null counts as empty); anything else is `None`.
 struct Count;
 
@@ -309,40 +300,47 @@ impl<'de> Visitor<'de> for ConnSeed {
     }
     fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> std::result::Result<Found, A::Error> {
         let mut meta = ConnectionMeta::default();
-        let mut bad = None;
-        let mut edges = None;
-        let mut nodes = None;
+        // Some(None): there, but not a list.
+        let mut edges: Option<Option<usize>> = None;
+        let mut nodes: Option<Option<usize>> = None;
         while let Some(key) = map.next_key::<Key<'de>>()? {
             match key.as_str() {
                 "pageInfo" => {
-                    if let Some(pi) = map.next_value::<Option<PageInfoIn>>()? {
+                    // Read leniently (a small object): a field of an unexpected type counts as
+                    // absent, as it would in a dict, instead of failing the whole answer.
+                    if let Some(pi) =
+                        map.next_value::<Option<serde_json::Map<String, serde_json::Value>>>()?
+                    {
+                        let text = |k: &str| pi.get(k).and_then(|v| v.as_str()).map(str::to_string);
                         meta.page_info = true;
-                        meta.has_next_page = pi.has_next_page;
-                        meta.has_previous_page = pi.has_previous_page;
-                        meta.start_cursor = pi.start_cursor;
-                        meta.end_cursor = pi.end_cursor;
+                        meta.has_next_page = pi.get("hasNextPage").and_then(serde_json::Value::as_bool);
+                        meta.has_previous_page =
+                            pi.get("hasPreviousPage").and_then(serde_json::Value::as_bool);
+                        meta.start_cursor = text("startCursor");
+                        meta.end_cursor = text("endCursor");
                     }
                 }
-                "edges" => match map.next_value_seed(Count)? {
-                    Some(n) => edges = Some(n),
-                    None => bad = Some("edges"),
-                },
-                "nodes" => match map.next_value_seed(Count)? {
-                    Some(n) => nodes = Some(n),
-                    None => bad = Some("nodes"),
-                },
+                "edges" => edges = Some(map.next_value_seed(Count)?),
+                "nodes" => nodes = Some(map.next_value_seed(Count)?),
                 _ => {
                     map.next_value::<IgnoredAny>()?;
                 }
             }
         }
-        if let Some(which) = bad {
-            return Ok(Found::BadList(which));
+        // The walker hands out `edges` when both are selected: only the list it uses must be one.
+        let (list, which) = match (edges, nodes) {
+            (Some(e), _) => (Some(e), "edges"),
+            (None, n) => (n, "nodes"),
+        };
+        match list {
+            Some(None) => Ok(Found::BadList(which)),
+            Some(Some(n)) => {
+                meta.has_list = true;
+                meta.items = n;
+                Ok(Found::Conn(meta))
+            }
+            None => Ok(Found::Conn(meta)),
         }
-        // The walker hands out `edges` when both are selected, so count what it will hand out.
-        meta.has_list = edges.is_some() || nodes.is_some();
-        meta.items = edges.or(nodes).unwrap_or(0);
-        Ok(Found::Conn(meta))
     }
 }
 
@@ -404,6 +402,21 @@ mod tests {
         assert!(matches!(scan_page(b"{} trailing", None), Err(Error::Transport(_))));
         let m = scan_page(&body(json!({"data": {"items": {"edges": null}}})), None).unwrap();
         assert!(m.has_list && !m.page_info && m.items == 0);
+    }
+
+    #[test]
+    fn reads_page_info_leniently_and_checks_only_the_list_used() {
+        let b = body(json!({"data": {"items": {
+            "edges": [1], "nodes": 7,
+            "pageInfo": {"hasNextPage": "yes", "endCursor": 5, "startCursor": "S", "hasNextPage ": 1}
+        }}}));
+        let m = scan_page(&b, None).unwrap();
+        assert_eq!(
+            (m.items, m.has_next_page, m.end_cursor, m.start_cursor.as_deref()),
+            (1, None, None, Some("S"))
+        );
+        let b = body(json!({"data": {"items": {"nodes": {"a": 1}, "pageInfo": {"hasNextPage": false}}}}));
+        assert!(scan_page(&b, None).unwrap_err().to_string().contains("nodes is not a list"));
     }
 
     #[test]

@@ -122,7 +122,7 @@ impl NativeClient {
         let out =
             block_on(
                 py,
-                async move { core.execute(&query, vars.as_ref(), operation_name.as_deref()).await },
+                async move { core.execute_raw(&query, vars.as_ref(), operation_name.as_deref()).await },
             )?;
         let body = out.map_err(err)?;
         Ok(decode::data(py, &body)?.unbind())
@@ -139,7 +139,7 @@ impl NativeClient {
         let core = self.check()?.clone();
         let vars = crate::py::convert::variables(variables.as_ref())?;
         completions::submit(py, async move {
-            core.execute(&query, vars.as_ref(), operation_name.as_deref()).await.map(Outcome::Data)
+            core.execute_raw(&query, vars.as_ref(), operation_name.as_deref()).await.map(Outcome::Data)
         })
     }
 
@@ -172,7 +172,7 @@ impl NativeClient {
     ) -> PyResult<Py<PyAny>> {
         let core = self.check()?.clone();
         let args = from_dict(&args, "").map_err(err)?;
-        let out = block_on(py, async { core.call(&name, args, fields.as_deref()).await })?;
+        let out = block_on(py, async { core.call_raw(&name, args, fields.as_deref()).await })?;
         let body = out.map_err(err)?;
         field(py, &body, &name)
     }
@@ -189,7 +189,7 @@ impl NativeClient {
         let core = self.check()?.clone();
         let args = from_dict(&args, "").map_err(err)?;
         completions::submit(py, async move {
-            let body = core.call(&name, args, fields.as_deref()).await?;
+            let body = core.call_raw(&name, args, fields.as_deref()).await?;
             Ok(Outcome::Field(body, name))
         })
     }

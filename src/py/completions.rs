@@ -78,9 +78,12 @@ mod queue {
         result: crate::core::Result<Outcome>,
     }
 
+    /// Both ends of the socket pair live here, so a task finishing after the loop is gone
+    /// still writes to an open socket (never to a closed peer, which would raise SIGPIPE).
     struct Queue {
         done: Mutex<Vec<Done>>,
         writer: UnixStream,
+        reader: UnixStream,
     }
 
     impl Queue {
@@ -105,7 +108,8 @@ mod queue {
     #[pyclass(frozen, module = "secfindings._native")]
     pub struct Completions {
         queue: Arc<Queue>,
-        reader: UnixStream,
+        /// The process it was made in: after fork() the child makes its own.
+        pid: u32,
     }
 
     impl Completions {
@@ -115,7 +119,8 @@ mod queue {
             let (reader, writer) = UnixStream::pair().map_err(io)?;
             reader.set_nonblocking(true).map_err(io)?;
             writer.set_nonblocking(true).map_err(io)?;
-            Ok(Self { queue: Arc::new(Queue { done: Mutex::new(Vec::new()), writer }), reader })
+            let queue = Queue { done: Mutex::new(Vec::new()), writer, reader };
+            Ok(Self { queue: Arc::new(queue), pid: std::process::id() })
         }
     }
 
@@ -123,14 +128,14 @@ mod queue {
     impl Completions {
         /// The socket the event loop watches.
         fn fileno(&self) -> i32 {
-            self.reader.as_raw_fd()
+            self.queue.reader.as_raw_fd()
         }
 
         /// Resolves every future whose call has finished. Called by the loop when the socket is readable.
         fn drain(&self, py: Python<'_>) {
             let mut buf = [0u8; 64];
             loop {
-                match (&self.reader).read(&mut buf) {
+                match (&self.queue.reader).read(&mut buf) {
                     Ok(n) if n == buf.len() => continue,
                     Err(e) if e.kind() == ErrorKind::Interrupted => continue,
                     _ => break,
@@ -177,31 +182,56 @@ mod queue {
     static GET_RUNNING_LOOP: PyOnceLock<Py<PyAny>> = PyOnceLock::new();
     static BY_LOOP: PyOnceLock<Py<PyAny>> = PyOnceLock::new();
 
-    /// The running loop's completion queue, made and registered with `add_reader` on first use.
+    /// The running loop's completion queue, made and registered with `add_reader` on first use;
+    /// `None` for a loop that cannot watch a socket (or keep the queue), which then takes the
+    /// generic route. Kept on the loop (an attribute, or a weak-keyed table for loops without
+    /// one, as uvloop's), with `False` marking a loop found unable.
     fn completions<'py>(
         py: Python<'py>,
         event_loop: &Bound<'py, PyAny>,
-    ) -> PyResult<Bound<'py, Completions>> {
+    ) -> PyResult<Option<Bound<'py, Completions>>> {
         let attr = pyo3::intern!(py, "_secfindings_completions");
-        if let Ok(found) = event_loop.getattr(attr) {
+        let table = BY_LOOP
+            .get_or_try_init(py, || -> PyResult<Py<PyAny>> {
+                Ok(py.import("weakref")?.getattr("WeakKeyDictionary")?.call0()?.unbind())
+            })?
+            .bind(py);
+        let found = match event_loop.getattr(attr) {
+            Ok(v) => Some(v),
+            // not weak-referenceable either: nothing stored
+            Err(_) => table.call_method1("get", (event_loop,)).ok().filter(|v| !v.is_none()),
+        };
+        if let Some(found) = found {
+            if found.is_instance_of::<pyo3::types::PyBool>() && !found.is_truthy()? {
+                return Ok(None);
+            }
             if let Ok(c) = found.cast_into::<Completions>() {
-                return Ok(c);
+                if c.get().pid == std::process::id() {
+                    return Ok(Some(c));
+                }
             }
         }
-        // Loops without a __dict__ (uvloop) keep theirs in a weak-keyed table instead.
-        let table = BY_LOOP.get_or_try_init(py, || -> PyResult<Py<PyAny>> {
-            Ok(py.import("weakref")?.getattr("WeakKeyDictionary")?.call0()?.unbind())
-        })?;
-        let table = table.bind(py);
-        if let Ok(found) = table.call_method1("get", (event_loop,))?.cast_into::<Completions>() {
-            return Ok(found);
-        }
+        let store = |value: &Bound<'py, PyAny>| -> bool {
+            event_loop.setattr(attr, value).is_ok() || table.set_item(event_loop, value).is_ok()
+        };
         let c = Bound::new(py, Completions::new()?)?;
-        event_loop.call_method1("add_reader", (c.get().fileno(), c.getattr("drain")?))?;
-        if event_loop.setattr(attr, &c).is_err() {
-            table.set_item(event_loop, &c)?;
+        if !store(c.as_any()) {
+            return Ok(None);
         }
-        Ok(c)
+        match event_loop.call_method1("add_reader", (c.get().fileno(), c.getattr("drain")?)) {
+            Ok(_) => Ok(Some(c)),
+            Err(e) if e.is_instance_of::<pyo3::exceptions::PyNotImplementedError>(py) => {
+                store(pyo3::types::PyBool::new(py, false).as_any());
+                Ok(None)
+            }
+            Err(e) => {
+                // Not kept: the next call tries again.
+                if event_loop.delattr(attr).is_err() {
+                    let _ = table.del_item(event_loop);
+                }
+                Err(e)
+            }
+        }
     }
 
     /// Runs `work` on the I/O runtime and returns an asyncio future of its outcome, resolved on the
@@ -212,10 +242,9 @@ mod queue {
     {
         let get_loop = GET_RUNNING_LOOP.import(py, "asyncio", "get_running_loop")?;
         let event_loop = get_loop.call0()?;
-        let queue = match completions(py, &event_loop) {
-            Ok(c) => Arc::clone(&c.get().queue),
-            // A loop that cannot watch a socket (add_reader not implemented): the generic route.
-            Err(_) => return super::generic(py, work),
+        let queue = match completions(py, &event_loop)? {
+            Some(c) => Arc::clone(&c.get().queue),
+            None => return super::generic(py, work),
         };
         let future = event_loop.call_method0(pyo3::intern!(py, "create_future"))?;
         let handle = future.clone().unbind();

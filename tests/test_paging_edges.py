@@ -1,0 +1,138 @@
+"""Paging answers the emulator does not give: GraphQL errors on a page fetched ahead, `nodes`
+instead of `edges`, odd pageInfo types; and cancelling an async walk while a page is on its way.
+
+A small scripted HTTP server on loopback answers page after page from a list."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import threading
+from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any, ClassVar
+
+import pytest
+
+import secfindings
+from secfindings import GraphQLError, PaginationError
+
+
+def _edges(ids: range, nxt: bool, cursor: str | None) -> dict[str, Any]:
+    edges = [{"cursor": f"c{i}", "node": {"id_int": i}} for i in ids]
+    return {"data": {"items": {"edges": edges, "pageInfo": {"hasNextPage": nxt, "endCursor": cursor}}}}
+
+
+class _Scripted(BaseHTTPRequestHandler):
+    script: ClassVar[list[dict[str, Any]]] = []
+    seen: ClassVar[list[dict[str, Any]]] = []
+
+    def do_POST(self) -> None:
+        req = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+        n = len(type(self).seen)
+        type(self).seen.append(req)
+        body = json.dumps(self.script[min(n, len(self.script) - 1)]).encode()
+        self.send_response(200)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def log_message(self, *args: Any) -> None:
+        pass
+
+
+@pytest.fixture
+def scripted() -> Iterator[tuple[type[_Scripted], str]]:
+    handler = type("Handler", (_Scripted,), {"script": [], "seen": []})
+    server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.01}, daemon=True)
+    thread.start()
+    try:
+        yield handler, f"http://127.0.0.1:{server.server_address[1]}/api/v1"
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+EDGES_QUERY = (
+    "query Q($first: Int, $after: String) { items(first: $first, after: $after) "
+    "{ edges { cursor node { id_int } } pageInfo { hasNextPage endCursor } } }"
+)
+NODES_QUERY = (
+    "query Q($first: Int, $after: String) { items(first: $first, after: $after) "
+    "{ nodes { id_int } pageInfo { hasNextPage endCursor } } }"
+)
+PARTIAL = {
+    "data": {"items": None},
+    "errors": [{"message": "page two failed", "path": ["items"]}],
+}
+
+
+def test_an_error_on_the_page_fetched_ahead_is_raised_after_the_first_page(
+    scripted: tuple[type[_Scripted], str],
+) -> None:
+    handler, url = scripted
+    handler.script = [_edges(range(3), True, "A"), PARTIAL]
+    with secfindings.Client(jwt="a.b.c", base_url=url, max_retries=0) as c:
+        pager = c.paginate(EDGES_QUERY, page_size=3)
+        it = iter(pager)
+        got = [next(it)["id_int"] for _ in range(3)]
+        with pytest.raises(GraphQLError, match="page two failed") as info:
+            next(it)
+        assert got == [0, 1, 2]
+        assert info.value.data == {"items": None}
+        assert pager.cursor == "c2"
+
+
+@pytest.mark.asyncio
+async def test_the_same_through_the_async_client(scripted: tuple[type[_Scripted], str]) -> None:
+    handler, url = scripted
+    handler.script = [_edges(range(3), True, "A"), PARTIAL]
+    async with secfindings.AsyncClient(jwt="a.b.c", base_url=url, max_retries=0) as ac:
+        it = ac.paginate(EDGES_QUERY, page_size=3).__aiter__()
+        got = [(await it.__anext__())["id_int"] for _ in range(3)]
+        with pytest.raises(GraphQLError, match="page two failed"):
+            await it.__anext__()
+        assert got == [0, 1, 2]
+
+
+def test_nodes_lists_and_a_limit_that_cuts_a_page(scripted: tuple[type[_Scripted], str]) -> None:
+    handler, url = scripted
+
+    def page(cursor: str) -> dict[str, Any]:
+        nodes = [{"id_int": i} for i in range(4)]
+        return {"data": {"items": {"nodes": nodes, "pageInfo": {"hasNextPage": True, "endCursor": cursor}}}}
+
+    handler.script = [page("N"), page("M")]
+    with secfindings.Client(jwt="a.b.c", base_url=url) as c:
+        pages = list(c.paginate(NODES_QUERY, page_size=4, limit=6).pages())
+    assert [len(p) for p in pages] == [4, 2]
+    assert pages[1].items == [{"id_int": 0}, {"id_int": 1}]
+    assert pages[0].cursors == []  # no edge cursors selected
+    assert [r["variables"]["first"] for r in handler.seen] == [4, 2]
+    assert handler.seen[1]["variables"]["after"] == "N"
+
+
+def test_page_info_of_odd_types_is_read_like_a_dict(scripted: tuple[type[_Scripted], str]) -> None:
+    handler, url = scripted
+    handler.script = [{"data": {"items": {"edges": [], "pageInfo": {"hasNextPage": "yes", "endCursor": 5}}}}]
+    with secfindings.Client(jwt="a.b.c", base_url=url) as c, pytest.raises(PaginationError, match="hasNext"):
+        list(c.paginate(EDGES_QUERY))
+
+
+@pytest.mark.asyncio
+async def test_cancelling_a_walk_while_a_page_is_on_its_way(emulator: Any) -> None:
+    ac = emulator.async_client()
+    emulator.inject("delay", delay=10.0)
+    pager = ac.findings_view(page_size=5, fields="id_int")
+    task = asyncio.create_task(pager.to_list())
+    await asyncio.sleep(0.05)  # the first page's request is out; the server holds it for 10 s
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await task
+    with pytest.raises(PaginationError, match="cancelled"):
+        await pager.to_list()
+    emulator.clear_faults()
+    rest = await ac.findings_view(after=pager.cursor, limit=7, fields="id_int").to_list()
+    assert [f.id_int for f in rest] == list(range(1, 8))
