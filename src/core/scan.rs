@@ -11,6 +11,34 @@ use serde::Deserialize;
 use super::error::{Error, Result};
 use super::graphql::decode_response;
 
+/// The scalar visits of a visitor that looks only into objects and lists: JSON null gives
+/// `$null`, any other scalar `$other`.
+macro_rules! scalars {
+    ($ty:ty, null => $null:expr, other => $other:expr) => {
+        fn visit_unit<E: de::Error>(self) -> std::result::Result<$ty, E> {
+            Ok($null)
+        }
+        fn visit_none<E: de::Error>(self) -> std::result::Result<$ty, E> {
+            Ok($null)
+        }
+        fn visit_bool<E: de::Error>(self, _: bool) -> std::result::Result<$ty, E> {
+            Ok($other)
+        }
+        fn visit_i64<E: de::Error>(self, _: i64) -> std::result::Result<$ty, E> {
+            Ok($other)
+        }
+        fn visit_u64<E: de::Error>(self, _: u64) -> std::result::Result<$ty, E> {
+            Ok($other)
+        }
+        fn visit_f64<E: de::Error>(self, _: f64) -> std::result::Result<$ty, E> {
+            Ok($other)
+        }
+        fn visit_str<E: de::Error>(self, _: &str) -> std::result::Result<$ty, E> {
+            Ok($other)
+        }
+    };
+}
+
 /// What a page answer says about the walk: its pageInfo and how many items it holds.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct ConnectionMeta {
@@ -158,27 +186,7 @@ impl<'de> Visitor<'de> for DataSeed<'_> {
     fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str("an object")
     }
-    fn visit_unit<E: de::Error>(self) -> std::result::Result<Found, E> {
-        Ok(Found::Missing)
-    }
-    fn visit_none<E: de::Error>(self) -> std::result::Result<Found, E> {
-        Ok(Found::Missing)
-    }
-    fn visit_bool<E: de::Error>(self, _: bool) -> std::result::Result<Found, E> {
-        Ok(Found::Missing)
-    }
-    fn visit_i64<E: de::Error>(self, _: i64) -> std::result::Result<Found, E> {
-        Ok(Found::Missing)
-    }
-    fn visit_u64<E: de::Error>(self, _: u64) -> std::result::Result<Found, E> {
-        Ok(Found::Missing)
-    }
-    fn visit_f64<E: de::Error>(self, _: f64) -> std::result::Result<Found, E> {
-        Ok(Found::Missing)
-    }
-    fn visit_str<E: de::Error>(self, _: &str) -> std::result::Result<Found, E> {
-        Ok(Found::Missing)
-    }
+    scalars!(Found, null => Found::Missing, other => Found::Missing);
     fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> std::result::Result<Found, A::Error> {
         while seq.next_element::<IgnoredAny>()?.is_some() {}
         Ok(Found::Missing)
@@ -234,27 +242,7 @@ impl<'de> Visitor<'de> for Count {
     fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str("a list")
     }
-    fn visit_unit<E: de::Error>(self) -> std::result::Result<Option<usize>, E> {
-        Ok(Some(0))
-    }
-    fn visit_none<E: de::Error>(self) -> std::result::Result<Option<usize>, E> {
-        Ok(Some(0))
-    }
-    fn visit_bool<E: de::Error>(self, _: bool) -> std::result::Result<Option<usize>, E> {
-        Ok(None)
-    }
-    fn visit_i64<E: de::Error>(self, _: i64) -> std::result::Result<Option<usize>, E> {
-        Ok(None)
-    }
-    fn visit_u64<E: de::Error>(self, _: u64) -> std::result::Result<Option<usize>, E> {
-        Ok(None)
-    }
-    fn visit_f64<E: de::Error>(self, _: f64) -> std::result::Result<Option<usize>, E> {
-        Ok(None)
-    }
-    fn visit_str<E: de::Error>(self, _: &str) -> std::result::Result<Option<usize>, E> {
-        Ok(None)
-    }
+    scalars!(Option<usize>, null => Some(0), other => None);
     fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> std::result::Result<Option<usize>, A::Error> {
         while map.next_entry::<IgnoredAny, IgnoredAny>()?.is_some() {}
         Ok(None)
@@ -273,27 +261,7 @@ impl<'de> Visitor<'de> for ConnSeed {
     fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str("a connection")
     }
-    fn visit_unit<E: de::Error>(self) -> std::result::Result<Found, E> {
-        Ok(Found::Null)
-    }
-    fn visit_none<E: de::Error>(self) -> std::result::Result<Found, E> {
-        Ok(Found::Null)
-    }
-    fn visit_bool<E: de::Error>(self, _: bool) -> std::result::Result<Found, E> {
-        Ok(Found::NotObject)
-    }
-    fn visit_i64<E: de::Error>(self, _: i64) -> std::result::Result<Found, E> {
-        Ok(Found::NotObject)
-    }
-    fn visit_u64<E: de::Error>(self, _: u64) -> std::result::Result<Found, E> {
-        Ok(Found::NotObject)
-    }
-    fn visit_f64<E: de::Error>(self, _: f64) -> std::result::Result<Found, E> {
-        Ok(Found::NotObject)
-    }
-    fn visit_str<E: de::Error>(self, _: &str) -> std::result::Result<Found, E> {
-        Ok(Found::NotObject)
-    }
+    scalars!(Found, null => Found::Null, other => Found::NotObject);
     fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> std::result::Result<Found, A::Error> {
         while seq.next_element::<IgnoredAny>()?.is_some() {}
         Ok(Found::NotObject)
