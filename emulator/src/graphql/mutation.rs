@@ -59,6 +59,55 @@ fn position<T>(items: &[T], pk: u64, pk_of: impl Fn(&T) -> u64, type_name: &str)
     items.iter().position(|x| pk_of(x) == pk).ok_or_else(|| missing(type_name, pk))
 }
 
+/// A table of records addressed by global id: where it is in the store, a record's pk and the
+/// GraphQL type its ids name.
+struct Table<R: 'static> {
+    rows: fn(&mut Data) -> &mut Vec<R>,
+    pk: fn(&R) -> u64,
+    type_name: &'static str,
+}
+
+const SCORING_RULES: Table<ScoringRuleRec> =
+    Table { rows: |d| &mut d.scoring_rules, pk: |r| r.pk, type_name: "ScoringRule" };
+const STATUS_RULES: Table<StatusRuleRec> =
+    Table { rows: |d| &mut d.status_rules, pk: |r| r.pk, type_name: "StatusRuleObject" };
+const TICKET_SLA_RULES: Table<TicketSlaRec> =
+    Table { rows: |d| &mut d.ticket_sla_rules, pk: |r| r.pk, type_name: "TicketSLARule" };
+const SLA_RULES: Table<SlaRuleRec> =
+    Table { rows: |d| &mut d.sla_rules, pk: |r| r.pk, type_name: "SLAPreference" };
+const SCOPE_GROUPS: Table<ScopeGroupRec> =
+    Table { rows: |d| &mut d.scope_groups, pk: |g| g.pk, type_name: "ScopeGroup" };
+
+impl<R: Clone> Table<R> {
+    /// Edits record `pk`: `change` edits a copy (with the store at hand, e.g. to apply a rule to
+    /// the findings) and the copy is put back only when the change succeeds.
+    fn edit<T>(
+        &self,
+        d: &mut Data,
+        pk: u64,
+        change: impl FnOnce(&mut Data, &mut R) -> Result<T, String>,
+    ) -> Result<T, String> {
+        let pos = position((self.rows)(d), pk, self.pk, self.type_name)?;
+        let mut r = (self.rows)(d).get(pos).cloned().ok_or_else(|| missing(self.type_name, pk))?;
+        let v = change(d, &mut r)?;
+        if let Some(slot) = (self.rows)(d).get_mut(pos) {
+            *slot = r;
+        }
+        Ok(v)
+    }
+
+    /// A `delete_*` mutation: removes the record whose global id is the `id` argument.
+    fn delete(&self, env: &Env, ctx: &ResolverContext<'_>) -> Res {
+        let pk = id_arg(ctx, self.type_name)?;
+        env.store.write(|d| {
+            let pos = position((self.rows)(d), pk, self.pk, self.type_name)?;
+            (self.rows)(d).remove(pos);
+            Ok(())
+        })?;
+        ok(vec![])
+    }
+}
+
 fn required<T>(v: Option<T>, what: &str) -> Result<T, String> {
     v.ok_or_else(|| format!("{what} is required"))
 }
@@ -246,19 +295,15 @@ pub fn edit_scoring_rule(env: &Env, ctx: &ResolverContext<'_>) -> Res {
     let pk = id_arg(ctx, "ScoringRule")?;
     let o = input(ctx, "scoring_rule")?;
     let v = env.store.write(|d| {
-        let pos = position(&d.scoring_rules, pk, |r| r.pk, "ScoringRule")?;
-        let mut r = d.scoring_rules.get(pos).cloned().ok_or_else(|| missing("ScoringRule", pk))?;
-        scoring_input(&mut r, &o)?;
-        check_fc(&r.fc, d)?;
-        r.updated = now(d);
-        if r.active {
-            r.affected = apply_scoring(d, &r)?;
-        }
-        let v = scoring_value(&r);
-        if let Some(slot) = d.scoring_rules.get_mut(pos) {
-            *slot = r;
-        }
-        Ok(v)
+        SCORING_RULES.edit(d, pk, |d, r| {
+            scoring_input(r, &o)?;
+            check_fc(&r.fc, d)?;
+            r.updated = now(d);
+            if r.active {
+                r.affected = apply_scoring(d, r)?;
+            }
+            Ok(scoring_value(r))
+        })
     })?;
     ok(vec![("scoring_rule", v)])
 }
@@ -267,30 +312,20 @@ pub fn activate_scoring_rule(env: &Env, ctx: &ResolverContext<'_>) -> Res {
     let pk = id_arg(ctx, "ScoringRule")?;
     let active = required(get_bool(&ctx.args, "active")?, "active")?;
     let v = env.store.write(|d| {
-        let pos = position(&d.scoring_rules, pk, |r| r.pk, "ScoringRule")?;
-        let mut r = d.scoring_rules.get(pos).cloned().ok_or_else(|| missing("ScoringRule", pk))?;
-        r.active = active;
-        r.updated = now(d);
-        if active {
-            r.affected = apply_scoring(d, &r)?;
-        }
-        let v = scoring_value(&r);
-        if let Some(slot) = d.scoring_rules.get_mut(pos) {
-            *slot = r;
-        }
-        Ok(v)
+        SCORING_RULES.edit(d, pk, |d, r| {
+            r.active = active;
+            r.updated = now(d);
+            if active {
+                r.affected = apply_scoring(d, r)?;
+            }
+            Ok(scoring_value(r))
+        })
     })?;
     ok(vec![("scoring_rule", v)])
 }
 
 pub fn delete_scoring_rule(env: &Env, ctx: &ResolverContext<'_>) -> Res {
-    let pk = id_arg(ctx, "ScoringRule")?;
-    env.store.write(|d| {
-        let pos = position(&d.scoring_rules, pk, |r| r.pk, "ScoringRule")?;
-        d.scoring_rules.remove(pos);
-        Ok(())
-    })?;
-    ok(vec![])
+    SCORING_RULES.delete(env, ctx)
 }
 
 // ------------------------------------------------------------------ status rules
@@ -358,19 +393,15 @@ pub fn edit_status_rule(env: &Env, ctx: &ResolverContext<'_>) -> Res {
     let pk = id_arg(ctx, "StatusRuleObject")?;
     let o = input(ctx, "status_rule")?;
     let v = env.store.write(|d| {
-        let pos = position(&d.status_rules, pk, |r| r.pk, "StatusRuleObject")?;
-        let mut r = d.status_rules.get(pos).cloned().ok_or_else(|| missing("StatusRuleObject", pk))?;
-        status_input(&mut r, &o)?;
-        check_fc(&r.fc, d)?;
-        r.updated = now(d);
-        if r.enabled {
-            r.affected = apply_status(d, &r)?;
-        }
-        let v = status_rule_value(&r);
-        if let Some(slot) = d.status_rules.get_mut(pos) {
-            *slot = r;
-        }
-        Ok(v)
+        STATUS_RULES.edit(d, pk, |d, r| {
+            status_input(r, &o)?;
+            check_fc(&r.fc, d)?;
+            r.updated = now(d);
+            if r.enabled {
+                r.affected = apply_status(d, r)?;
+            }
+            Ok(status_rule_value(r))
+        })
     })?;
     ok(vec![("status_rule", v)])
 }
@@ -379,30 +410,20 @@ pub fn enable_status_rule(env: &Env, ctx: &ResolverContext<'_>) -> Res {
     let pk = id_arg(ctx, "StatusRuleObject")?;
     let enabled = required(get_bool(&ctx.args, "enabled")?, "enabled")?;
     let v = env.store.write(|d| {
-        let pos = position(&d.status_rules, pk, |r| r.pk, "StatusRuleObject")?;
-        let mut r = d.status_rules.get(pos).cloned().ok_or_else(|| missing("StatusRuleObject", pk))?;
-        r.enabled = enabled;
-        r.updated = now(d);
-        if enabled {
-            r.affected = apply_status(d, &r)?;
-        }
-        let v = status_rule_value(&r);
-        if let Some(slot) = d.status_rules.get_mut(pos) {
-            *slot = r;
-        }
-        Ok(v)
+        STATUS_RULES.edit(d, pk, |d, r| {
+            r.enabled = enabled;
+            r.updated = now(d);
+            if enabled {
+                r.affected = apply_status(d, r)?;
+            }
+            Ok(status_rule_value(r))
+        })
     })?;
     ok(vec![("status_rule", v)])
 }
 
 pub fn delete_status_rule(env: &Env, ctx: &ResolverContext<'_>) -> Res {
-    let pk = id_arg(ctx, "StatusRuleObject")?;
-    env.store.write(|d| {
-        let pos = position(&d.status_rules, pk, |r| r.pk, "StatusRuleObject")?;
-        d.status_rules.remove(pos);
-        Ok(())
-    })?;
-    ok(vec![])
+    STATUS_RULES.delete(env, ctx)
 }
 
 // ------------------------------------------------------------------ ticket SLA rules
@@ -470,16 +491,12 @@ pub fn edit_ticket_sla_rule(env: &Env, ctx: &ResolverContext<'_>) -> Res {
     let pk = id_arg(ctx, "TicketSLARule")?;
     let o = input(ctx, "ticket_sla")?;
     let v = env.store.write(|d| {
-        let pos = position(&d.ticket_sla_rules, pk, |r| r.pk, "TicketSLARule")?;
-        let mut r = d.ticket_sla_rules.get(pos).cloned().ok_or_else(|| missing("TicketSLARule", pk))?;
-        ticket_sla_input(&mut r, &o)?;
-        check_fc(&r.fc, d)?;
-        r.updated = now(d);
-        let v = ticket_sla_value(&r);
-        if let Some(slot) = d.ticket_sla_rules.get_mut(pos) {
-            *slot = r;
-        }
-        Ok(v)
+        TICKET_SLA_RULES.edit(d, pk, |d, r| {
+            ticket_sla_input(r, &o)?;
+            check_fc(&r.fc, d)?;
+            r.updated = now(d);
+            Ok(ticket_sla_value(r))
+        })
     })?;
     ok(vec![("ticket_sla_rule", v)])
 }
@@ -499,13 +516,7 @@ pub fn enable_ticket_sla_rule(env: &Env, ctx: &ResolverContext<'_>) -> Res {
 }
 
 pub fn delete_ticket_sla_rule(env: &Env, ctx: &ResolverContext<'_>) -> Res {
-    let pk = id_arg(ctx, "TicketSLARule")?;
-    env.store.write(|d| {
-        let pos = position(&d.ticket_sla_rules, pk, |r| r.pk, "TicketSLARule")?;
-        d.ticket_sla_rules.remove(pos);
-        Ok(())
-    })?;
-    ok(vec![])
+    TICKET_SLA_RULES.delete(env, ctx)
 }
 
 // ------------------------------------------------------------------ SLA groups, rules, settings
@@ -614,27 +625,19 @@ pub fn add_sla_rule(env: &Env, ctx: &ResolverContext<'_>) -> Res {
     ok(vec![("sla_rule", v)])
 }
 
-fn edit_sla_at(d: &mut Data, pos: usize, o: &ObjectAccessor<'_>) -> Result<Value, String> {
-    let mut r = d.sla_rules.get(pos).cloned().ok_or("SLA rule vanished")?;
-    sla_input(&mut r, o, d)?;
+fn edit_sla(d: &mut Data, r: &mut SlaRuleRec, o: &ObjectAccessor<'_>) -> Result<Value, String> {
+    sla_input(r, o, d)?;
     r.updated = now(d);
     if r.active {
-        r.affected = apply_sla(d, &r)?;
+        r.affected = apply_sla(d, r)?;
     }
-    let v = sla_rule_value(&r, d);
-    if let Some(slot) = d.sla_rules.get_mut(pos) {
-        *slot = r;
-    }
-    Ok(v)
+    Ok(sla_rule_value(r, d))
 }
 
 pub fn edit_sla_rule(env: &Env, ctx: &ResolverContext<'_>) -> Res {
     let pk = id_arg(ctx, "SLAPreference")?;
     let o = input(ctx, "sla_rule")?;
-    let v = env.store.write(|d| {
-        let pos = position(&d.sla_rules, pk, |r| r.pk, "SLAPreference")?;
-        edit_sla_at(d, pos, &o)
-    })?;
+    let v = env.store.write(|d| SLA_RULES.edit(d, pk, |d, r| edit_sla(d, r, &o)))?;
     ok(vec![("sla_rule", v)])
 }
 
@@ -642,30 +645,20 @@ pub fn activate_sla_rule(env: &Env, ctx: &ResolverContext<'_>) -> Res {
     let pk = id_arg(ctx, "SLAPreference")?;
     let active = required(get_bool(&ctx.args, "active")?, "active")?;
     let v = env.store.write(|d| {
-        let pos = position(&d.sla_rules, pk, |r| r.pk, "SLAPreference")?;
-        let mut r = d.sla_rules.get(pos).cloned().ok_or_else(|| missing("SLAPreference", pk))?;
-        r.active = active;
-        r.updated = now(d);
-        if active {
-            r.affected = apply_sla(d, &r)?;
-        }
-        let v = sla_rule_value(&r, d);
-        if let Some(slot) = d.sla_rules.get_mut(pos) {
-            *slot = r;
-        }
-        Ok(v)
+        SLA_RULES.edit(d, pk, |d, r| {
+            r.active = active;
+            r.updated = now(d);
+            if active {
+                r.affected = apply_sla(d, r)?;
+            }
+            Ok(sla_rule_value(r, d))
+        })
     })?;
     ok(vec![("sla_rule", v)])
 }
 
 pub fn delete_sla_rule(env: &Env, ctx: &ResolverContext<'_>) -> Res {
-    let pk = id_arg(ctx, "SLAPreference")?;
-    env.store.write(|d| {
-        let pos = position(&d.sla_rules, pk, |r| r.pk, "SLAPreference")?;
-        d.sla_rules.remove(pos);
-        Ok(())
-    })?;
-    ok(vec![])
+    SLA_RULES.delete(env, ctx)
 }
 
 pub fn update_sla_settings_v2(env: &Env, ctx: &ResolverContext<'_>) -> Res {
@@ -679,21 +672,21 @@ pub fn update_sla_settings_v2(env: &Env, ctx: &ResolverContext<'_>) -> Res {
         let mut out = Vec::new();
         for o in &inputs {
             let by_id = get_id(o, "id", "SLAPreference")?;
-            let pos = match by_id {
-                Some(pk) => Some(position(&d.sla_rules, pk, |r| r.pk, "SLAPreference")?),
+            let pk = match by_id {
+                Some(pk) => Some(pk),
                 None => {
                     let group = get_id(o, "sla_group_id", "SLAGroup")?;
                     let severity = get_i64(o, "severity")?;
                     match (group, severity) {
                         (Some(g), Some(s)) => {
-                            d.sla_rules.iter().position(|r| r.group == g && r.severity == s)
+                            d.sla_rules.iter().find(|r| r.group == g && r.severity == s).map(|r| r.pk)
                         }
                         _ => None,
                     }
                 }
             };
-            let v = match pos {
-                Some(pos) => edit_sla_at(d, pos, o)?,
+            let v = match pk {
+                Some(pk) => SLA_RULES.edit(d, pk, |d, r| edit_sla(d, r, o))?,
                 None => {
                     let r = new_sla_rule(d, o)?;
                     let v = sla_rule_value(&r, d);
@@ -957,38 +950,28 @@ pub fn edit_scope_group(env: &Env, ctx: &ResolverContext<'_>) -> Res {
     let v = env.store.write(|d| {
         let scopes = scope_ids(a, d)?;
         let now = now(d);
-        let pos = position(&d.scope_groups, pk, |g| g.pk, "ScopeGroup")?;
-        let mut g = d.scope_groups.get(pos).cloned().ok_or_else(|| missing("ScopeGroup", pk))?;
-        if let Some(n) = name {
-            g.name = n;
-        }
-        if let Some(desc) = description {
-            g.description = desc;
-        }
-        if let Some(u) = users {
-            g.users = u;
-        }
-        if let Some(s) = scopes {
-            g.scopes = s;
-        }
-        g.updated = now;
-        let v = scope_group_value(&g, d);
-        if let Some(slot) = d.scope_groups.get_mut(pos) {
-            *slot = g;
-        }
-        Ok(v)
+        SCOPE_GROUPS.edit(d, pk, |d, g| {
+            if let Some(n) = name {
+                g.name = n;
+            }
+            if let Some(desc) = description {
+                g.description = desc;
+            }
+            if let Some(u) = users {
+                g.users = u;
+            }
+            if let Some(s) = scopes {
+                g.scopes = s;
+            }
+            g.updated = now;
+            Ok(scope_group_value(g, d))
+        })
     })?;
     ok(vec![("scope_group", v)])
 }
 
 pub fn delete_scope_group(env: &Env, ctx: &ResolverContext<'_>) -> Res {
-    let pk = id_arg(ctx, "ScopeGroup")?;
-    env.store.write(|d| {
-        let pos = position(&d.scope_groups, pk, |g| g.pk, "ScopeGroup")?;
-        d.scope_groups.remove(pos);
-        Ok(())
-    })?;
-    ok(vec![])
+    SCOPE_GROUPS.delete(env, ctx)
 }
 
 pub fn save_scope_hierarchy(env: &Env, _ctx: &ResolverContext<'_>) -> Res {
