@@ -132,12 +132,15 @@ class Paginator(Generic[T]):
         the end cursor of the last page fully consumed. Nothing is skipped on resume."""
         return self._pos.cursor()
 
+    def _next_raw(self) -> Any:
+        # The page fetched ahead, when it has arrived; otherwise wait for it on the I/O thread.
+        raw = self._pages.try_next_page()
+        return self._pages.next_page() if raw is False else raw
+
     def pages(self) -> Iterator[Page[T]]:
         """Iterate page by page."""
         while not self._done:
-            raw = self._pages.try_next_page()
-            if raw is False:
-                raw = self._pages.next_page()
+            raw = self._next_raw()
             if raw is None:
                 self._done = True
                 return
@@ -147,9 +150,7 @@ class Paginator(Generic[T]):
 
     def __iter__(self) -> Iterator[T]:
         while not self._done:
-            raw = self._pages.try_next_page()
-            if raw is False:
-                raw = self._pages.next_page()
+            raw = self._next_raw()
             if raw is None:
                 self._done = True
                 return
