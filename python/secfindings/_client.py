@@ -32,6 +32,7 @@ class _Base:
         ca_bundle: str | None = None,
         refresh_advisory: float = 120.0,
         refresh_mandatory: float = 30.0,
+        max_response_bytes: int = 256 * 1024 * 1024,
     ) -> None:
         _logging.sync_levels()
         self._native = NativeClient(
@@ -47,6 +48,7 @@ class _Base:
             ca_bundle=ca_bundle,
             refresh_advisory=refresh_advisory,
             refresh_mandatory=refresh_mandatory,
+            max_response_bytes=max_response_bytes,
         )
 
     @property

@@ -35,6 +35,7 @@ class NativeClient:
         ca_bundle: str | None = None,
         refresh_advisory: float | None = None,
         refresh_mandatory: float | None = None,
+        max_response_bytes: int | None = None,
     ) -> NativeClient: ...
     @property
     def base_url(self) -> str: ...
@@ -59,7 +60,7 @@ class NativeClient:
         variables: dict[str, Any] | None = None,
         operation_name: str | None = None,
         path: str | None = None,
-        page_size: int = 100,
+        page_size: int | None = None,
         limit: int | None = None,
     ) -> NativePages: ...
     def call(self, name: str, args: dict[str, Any], fields: str | None = None) -> Any: ...
@@ -69,7 +70,7 @@ class NativeClient:
         name: str,
         args: dict[str, Any],
         fields: str | None = None,
-        page_size: int = 100,
+        page_size: int | None = None,
         limit: int | None = None,
     ) -> NativePages: ...
 

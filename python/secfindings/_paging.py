@@ -187,7 +187,8 @@ class AsyncPaginator(Generic[T]):
         if self._interrupted:
             raise PaginationError(
                 "this paginator was cancelled while a page was on its way, so iterating on could "
-                f"skip that page; start a new one with after={self.cursor!r} (paginator.cursor)"
+                f"skip that page; start a new one with after={self.cursor!r} (paginator.cursor)",
+                cursor=self.cursor,
             )
         raw = self._pages.try_next_page()
         if raw is False:

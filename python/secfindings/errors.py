@@ -124,8 +124,17 @@ class GraphQLError(SecFindingsError):
 
 
 class PaginationError(SecFindingsError):
-    """A paged walk cannot go on safely: the server repeated a cursor, or the connection's
-    shape is not a Relay connection (no ``pageInfo``, no ``edges``)."""
+    """A paged walk cannot go on safely: the server repeated a cursor, handed out items it had
+    already given, answered empty pages that each say there is more, or the connection's shape
+    is not a Relay connection (no ``pageInfo``, no ``edges``).
+
+    ``cursor`` is where to resume from (pass it as ``after=``) when the walk got that far: the
+    end cursor of the last page that brought items. None means from the start (or unknown).
+    """
+
+    def __init__(self, message: str, *, cursor: str | None = None) -> None:
+        super().__init__(message)
+        self.cursor = cursor
 
 
 class ClientClosedError(SecFindingsError):

@@ -19,6 +19,17 @@ pub const INITIATE_AUTH_TARGET: &str = "AWSCognitoIdentityProviderService.Initia
 pub const AMZ_JSON: &str = "application/x-amz-json-1.1";
 /// Used when the identity provider gives neither `ExpiresIn` nor a readable `exp`.
 const DEFAULT_LIFETIME: Duration = Duration::from_secs(3600);
+/// The longest lifetime believed: Cognito access tokens live at most a day, and a larger value
+/// (1e19 s, 1e300 s) from a broken or hostile identity provider must not overflow a clock.
+pub const MAX_LIFETIME: Duration = Duration::from_secs(24 * 3600);
+/// The largest identity-provider answer read (a real one is a few kilobytes).
+const MAX_IDP_BODY: usize = 1024 * 1024;
+
+/// Seconds from a server, as a lifetime: finite, positive, at most [`MAX_LIFETIME`].
+fn lifetime_of(seconds: f64) -> Option<Duration> {
+    (seconds.is_finite() && seconds > 0.0)
+        .then(|| Duration::try_from_secs_f64(seconds.min(MAX_LIFETIME.as_secs_f64())).unwrap_or(MAX_LIFETIME))
+}
 
 /// What the identity provider's answer means for the client.
 #[derive(Debug, PartialEq)]
@@ -53,7 +64,17 @@ pub fn jwt_expiry(jwt: &str) -> Option<SystemTime> {
         base64::engine::general_purpose::URL_SAFE_NO_PAD.decode(payload.trim_end_matches('=')).ok()?;
     let claims: serde_json::Value = serde_json::from_slice(&bytes).ok()?;
     let exp = claims.get("exp")?.as_f64()?;
-    (exp.is_finite() && exp >= 0.0).then(|| SystemTime::UNIX_EPOCH + Duration::from_secs_f64(exp))
+    if !exp.is_finite() || exp < 0.0 {
+        return None;
+    }
+    // Far-future claims (1e300) are cut to what a clock can hold; the lifetime is clamped later.
+    let since_epoch = Duration::try_from_secs_f64(exp.min(1e12)).ok()?;
+    SystemTime::UNIX_EPOCH.checked_add(since_epoch)
+}
+
+/// How long a JWT has left by its `exp` claim, at most [`MAX_LIFETIME`].
+pub fn jwt_lifetime(jwt: &str, now: SystemTime) -> Option<Duration> {
+    jwt_expiry(jwt).map(|exp| exp.duration_since(now).unwrap_or(Duration::ZERO).min(MAX_LIFETIME))
 }
 
 /// Interprets an InitiateAuth answer.
@@ -72,9 +93,8 @@ pub fn parse_idp_response(
             let lifetime = field("AuthenticationResult")
                 .and_then(|r| r.get("ExpiresIn"))
                 .and_then(serde_json::Value::as_f64)
-                .filter(|s| s.is_finite() && *s > 0.0)
-                .map(Duration::from_secs_f64)
-                .or_else(|| jwt_expiry(jwt).map(|exp| exp.duration_since(now).unwrap_or(Duration::ZERO)))
+                .and_then(lifetime_of)
+                .or_else(|| jwt_lifetime(jwt, now))
                 .unwrap_or(DEFAULT_LIFETIME);
             return IdpAnswer::Token { jwt: jwt.to_string(), lifetime };
         }
@@ -123,6 +143,13 @@ pub enum Freshness {
     Mandatory,
 }
 
+/// The refresh windows for a JWT of `lifetime`: the configured ones, scaled down for short-lived
+/// JWTs so that each serves many calls (the advisory window is at most half the lifetime, the
+/// mandatory one at most a quarter), instead of one exchange per call.
+pub fn windows(lifetime: Duration, advisory: Duration, mandatory: Duration) -> (Duration, Duration) {
+    (advisory.min(lifetime / 2), mandatory.min(lifetime / 4))
+}
+
 pub fn freshness(
     now: Instant,
     expires_at: Option<Instant>,
@@ -145,6 +172,8 @@ pub fn freshness(
 pub struct CachedToken {
     pub header: HeaderValue,
     pub expires_at: Option<Instant>,
+    /// How long it lived when obtained (the windows scale with it).
+    pub lifetime: Duration,
     pub generation: u64,
 }
 
@@ -164,13 +193,15 @@ pub struct TokenProvider {
     exchanges: AtomicU64,
 }
 
-fn bearer(jwt: &str, expires_at: Option<Instant>, generation: u64) -> Result<CachedToken> {
+fn bearer(jwt: &str, lifetime: Option<Duration>, generation: u64) -> Result<CachedToken> {
+    let now = Instant::now();
+    let expires_at = lifetime.and_then(|l| now.checked_add(l));
     let mut header = HeaderValue::from_str(&format!("Bearer {jwt}")).map_err(|_| Error::Authentication {
         error_type: None,
         message: "the JWT contains invalid characters".into(),
     })?;
     header.set_sensitive(true);
-    Ok(CachedToken { header, expires_at, generation })
+    Ok(CachedToken { header, expires_at, lifetime: lifetime.unwrap_or(MAX_LIFETIME), generation })
 }
 
 impl TokenProvider {
@@ -178,11 +209,8 @@ impl TokenProvider {
         let (api_token, current) = match &settings.credential {
             Credential::ApiToken(t) => (Some(t.clone()), None),
             Credential::Jwt(j) => {
-                let exp = jwt_expiry(j.expose()).map(|e| {
-                    let left = e.duration_since(SystemTime::now()).unwrap_or(Duration::ZERO);
-                    Instant::now() + left
-                });
-                (None, Some(Arc::new(bearer(j.expose(), exp, 0)?)))
+                let lifetime = jwt_lifetime(j.expose(), SystemTime::now());
+                (None, Some(Arc::new(bearer(j.expose(), lifetime, 0)?)))
             }
         };
         Ok(Self {
@@ -220,7 +248,8 @@ impl TokenProvider {
             // A given JWT cannot be refreshed: always use it and let the API judge it.
             return Freshness::Fresh;
         }
-        freshness(Instant::now(), t.expires_at, self.advisory, self.mandatory)
+        let (advisory, mandatory) = windows(t.lifetime, self.advisory, self.mandatory);
+        freshness(Instant::now(), t.expires_at, advisory, mandatory)
     }
 
     /// A JWT to send now: the cached one, or a fresh one from the single exchange in flight.
@@ -235,7 +264,7 @@ impl TokenProvider {
                 Freshness::Mandatory => {}
             }
         }
-        self.refresh_now().await
+        self.refresh_now(false).await
     }
 
     /// Forgets the JWT of `generation` after the API rejected it; a newer one is kept.
@@ -251,20 +280,30 @@ impl TokenProvider {
         if self.background.swap(true, Ordering::AcqRel) {
             return;
         }
-        let me = Arc::clone(self);
+        /// Clears the flag however the task ends (finished, failed, aborted or panicked).
+        struct Running(Arc<TokenProvider>);
+        impl Drop for Running {
+            fn drop(&mut self) {
+                self.0.background.store(false, Ordering::Release);
+            }
+        }
+        let running = Running(Arc::clone(self));
         tokio::spawn(async move {
-            if let Err(e) = me.refresh_now().await {
+            if let Err(e) = running.0.refresh_now(true).await {
                 log::info!("background JWT refresh failed (will retry before expiry): {e}");
             }
-            me.background.store(false, Ordering::Release);
+            drop(running);
         });
     }
 
-    async fn refresh_now(self: &Arc<Self>) -> Result<Arc<CachedToken>> {
+    /// Obtains a new JWT unless another caller did while this one queued for the lock: then the
+    /// current one is used if it is fresh (`background`: an advisory refresh) or at least not in
+    /// the mandatory window (a caller that must wait).
+    async fn refresh_now(self: &Arc<Self>, background: bool) -> Result<Arc<CachedToken>> {
         let _guard = self.refresh_lock.lock().await;
-        // Someone may have refreshed while we queued for the lock.
         if let Some(t) = self.snapshot() {
-            if self.state_of(&t) != Freshness::Mandatory {
+            let state = self.state_of(&t);
+            if state == Freshness::Fresh || (!background && state == Freshness::Advisory) {
                 return Ok(t);
             }
         }
@@ -277,9 +316,12 @@ impl TokenProvider {
             });
         };
         let started = Instant::now();
-        let (jwt, lifetime) = self.exchange(api_token).await?;
+        let (jwt, lifetime) = self.exchange(api_token).await.map_err(|e| e.redact(&self.redactor))?;
+        self.redactor.remember_jwt(&jwt);
         let generation = self.generation.fetch_add(1, Ordering::Relaxed);
-        let token = Arc::new(bearer(&jwt, Some(started + lifetime), generation)?);
+        // The lifetime counts from when the exchange started (the answer took some of it).
+        let lifetime = lifetime.saturating_sub(started.elapsed());
+        let token = Arc::new(bearer(&jwt, Some(lifetime), generation)?);
         if let Ok(mut g) = self.current.write() {
             *g = Some(Arc::clone(&token));
         }
@@ -300,15 +342,35 @@ impl TokenProvider {
                 .send()
                 .await;
             let (outcome, error) = match sent {
-                Ok(resp) => {
+                Ok(mut resp) => {
                     let status = resp.status().as_u16();
                     let header = resp
                         .headers()
                         .get("x-amzn-ErrorType")
                         .and_then(|v| v.to_str().ok())
                         .map(str::to_string);
-                    match resp.bytes().await {
-                        Ok(body) => {
+                    if (300..400).contains(&status) {
+                        return Err(Error::Authentication {
+                            error_type: None,
+                            message: format!(
+                                "the identity provider answered HTTP {status} with a redirect to {}, which \
+                                 the client does not follow (it would carry the API token elsewhere); \
+                                 check auth_url and region",
+                                super::transport::location(resp.headers())
+                            ),
+                        });
+                    }
+                    match super::transport::read_capped(&mut resp, MAX_IDP_BODY).await {
+                        Ok((_, true)) => {
+                            return Err(Error::Authentication {
+                                error_type: None,
+                                message: format!(
+                                    "the identity provider's answer (HTTP {status}) is larger than \
+                                     {MAX_IDP_BODY} bytes; it is not an InitiateAuth answer"
+                                ),
+                            })
+                        }
+                        Ok((body, false)) => {
                             match parse_idp_response(status, header.as_deref(), &body, SystemTime::now()) {
                                 IdpAnswer::Token { jwt, lifetime } => return Ok((jwt, lifetime)),
                                 IdpAnswer::Rejected { error_type, message } => {
@@ -493,5 +555,150 @@ mod tests {
         assert_eq!(f(30), Freshness::Mandatory);
         assert_eq!(f(0), Freshness::Mandatory);
         assert_eq!(freshness(now, None, Duration::ZERO, Duration::ZERO), Freshness::Fresh);
+    }
+
+    /// A one-route identity provider on loopback: answers every request with a fresh JWT and
+    /// counts them. Returns its URL and the counter.
+    async fn tiny_idp() -> (String, Arc<AtomicU64>) {
+        use tokio::io::{AsyncReadExt, AsyncWriteExt};
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let url = format!("http://{}/", listener.local_addr().unwrap());
+        let count = Arc::new(AtomicU64::new(0));
+        let served = Arc::clone(&count);
+        tokio::spawn(async move {
+            while let Ok((mut sock, _)) = listener.accept().await {
+                let n = served.fetch_add(1, Ordering::SeqCst) + 1;
+                tokio::spawn(async move {
+                    let mut buf = vec![0u8; 8192];
+                    let mut got = Vec::new();
+                    // Headers and the small JSON body arrive together; read until the body's end.
+                    while !got.ends_with(b"}") {
+                        match sock.read(&mut buf).await {
+                            Ok(0) | Err(_) => return,
+                            Ok(k) => got.extend_from_slice(&buf[..k]),
+                        }
+                    }
+                    let body = format!(
+                        r#"{{"AuthenticationResult":{{"AccessToken":"h.jwt-{n}.s","ExpiresIn":3600}}}}"#
+                    );
+                    let resp = format!(
+                        "HTTP/1.1 200 OK\r\ncontent-type: application/x-amz-json-1.1\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{body}",
+                        body.len()
+                    );
+                    let _ = sock.write_all(resp.as_bytes()).await;
+                });
+            }
+        });
+        (url, count)
+    }
+
+    fn provider(auth_url: &str) -> Arc<TokenProvider> {
+        use base64::Engine as _;
+        let token = base64::engine::general_purpose::STANDARD.encode(
+            r#"{"AuthFlow":"REFRESH_TOKEN_AUTH","ClientId":"c","AuthParameters":{"REFRESH_TOKEN":"r-123456789"}}"#,
+        );
+        let input = super::super::config::SettingsInput {
+            api_token: Some(token),
+            base_url: Some("http://127.0.0.1:9/api/v1".into()),
+            auth_url: Some(auth_url.into()),
+            ..Default::default()
+        };
+        let settings = Settings::resolve(input, &|_| None).unwrap();
+        rustls::crypto::ring::default_provider().install_default().ok();
+        Arc::new(TokenProvider::new(&settings, reqwest::Client::new()).unwrap())
+    }
+
+    #[tokio::test]
+    async fn advisory_window_refreshes_in_the_background_while_calls_go_on() {
+        let (url, served) = tiny_idp().await;
+        let p = provider(&url);
+        // A JWT with 100 s left of an hour: inside the 120 s advisory window, outside the
+        // mandatory one.
+        let old = Arc::new(CachedToken {
+            expires_at: Some(Instant::now() + Duration::from_secs(100)),
+            ..bearer("h.old.s", Some(Duration::from_secs(3600)), 7).unwrap()
+        });
+        *p.current.write().unwrap() = Some(Arc::clone(&old));
+        // The call goes on at once with the current JWT...
+        let got = p.get().await.unwrap();
+        assert_eq!(got.generation, 7);
+        // ...and one exchange runs in the background and replaces it.
+        for _ in 0..500 {
+            if p.exchanges() == 1 {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        assert_eq!(p.exchanges(), 1);
+        assert_eq!(served.load(Ordering::SeqCst), 1);
+        let now = p.get().await.unwrap();
+        assert_ne!(now.generation, 7);
+        assert_eq!(now.header.to_str().unwrap(), "Bearer h.jwt-1.s");
+        // Fresh now: no further exchange.
+        p.get().await.unwrap();
+        assert_eq!(p.exchanges(), 1);
+    }
+
+    #[tokio::test]
+    async fn a_short_lived_jwt_serves_many_calls() {
+        let (url, served) = tiny_idp().await;
+        let p = provider(&url);
+        // The identity provider's JWT lives 25 s, inside the default 30 s mandatory window:
+        // the windows scale down, so it serves every call instead of one each.
+        let t = Arc::new(bearer("h.short.s", Some(Duration::from_secs(25)), 3).unwrap());
+        *p.current.write().unwrap() = Some(t);
+        for _ in 0..100 {
+            assert_eq!(p.get().await.unwrap().generation, 3);
+        }
+        assert_eq!(served.load(Ordering::SeqCst), 0);
+    }
+
+    #[test]
+    fn windows_scale_down_for_short_lived_jwts() {
+        let (a, m) = (Duration::from_secs(120), Duration::from_secs(30));
+        assert_eq!(windows(Duration::from_secs(3600), a, m), (a, m));
+        assert_eq!(
+            windows(Duration::from_secs(2), a, m),
+            (Duration::from_secs(1), Duration::from_millis(500))
+        );
+        // A 2 s JWT is fresh for its first second: it serves many calls, not one.
+        let now = Instant::now();
+        let (aw, mw) = windows(Duration::from_secs(2), a, m);
+        assert_eq!(freshness(now, Some(now + Duration::from_millis(1900)), aw, mw), Freshness::Fresh);
+        assert_eq!(freshness(now, Some(now + Duration::from_millis(800)), aw, mw), Freshness::Advisory);
+        assert_eq!(freshness(now, Some(now + Duration::from_millis(400)), aw, mw), Freshness::Mandatory);
+    }
+
+    #[test]
+    fn absurd_lifetimes_are_clamped_not_panics() {
+        use base64::Engine as _;
+        for expires_in in ["1e19", "1e300", "18446744073709551615", "1.7976931348623157e308"] {
+            let body =
+                format!(r#"{{"AuthenticationResult":{{"AccessToken":"a.b.c","ExpiresIn":{expires_in}}}}}"#);
+            assert_eq!(
+                parse_idp_response(200, None, body.as_bytes(), now()),
+                IdpAnswer::Token { jwt: "a.b.c".into(), lifetime: MAX_LIFETIME },
+                "{expires_in}"
+            );
+        }
+        for expires_in in ["-5", "0", "\"abc\"", "null"] {
+            let body =
+                format!(r#"{{"AuthenticationResult":{{"AccessToken":"a.b.c","ExpiresIn":{expires_in}}}}}"#);
+            assert_eq!(
+                parse_idp_response(200, None, body.as_bytes(), now()),
+                IdpAnswer::Token { jwt: "a.b.c".into(), lifetime: DEFAULT_LIFETIME },
+                "{expires_in}"
+            );
+        }
+        for exp in ["1e300", "1e19", "18446744073709551616"] {
+            let payload =
+                base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(format!(r#"{{"exp":{exp}}}"#));
+            let jwt = format!("h.{payload}.s");
+            assert_eq!(jwt_lifetime(&jwt, now()), Some(MAX_LIFETIME), "{exp}");
+            let t = bearer(&jwt, jwt_lifetime(&jwt, SystemTime::now()), 0).unwrap();
+            assert!(t.expires_at.is_some());
+        }
+        let t = bearer("a.b.c", Some(Duration::MAX), 0).unwrap();
+        assert!(t.expires_at.is_none() || t.lifetime == Duration::MAX);
     }
 }

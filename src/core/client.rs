@@ -58,6 +58,7 @@ impl CoreClient {
         operation_name: Option<&str>,
     ) -> Result<Value> {
         decode_response(&self.execute_raw(query, variables, operation_name).await?)
+            .map_err(|e| e.redact(&self.settings().redactor))
     }
 
     /// Runs one operation and returns the body of its 2xx answer, undecoded: the caller decodes
@@ -79,7 +80,8 @@ impl CoreClient {
 
     /// Runs one catalog operation and returns its field's value (`data[name]`).
     pub async fn call(&self, name: &str, args: Map<String, Value>, fields: Option<&str>) -> Result<Value> {
-        match decode_response(&self.call_raw(name, args, fields).await?)? {
+        let body = self.call_raw(name, args, fields).await?;
+        match decode_response(&body).map_err(|e| e.redact(&self.settings().redactor))? {
             Value::Object(mut m) => Ok(m.remove(name).unwrap_or(Value::Null)),
             _ => Ok(Value::Null),
         }

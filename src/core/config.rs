@@ -30,6 +30,8 @@ pub struct SettingsInput {
     pub refresh_advisory: Option<f64>,
     /// Seconds before expiry at which every caller waits for a fresh JWT (default 30).
     pub refresh_mandatory: Option<f64>,
+    /// The largest response body read, after decompression (default 256 MiB).
+    pub max_response_bytes: Option<i64>,
 }
 
 /// How the client gets its bearer token.
@@ -54,8 +56,14 @@ pub struct Settings {
     pub ca_bundle: Option<PathBuf>,
     pub refresh_advisory: Duration,
     pub refresh_mandatory: Duration,
+    /// The largest response body read, counted after decompression.
+    pub max_response_bytes: usize,
     pub redactor: Redactor,
 }
+
+/// Default of `max_response_bytes`: far above any page (about 30 KB per 100 findings) and low
+/// enough that a hostile or broken server cannot exhaust memory.
+pub const DEFAULT_MAX_RESPONSE_BYTES: usize = 256 * 1024 * 1024;
 
 fn non_empty(v: Option<String>) -> Option<String> {
     v.map(|s| s.trim().to_string()).filter(|s| !s.is_empty())
@@ -186,6 +194,14 @@ impl Settings {
             return Err(Error::config("refresh_mandatory must not exceed refresh_advisory"));
         }
 
+        let max_response_bytes = match input.max_response_bytes {
+            None => DEFAULT_MAX_RESPONSE_BYTES,
+            Some(n) => usize::try_from(n)
+                .ok()
+                .filter(|n| *n >= 1024)
+                .ok_or_else(|| Error::config(format!("max_response_bytes must be at least 1024, got {n}")))?,
+        };
+
         let mut redactor = Redactor::default();
         match &credential {
             Credential::ApiToken(t) => t.secrets().cloned().for_each(|s| redactor.add(s)),
@@ -204,6 +220,7 @@ impl Settings {
             ca_bundle,
             refresh_advisory,
             refresh_mandatory,
+            max_response_bytes,
             redactor,
         })
     }
@@ -288,6 +305,8 @@ mod tests {
             .contains("timeout"));
         assert!(bad(SettingsInput { max_retries: Some(-1), ..input("https://x.example/api/v1") })
             .contains("max_retries"));
+        assert!(bad(SettingsInput { max_response_bytes: Some(10), ..input("https://x.example/api/v1") })
+            .contains("max_response_bytes"));
         assert!(bad(SettingsInput { api_token: Some("%%%".into()), ..input("https://x.example/api/v1") })
             .contains("base64"));
         assert!(bad(SettingsInput {

@@ -3,6 +3,8 @@
 
 use std::time::Duration;
 
+use super::secret::Redactor;
+
 /// Everything that can go wrong in a call, with the fields a user needs to act on it.
 ///
 /// Messages never contain a token or JWT: they are built from our own text and from server
@@ -43,9 +45,10 @@ pub enum Error {
     /// The response carried GraphQL `errors`; `data` is the partial data, if any.
     #[error("{message}")]
     GraphQL { message: String, errors: Vec<serde_json::Value>, data: Option<serde_json::Value> },
-    /// A paged walk could not go on safely (a repeated cursor, a missing pageInfo).
-    #[error("{0}")]
-    Pagination(String),
+    /// A paged walk could not go on safely (a repeated cursor, no progress, a missing pageInfo).
+    /// `cursor` is where to resume from (`after=`), when the walk got that far.
+    #[error("{message}")]
+    Pagination { message: String, cursor: Option<String> },
     /// The client was closed, or used in a process other than the one that created it.
     #[error("{0}")]
     Closed(String),
@@ -58,6 +61,50 @@ impl Error {
 
     pub(crate) fn validation(msg: impl Into<String>) -> Self {
         Self::Validation(msg.into())
+    }
+
+    pub(crate) fn pagination(msg: impl Into<String>) -> Self {
+        Self::Pagination { message: msg.into(), cursor: None }
+    }
+
+    /// The same error with every server-supplied text scrubbed of the client's secrets: a server
+    /// (or a proxy) may echo a token back in a message, a header, a body or a GraphQL error.
+    #[must_use]
+    pub fn redact(self, r: &Redactor) -> Self {
+        let s = |t: String| r.scrub(&t);
+        let pairs = |h: Vec<(String, String)>| -> Vec<(String, String)> {
+            h.into_iter().map(|(k, v)| (k, r.scrub(&v))).collect()
+        };
+        match self {
+            Self::Configuration(m) => Self::Configuration(s(m)),
+            Self::Validation(m) => Self::Validation(s(m)),
+            Self::Authentication { error_type, message } => {
+                Self::Authentication { error_type: error_type.map(s), message: s(message) }
+            }
+            Self::Transport(m) => Self::Transport(s(m)),
+            Self::Timeout(m) => Self::Timeout(s(m)),
+            Self::ApiStatus { status, message, body, headers } => {
+                Self::ApiStatus { status, message: s(message), body: s(body), headers: pairs(headers) }
+            }
+            Self::RateLimit { status, message, body, headers, retry_after } => Self::RateLimit {
+                status,
+                message: s(message),
+                body: s(body),
+                headers: pairs(headers),
+                retry_after,
+            },
+            Self::GraphQL { message, mut errors, mut data } => {
+                errors.iter_mut().for_each(|e| r.scrub_json(e));
+                if let Some(d) = data.as_mut() {
+                    r.scrub_json(d);
+                }
+                Self::GraphQL { message: s(message), errors, data }
+            }
+            Self::Pagination { message, cursor } => {
+                Self::Pagination { message: s(message), cursor: cursor.map(s) }
+            }
+            Self::Closed(m) => Self::Closed(s(m)),
+        }
     }
 
     /// Builds the error for a GraphQL `errors` answer, with a message that names the first error.

@@ -114,7 +114,18 @@ fn tokens(doc: &str) -> Vec<Tok<'_>> {
     out
 }
 
+/// The deepest list type read (`[[[Int]]]` is 3); deeper ones are left to the server, so a
+/// hostile document cannot exhaust the stack.
+const MAX_TYPE_DEPTH: usize = 32;
+
 fn parse_type(toks: &[Tok<'_>], pos: &mut usize) -> Option<TypeRef> {
+    parse_type_at(toks, pos, 0)
+}
+
+fn parse_type_at(toks: &[Tok<'_>], pos: &mut usize, depth: usize) -> Option<TypeRef> {
+    if depth > MAX_TYPE_DEPTH {
+        return None;
+    }
     let base = match toks.get(*pos)? {
         Tok::Name(n) => {
             *pos += 1;
@@ -122,7 +133,7 @@ fn parse_type(toks: &[Tok<'_>], pos: &mut usize) -> Option<TypeRef> {
         }
         Tok::Punct('[') => {
             *pos += 1;
-            let inner = parse_type(toks, pos)?;
+            let inner = parse_type_at(toks, pos, depth + 1)?;
             if toks.get(*pos) != Some(&Tok::Punct(']')) {
                 return None;
             }
@@ -310,8 +321,23 @@ pub fn decode_response(body: &[u8]) -> Result<Value> {
     })?;
     match env.errors {
         Some(errors) if !errors.is_empty() => Err(Error::graphql(errors, env.data.filter(|d| !d.is_null()))),
-        _ => Ok(env.data.unwrap_or(Value::Null)),
+        _ => match env.data {
+            Some(data @ Value::Object(_)) => Ok(data),
+            other => Err(bad_data(other.as_ref())),
+        },
     }
+}
+
+/// The error for an answer whose `data` is not an object although it carries no `errors`.
+pub fn bad_data(data: Option<&Value>) -> Error {
+    let what = match data {
+        None => "has neither data nor errors",
+        Some(Value::Null) => "has data null and no errors",
+        Some(Value::Array(_)) => "has data that is a list, not an object",
+        Some(Value::String(_)) => "has data that is a string, not an object",
+        Some(_) => "has data that is not an object",
+    };
+    Error::Transport(format!("the response {what}; it is not a GraphQL answer"))
 }
 
 #[cfg(test)]
@@ -351,6 +377,16 @@ mod tests {
         assert_eq!(ops[1].kind, OperationKind::Mutation);
         assert_eq!(ops[1].retry_class(), RetryClass::Mutation);
         assert_eq!(scan_operations("{ finding(id: 1) { id } }")[0].kind, OperationKind::Query);
+    }
+
+    #[test]
+    fn deep_list_types_do_not_exhaust_the_stack() {
+        let doc = format!("query Q($x: {}Int{}) {{ a }}", "[".repeat(100_000), "]".repeat(100_000));
+        let op = select_operation(&doc, None).unwrap();
+        assert!(op.variables.is_empty());
+        let ok =
+            format!("query Q($x: {}Int{}) {{ a }}", "[".repeat(MAX_TYPE_DEPTH), "]".repeat(MAX_TYPE_DEPTH));
+        assert_eq!(select_operation(&ok, None).unwrap().variables.len(), 1);
     }
 
     #[test]
@@ -404,6 +440,12 @@ mod tests {
             Err(Error::GraphQL { data: None, .. })
         ));
         assert!(matches!(decode_response(b"<html>"), Err(Error::Transport(_))));
+        for loose in
+            [&b"{}"[..], br#"{"data":"hello"}"#, br#"{"data":[1]}"#, br#"{"data":null}"#, b"[]", b"1"]
+        {
+            assert!(matches!(decode_response(loose), Err(Error::Transport(_))), "{loose:?}");
+        }
+        assert!(matches!(decode_response(br#"{"errors":[]}"#), Err(Error::Transport(_))));
         assert!(matches!(decode_response(br#"{"data":{"a":"#), Err(Error::Transport(_))));
     }
 }

@@ -15,6 +15,8 @@ use super::transport::Transport;
 
 /// The server's page-size cap (graphene-django's RELAY_CONNECTION_MAX_LIMIT).
 pub const MAX_PAGE_SIZE: u32 = 100;
+/// Empty pages in a row that still say `hasNextPage` before the walk is judged stuck.
+pub const MAX_EMPTY_PAGES: u32 = 3;
 
 /// What to walk.
 #[derive(Clone, Debug)]
@@ -54,6 +56,13 @@ pub struct Walker {
     path: Option<Arc<[String]>>,
     after: Option<String>,
     seen: HashSet<String>,
+    /// Hashes of the first and last edge cursor of every page: an edge seen again means the
+    /// server hands out items it already gave.
+    seen_edges: HashSet<u64>,
+    /// Empty pages in a row that said `hasNextPage`.
+    empty_run: u32,
+    /// The cursor after the last page that brought items: where a stuck walk resumes.
+    resume: Option<String>,
     yielded: u64,
     done: bool,
 }
@@ -67,6 +76,14 @@ impl Walker {
             )));
         }
         let op = select_operation(&spec.query, spec.operation_name.as_deref())?;
+        if op.kind != super::graphql::OperationKind::Query {
+            // Paging sends the document once per page and fetches one page ahead of the caller:
+            // a mutation would run again for every page, before anyone asked for it.
+            return Err(Error::validation(format!(
+                "paginate() walks queries only; this document is a {}: send it once with execute()",
+                if op.kind == super::graphql::OperationKind::Mutation { "mutation" } else { "subscription" }
+            )));
+        }
         for var in ["first", "after"] {
             if !op.variables.iter().any(|(n, _)| n == var) {
                 return Err(Error::validation(format!(
@@ -91,7 +108,17 @@ impl Walker {
             return Err(Error::validation("path must name the connection, e.g. \"findings_view\""));
         }
         let done = spec.limit == Some(0);
-        Ok(Self { spec, path, after, seen: HashSet::new(), yielded: 0, done })
+        Ok(Self {
+            spec,
+            path,
+            resume: after.clone(),
+            after,
+            seen: HashSet::new(),
+            seen_edges: HashSet::new(),
+            empty_run: 0,
+            yielded: 0,
+            done,
+        })
     }
 
     /// The end cursor of the last page accepted: resume with `after=`.
@@ -131,14 +158,34 @@ impl Walker {
     /// Takes one page answer (as scanned): advances the cursor, applies the limit and checks for
     /// loops. Returns how many of the page's items to hand out and its pageInfo.
     pub fn accept(&mut self, meta: ConnectionMeta) -> Result<(usize, PageInfo)> {
+        let result = self.accept_inner(meta);
+        if let Err(Error::Pagination { cursor, .. }) = &result {
+            if cursor.is_none() {
+                self.done = true;
+            }
+        }
+        result.map_err(|e| match e {
+            Error::Pagination { message, cursor: None } => {
+                let cursor = self.resume.clone();
+                let message = match &cursor {
+                    Some(c) => format!("{message}; resume with after={c:?}"),
+                    None => format!("{message}; resume from the start"),
+                };
+                Error::Pagination { message, cursor }
+            }
+            other => other,
+        })
+    }
+
+    fn accept_inner(&mut self, meta: ConnectionMeta) -> Result<(usize, PageInfo)> {
         let label = self.label();
         if !meta.page_info {
-            return Err(Error::Pagination(format!(
+            return Err(Error::pagination(format!(
                 "connection {label} has no pageInfo: select pageInfo {{ hasNextPage endCursor }}"
             )));
         }
         let has_next_page = meta.has_next_page.ok_or_else(|| {
-            Error::Pagination(format!("connection {label}: select pageInfo {{ hasNextPage endCursor }}"))
+            Error::pagination(format!("connection {label}: select pageInfo {{ hasNextPage endCursor }}"))
         })?;
         let info = PageInfo {
             has_next_page,
@@ -147,27 +194,50 @@ impl Walker {
             end_cursor: meta.end_cursor,
         };
         if !meta.has_list {
-            return Err(Error::Pagination(format!("connection {label}: select edges {{ node {{ ... }} }}")));
+            return Err(Error::pagination(format!("connection {label}: select edges {{ node {{ ... }} }}")));
         }
+        if meta.edge_cursors.iter().any(|h| self.seen_edges.contains(h)) {
+            return Err(Error::pagination(format!(
+                "the server handed out items of {label} it had already given (an edge cursor came back); \
+                 stopping instead of looping"
+            )));
+        }
+        if info.has_next_page && meta.items == 0 {
+            self.empty_run = self.empty_run.saturating_add(1);
+            if self.empty_run >= MAX_EMPTY_PAGES {
+                return Err(Error::pagination(format!(
+                    "the server answered {} empty pages of {label} in a row that each say hasNextPage; \
+                     stopping instead of looping",
+                    self.empty_run
+                )));
+            }
+        } else if meta.items > 0 {
+            self.empty_run = 0;
+        }
+        self.seen_edges.extend(meta.edge_cursors.first());
+        self.seen_edges.extend(meta.edge_cursors.last());
         let mut take = meta.items;
         if let Some(limit) = self.spec.limit {
             let room = usize::try_from(limit.saturating_sub(self.yielded)).unwrap_or(usize::MAX);
             take = take.min(room);
         }
-        self.yielded += take as u64;
+        self.yielded = self.yielded.saturating_add(u64::try_from(take).unwrap_or(u64::MAX));
         if info.has_next_page {
             let cursor = info.end_cursor.clone().ok_or_else(|| {
-                Error::Pagination(format!("connection {label} says hasNextPage but gives no endCursor"))
+                Error::pagination(format!("connection {label} says hasNextPage but gives no endCursor"))
             })?;
             if !self.seen.insert(cursor.clone()) || self.after.as_deref() == Some(cursor.as_str()) {
                 self.done = true;
-                return Err(Error::Pagination(format!(
+                return Err(Error::pagination(format!(
                     "the server returned the cursor {cursor:?} twice on {label}; stopping instead of looping"
                 )));
             }
             self.after = Some(cursor);
         } else if let Some(c) = &info.end_cursor {
             self.after = Some(c.clone());
+        }
+        if meta.items > 0 {
+            self.resume.clone_from(&self.after);
         }
         if !info.has_next_page || self.spec.limit.is_some_and(|l| self.yielded >= l) {
             self.done = true;
@@ -191,7 +261,7 @@ async fn fetch(
     path: Option<Arc<[String]>>,
 ) -> Result<(Bytes, ConnectionMeta)> {
     let body = transport.send(&req).await?;
-    let meta = scan_page(&body, path.as_deref())?;
+    let meta = scan_page(&body, path.as_deref()).map_err(|e| e.redact(&transport.settings().redactor))?;
     Ok((body, meta))
 }
 
@@ -247,7 +317,8 @@ impl PageStream {
         meta: ConnectionMeta,
         path: Option<Arc<[String]>>,
     ) -> Result<Option<RawPage>> {
-        let (take, info) = self.walker.accept(meta)?;
+        let (take, info) =
+            self.walker.accept(meta).map_err(|e| e.redact(&self.transport.settings().redactor))?;
         if let Some(req) = self.walker.next_request() {
             let req = req?;
             self.inflight = Some(tokio::spawn(fetch(Arc::clone(&self.transport), req, path.clone())));
@@ -328,9 +399,69 @@ mod tests {
     fn repeated_cursor_fails_instead_of_looping() {
         let mut w = Walker::new(spec(2, None)).unwrap();
         accept(&mut w, page(0..2, true, "A")).unwrap();
-        let e = accept(&mut w, page(0..2, true, "A")).unwrap_err();
-        assert!(matches!(e, Error::Pagination(ref m) if m.contains("twice")), "{e}");
+        let e = accept(&mut w, page(2..4, true, "A")).unwrap_err();
+        assert!(matches!(e, Error::Pagination { message: ref m, .. } if m.contains("twice")), "{e}");
         assert!(w.next_request().is_none());
+    }
+
+    #[test]
+    fn the_same_items_again_fail_with_the_cursor_to_resume_from() {
+        let mut w = Walker::new(spec(2, None)).unwrap();
+        accept(&mut w, page(0..2, true, "A")).unwrap();
+        // A server that ignores `after`: the same edges under a new end cursor.
+        match accept(&mut w, page(0..2, true, "B")).unwrap_err() {
+            Error::Pagination { message, cursor } => {
+                assert!(message.contains("already given"), "{message}");
+                assert_eq!(cursor.as_deref(), Some("A"));
+            }
+            other => panic!("{other:?}"),
+        }
+        assert!(w.next_request().is_none());
+        // Shifted by one item: the last edge of the page before comes back.
+        let mut w = Walker::new(spec(2, None)).unwrap();
+        accept(&mut w, page(0..2, true, "A")).unwrap();
+        assert!(accept(&mut w, page(1..3, true, "B")).is_err());
+    }
+
+    #[test]
+    fn empty_pages_that_say_more_fail_after_a_few() {
+        let mut w = Walker::new(spec(2, None)).unwrap();
+        accept(&mut w, page(0..2, true, "A")).unwrap();
+        for i in 1..MAX_EMPTY_PAGES {
+            accept(&mut w, page(0..0, true, &format!("E{i}"))).unwrap();
+        }
+        match accept(&mut w, page(0..0, true, "Z")).unwrap_err() {
+            Error::Pagination { message, cursor } => {
+                assert!(message.contains("empty pages"), "{message}");
+                assert!(message.contains("after=\"A\""), "{message}");
+                assert_eq!(cursor.as_deref(), Some("A"));
+            }
+            other => panic!("{other:?}"),
+        }
+        // A page with items in between resets the count.
+        let mut w = Walker::new(spec(2, None)).unwrap();
+        for round in 0..5u32 {
+            for i in 1..MAX_EMPTY_PAGES {
+                accept(&mut w, page(0..0, true, &format!("E{round}-{i}"))).unwrap();
+            }
+            accept(&mut w, page(round * 2..round * 2 + 2, true, &format!("P{round}"))).unwrap();
+        }
+        // An empty last page is fine.
+        accept(&mut w, page(0..0, false, "end")).unwrap();
+        assert!(w.is_done());
+    }
+
+    #[test]
+    fn mutations_and_subscriptions_are_not_paged() {
+        for kind in ["mutation", "subscription"] {
+            let mut s = spec(10, None);
+            s.query = format!(
+                "{kind} M($first: Int, $after: String) {{ items(first: $first, after: $after) \
+                 {{ edges {{ node {{ id }} }} pageInfo {{ hasNextPage endCursor }} }} }}"
+            );
+            let e = Walker::new(s).unwrap_err().to_string();
+            assert!(e.contains("queries only") && e.contains(kind), "{e}");
+        }
     }
 
     #[test]

@@ -52,6 +52,16 @@ pub struct ConnectionMeta {
     pub items: usize,
     /// Whether `edges` or `nodes` was there at all.
     pub has_list: bool,
+    /// A hash of each edge's `cursor`, in order, for the edges that have one (the walker's
+    /// guard against a server that hands out the same items again).
+    pub edge_cursors: Vec<u64>,
+}
+
+fn hash_cursor(cursor: &str) -> u64 {
+    use std::hash::{Hash, Hasher};
+    let mut h = std::collections::hash_map::DefaultHasher::new();
+    cursor.hash(&mut h);
+    h.finish()
 }
 
 /// Where the connection sits in `data`, and what went wrong finding it.
@@ -97,14 +107,14 @@ pub fn scan_page(body: &[u8], path: Option<&[String]>) -> Result<ConnectionMeta>
     match found {
         Some(Found::Conn(meta)) => Ok(meta),
         Some(Found::Missing) | None => {
-            Err(Error::Pagination(format!("{label} was not found in the response data")))
+            Err(Error::pagination(format!("{label} was not found in the response data")))
         }
-        Some(Found::Null) => Err(Error::Pagination(format!("{label} is null in the response"))),
-        Some(Found::NotObject) => Err(Error::Pagination(format!("{label} is not a connection object"))),
+        Some(Found::Null) => Err(Error::pagination(format!("{label} is null in the response"))),
+        Some(Found::NotObject) => Err(Error::pagination(format!("{label} is not a connection object"))),
         Some(Found::Several) => Err(Error::validation(
             "the query selects several top-level fields: pass path= to name the connection",
         )),
-        Some(Found::BadList(which)) => Err(Error::Pagination(format!("{label}.{which} is not a list"))),
+        Some(Found::BadList(which)) => Err(Error::pagination(format!("{label}.{which} is not a list"))),
     }
 }
 
@@ -227,17 +237,20 @@ impl<'de> DeserializeSeed<'de> for ConnSeed {
     }
 }
 
-/// The length of a list (null counts as empty); anything else is `None`.
-struct Count;
+/// The length of a list (null counts as empty); anything else is `None`. With `cursors`, the
+/// list is of edges and each edge's cursor hash is collected too.
+struct Count<'a> {
+    cursors: Option<&'a mut Vec<u64>>,
+}
 
-impl<'de> DeserializeSeed<'de> for Count {
+impl<'de> DeserializeSeed<'de> for Count<'_> {
     type Value = Option<usize>;
     fn deserialize<D: Deserializer<'de>>(self, d: D) -> std::result::Result<Option<usize>, D::Error> {
         d.deserialize_any(self)
     }
 }
 
-impl<'de> Visitor<'de> for Count {
+impl<'de> Visitor<'de> for Count<'_> {
     type Value = Option<usize>;
     fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str("a list")
@@ -248,11 +261,100 @@ impl<'de> Visitor<'de> for Count {
         Ok(None)
     }
     fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> std::result::Result<Option<usize>, A::Error> {
-        let mut n = 0;
-        while seq.next_element::<IgnoredAny>()?.is_some() {
-            n += 1;
+        let mut n = 0usize;
+        match self.cursors {
+            Some(cursors) => {
+                while let Some(edge) = seq.next_element_seed(EdgeCursor)? {
+                    n = n.saturating_add(1);
+                    cursors.extend(edge);
+                }
+            }
+            None => {
+                while seq.next_element::<IgnoredAny>()?.is_some() {
+                    n = n.saturating_add(1);
+                }
+            }
         }
         Ok(Some(n))
+    }
+}
+
+/// One edge: the hash of its `cursor` when that is a string; the node is skipped.
+struct EdgeCursor;
+
+impl<'de> DeserializeSeed<'de> for EdgeCursor {
+    type Value = Option<u64>;
+    fn deserialize<D: Deserializer<'de>>(self, d: D) -> std::result::Result<Option<u64>, D::Error> {
+        d.deserialize_any(self)
+    }
+}
+
+impl<'de> Visitor<'de> for EdgeCursor {
+    type Value = Option<u64>;
+    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("an edge")
+    }
+    scalars!(Option<u64>, null => None, other => None);
+    fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> std::result::Result<Option<u64>, A::Error> {
+        while seq.next_element::<IgnoredAny>()?.is_some() {}
+        Ok(None)
+    }
+    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> std::result::Result<Option<u64>, A::Error> {
+        let mut found = None;
+        while let Some(key) = map.next_key::<Key<'de>>()? {
+            if key.as_str() == "cursor" {
+                found = map.next_value_seed(CursorText)?;
+            } else {
+                map.next_value::<IgnoredAny>()?;
+            }
+        }
+        Ok(found)
+    }
+}
+
+/// A cursor's hash if it is a string; any other value is skipped.
+struct CursorText;
+
+impl<'de> DeserializeSeed<'de> for CursorText {
+    type Value = Option<u64>;
+    fn deserialize<D: Deserializer<'de>>(self, d: D) -> std::result::Result<Option<u64>, D::Error> {
+        d.deserialize_any(self)
+    }
+}
+
+impl<'de> Visitor<'de> for CursorText {
+    type Value = Option<u64>;
+    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("a cursor")
+    }
+    fn visit_unit<E: de::Error>(self) -> std::result::Result<Option<u64>, E> {
+        Ok(None)
+    }
+    fn visit_none<E: de::Error>(self) -> std::result::Result<Option<u64>, E> {
+        Ok(None)
+    }
+    fn visit_bool<E: de::Error>(self, _: bool) -> std::result::Result<Option<u64>, E> {
+        Ok(None)
+    }
+    fn visit_i64<E: de::Error>(self, _: i64) -> std::result::Result<Option<u64>, E> {
+        Ok(None)
+    }
+    fn visit_u64<E: de::Error>(self, _: u64) -> std::result::Result<Option<u64>, E> {
+        Ok(None)
+    }
+    fn visit_f64<E: de::Error>(self, _: f64) -> std::result::Result<Option<u64>, E> {
+        Ok(None)
+    }
+    fn visit_str<E: de::Error>(self, v: &str) -> std::result::Result<Option<u64>, E> {
+        Ok(Some(hash_cursor(v)))
+    }
+    fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> std::result::Result<Option<u64>, A::Error> {
+        while seq.next_element::<IgnoredAny>()?.is_some() {}
+        Ok(None)
+    }
+    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> std::result::Result<Option<u64>, A::Error> {
+        while map.next_entry::<IgnoredAny, IgnoredAny>()?.is_some() {}
+        Ok(None)
     }
 }
 
@@ -288,8 +390,11 @@ impl<'de> Visitor<'de> for ConnSeed {
                         meta.end_cursor = text("endCursor");
                     }
                 }
-                "edges" => edges = Some(map.next_value_seed(Count)?),
-                "nodes" => nodes = Some(map.next_value_seed(Count)?),
+                "edges" => {
+                    meta.edge_cursors.clear();
+                    edges = Some(map.next_value_seed(Count { cursors: Some(&mut meta.edge_cursors) })?);
+                }
+                "nodes" => nodes = Some(map.next_value_seed(Count { cursors: None })?),
                 _ => {
                     map.next_value::<IgnoredAny>()?;
                 }
@@ -350,7 +455,7 @@ mod tests {
         let m = scan_page(&b, Some(&path("a.b"))).unwrap();
         assert_eq!((m.items, m.has_next_page), (3, Some(false)));
         let e = scan_page(&b, Some(&path("a.c"))).unwrap_err();
-        assert!(matches!(e, Error::Pagination(ref s) if s.contains("not found")), "{e}");
+        assert!(matches!(e, Error::Pagination { message: ref s, .. } if s.contains("not found")), "{e}");
         assert!(scan_page(&b, None).unwrap_err().to_string().contains("path="));
     }
 

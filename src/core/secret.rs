@@ -92,32 +92,98 @@ impl fmt::Debug for ApiToken {
     }
 }
 
+/// How many JWTs a client remembers for scrubbing: the current one and a few before it (a
+/// server may echo one that was just replaced).
+const REMEMBERED_JWTS: usize = 4;
+
 /// Scrubs known secrets and anything shaped like a JWT out of text bound for users.
+///
+/// Clones share one list: the JWTs a client obtains later are scrubbed by every clone (the
+/// transport's, the token provider's, the errors' of a page walk).
 #[derive(Clone, Default, Debug)]
 pub struct Redactor {
-    secrets: Vec<Secret>,
+    fixed: Arc<[Secret]>,
+    jwts: Arc<std::sync::RwLock<std::collections::VecDeque<Secret>>>,
+}
+
+/// The forms a secret may come back in: as is, and with `/` escaped as JSON allows (`\/`).
+fn variants(secret: Secret) -> impl Iterator<Item = Secret> {
+    let escaped = secret.expose().contains('/').then(|| Secret::new(secret.expose().replace('/', "\\/")));
+    std::iter::once(secret).chain(escaped)
 }
 
 impl Redactor {
     pub fn new(secrets: impl IntoIterator<Item = Secret>) -> Self {
-        Self { secrets: secrets.into_iter().filter(|s| !s.expose().is_empty()).collect() }
+        let fixed: Vec<Secret> =
+            secrets.into_iter().filter(|s| !s.expose().is_empty()).flat_map(variants).collect();
+        Self { fixed: fixed.into(), jwts: Arc::default() }
     }
 
     pub fn add(&mut self, secret: Secret) {
         if !secret.expose().is_empty() {
-            self.secrets.push(secret);
+            let mut all = self.fixed.to_vec();
+            all.extend(variants(secret));
+            self.fixed = all.into();
+        }
+    }
+
+    /// Remembers a JWT the client obtained, for every clone of this redactor; the oldest of
+    /// more than [`REMEMBERED_JWTS`] is forgotten.
+    pub fn remember_jwt(&self, jwt: &str) {
+        if jwt.is_empty() {
+            return;
+        }
+        if let Ok(mut list) = self.jwts.write() {
+            if list.iter().any(|s| s.expose() == jwt) {
+                return;
+            }
+            if list.len() >= REMEMBERED_JWTS {
+                list.pop_front();
+            }
+            list.push_back(Secret::new(jwt));
         }
     }
 
     /// Returns `text` with every known secret and every JWT-looking token replaced by `****`.
     pub fn scrub(&self, text: &str) -> String {
         let mut out = text.to_string();
-        for s in &self.secrets {
+        let mut replace = |s: &Secret| {
             if out.contains(s.expose()) {
                 out = out.replace(s.expose(), "****");
             }
+        };
+        self.fixed.iter().for_each(&mut replace);
+        if let Ok(list) = self.jwts.read() {
+            list.iter().for_each(&mut replace);
         }
         scrub_jwts(&out)
+    }
+
+    /// Scrubs every string of a JSON value (keys included), in place.
+    pub fn scrub_json(&self, value: &mut serde_json::Value) {
+        use serde_json::Value;
+        let mut stack = vec![value];
+        while let Some(v) = stack.pop() {
+            match v {
+                Value::String(s) => {
+                    let clean = self.scrub(s);
+                    if clean != *s {
+                        *s = clean;
+                    }
+                }
+                Value::Array(items) => stack.extend(items.iter_mut()),
+                Value::Object(map) => {
+                    if map.keys().any(|k| self.scrub(k) != *k) {
+                        let old = std::mem::take(map);
+                        for (k, v) in old {
+                            map.insert(self.scrub(&k), v);
+                        }
+                    }
+                    stack.extend(map.values_mut());
+                }
+                _ => {}
+            }
+        }
     }
 }
 
@@ -189,5 +255,24 @@ mod tests {
         let text = format!("bad token topsecret-token and Bearer {jwt}, eyJ alone");
         let out = r.scrub(&text);
         assert_eq!(out, "bad token **** and Bearer ****, eyJ alone");
+    }
+
+    #[test]
+    fn redactor_scrubs_remembered_jwts_in_every_clone() {
+        let r = Redactor::new([Secret::new("a/b+c=token")]);
+        let clone = r.clone();
+        let opaque = "opaque-header.payload-part.signature-part";
+        assert_eq!(clone.scrub(opaque), opaque);
+        r.remember_jwt(opaque);
+        assert_eq!(clone.scrub(&format!("x {opaque} y")), "x **** y");
+        assert_eq!(clone.scrub(r"escaped a\/b+c=token"), "escaped ****");
+        for i in 0..10 {
+            r.remember_jwt(&format!("jwt-number-{i}"));
+        }
+        assert_eq!(clone.scrub("jwt-number-9 jwt-number-6"), "**** ****");
+        assert_eq!(clone.scrub("jwt-number-0"), "jwt-number-0");
+        let mut v = serde_json::json!({"m": ["jwt-number-9", {"jwt-number-8": 1}], "n": 2});
+        clone.scrub_json(&mut v);
+        assert_eq!(v, serde_json::json!({"m": ["****", {"****": 1}], "n": 2}));
     }
 }

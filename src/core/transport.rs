@@ -41,6 +41,9 @@ fn build_http(settings: &Settings) -> Result<reqwest::Client> {
         .timeout(settings.timeout)
         .pool_idle_timeout(std::time::Duration::from_secs(60))
         .tcp_nodelay(true)
+        // No redirect is followed, for the API or the identity provider: a redirect would carry
+        // the JWT, the API token, a document or a mutation to wherever the Location says.
+        .redirect(reqwest::redirect::Policy::none())
         .gzip(true);
     if let Some(p) = &settings.proxy {
         let proxy = reqwest::Proxy::all(p.as_str())
@@ -66,20 +69,55 @@ fn build_http(settings: &Settings) -> Result<reqwest::Client> {
     b.build().map_err(|e| Error::config(format!("cannot build the HTTP client: {e}")))
 }
 
-fn truncated(body: &[u8]) -> String {
+fn truncated(body: &[u8], more: bool) -> String {
     let text = String::from_utf8_lossy(&body[..body.len().min(BODY_KEEP)]);
-    if body.len() > BODY_KEEP {
-        format!("{text}... ({} bytes)", body.len())
+    if more || body.len() > BODY_KEEP {
+        format!("{text}... (truncated)")
     } else {
         text.into_owned()
     }
 }
 
+/// Headers that carry credentials or sessions: never copied into an exception.
+const SENSITIVE_HEADERS: [&str; 8] = [
+    "authorization",
+    "proxy-authorization",
+    "cookie",
+    "set-cookie",
+    "set-cookie2",
+    "x-api-key",
+    "x-amz-security-token",
+    "x-auth-token",
+];
+
 fn header_pairs(h: &HeaderMap) -> Vec<(String, String)> {
     h.iter()
-        .filter(|(k, _)| *k != reqwest::header::SET_COOKIE)
+        .filter(|(k, _)| !SENSITIVE_HEADERS.contains(&k.as_str()))
         .map(|(k, v)| (k.as_str().to_string(), String::from_utf8_lossy(v.as_bytes()).into_owned()))
         .collect()
+}
+
+/// Reads a body, decompressed, up to `cap` bytes; the flag says whether more was left unread
+/// (the rest is never read: the connection is dropped instead of reused).
+pub(crate) async fn read_capped(resp: &mut reqwest::Response, cap: usize) -> reqwest::Result<(Bytes, bool)> {
+    let hint = resp.content_length().and_then(|n| usize::try_from(n).ok()).unwrap_or(0);
+    let mut buf = bytes::BytesMut::with_capacity(hint.min(cap).min(16 * 1024 * 1024));
+    while let Some(chunk) = resp.chunk().await? {
+        let room = cap.saturating_sub(buf.len());
+        if chunk.len() > room {
+            buf.extend_from_slice(&chunk[..room]);
+            return Ok((buf.freeze(), true));
+        }
+        buf.extend_from_slice(&chunk);
+    }
+    Ok((buf.freeze(), false))
+}
+
+/// The text of a `Location` header, for the message of a redirect that is not followed.
+pub(crate) fn location(h: &HeaderMap) -> String {
+    h.get(reqwest::header::LOCATION)
+        .map(|v| String::from_utf8_lossy(v.as_bytes()).chars().take(512).collect())
+        .unwrap_or_else(|| "(no Location)".into())
 }
 
 impl Transport {
@@ -107,8 +145,13 @@ impl Transport {
         self.closed.load(Ordering::Acquire)
     }
 
-    /// Sends one request with refresh-on-401 and retries; returns the body of a 2xx answer.
+    /// Sends one request with refresh-on-401 and retries; returns the body of a 2xx answer. No
+    /// error carries a secret of the client's, whatever the server echoed.
     pub async fn send(&self, req: &PreparedRequest) -> Result<Bytes> {
+        self.send_inner(req).await.map_err(|e| e.redact(&self.settings.redactor))
+    }
+
+    async fn send_inner(&self, req: &PreparedRequest) -> Result<Bytes> {
         let class = req.retry;
         let mut retries = 0u32;
         let mut refreshed = false;
@@ -126,7 +169,7 @@ impl Transport {
                 .body(req.body.clone())
                 .send()
                 .await;
-            let resp = match sent {
+            let mut resp = match sent {
                 Ok(r) => r,
                 Err(e) => {
                     let err = transport_error(&self.settings.redactor, "API", &e);
@@ -136,7 +179,14 @@ impl Transport {
             };
             let status = resp.status().as_u16();
             let headers = resp.headers().clone();
-            let body = match resp.bytes().await {
+            // A 2xx body, or a 400 with GraphQL errors, is read whole (up to the cap); any other
+            // error body only as far as an exception keeps it.
+            let cap = if (200..300).contains(&status) || status == 400 {
+                self.settings.max_response_bytes
+            } else {
+                BODY_KEEP + 1
+            };
+            let (body, more) = match read_capped(&mut resp, cap).await {
                 Ok(b) => b,
                 Err(e) => {
                     let err = transport_error(&self.settings.redactor, "API", &e);
@@ -147,7 +197,27 @@ impl Transport {
             };
             log::debug!("{} -> HTTP {status} in {:.1} ms", req.label, started.elapsed().as_secs_f64() * 1e3);
             if (200..300).contains(&status) {
+                if more {
+                    return Err(Error::Transport(format!(
+                        "the API's answer is larger than max_response_bytes ({} bytes, counted after \
+                         decompression); nothing was kept. Raise max_response_bytes= if the answer is \
+                         legitimate, or ask for fewer fields or a smaller page_size",
+                        self.settings.max_response_bytes
+                    )));
+                }
                 return Ok(body);
+            }
+            if (300..400).contains(&status) {
+                return Err(Error::ApiStatus {
+                    status,
+                    message: format!(
+                        "the API answered with a redirect to {}, which the client does not follow (it \
+                         would carry the JWT and the request elsewhere); check base_url",
+                        location(&headers)
+                    ),
+                    body: truncated(&body, more),
+                    headers: header_pairs(&headers),
+                });
             }
             if status == 401 {
                 if !refreshed && self.tokens.can_refresh() {
@@ -167,13 +237,13 @@ impl Transport {
                     },
                 });
             }
-            if status == 400 {
+            if status == 400 && !more {
                 // Parse and validation failures come back as 400 with GraphQL `errors`.
                 if let Err(e @ Error::GraphQL { .. }) = decode_response(&body) {
                     return Err(e);
                 }
             }
-            let text = self.settings.redactor.scrub(&truncated(&body));
+            let text = truncated(&body, more);
             let pairs = header_pairs(&headers);
             let retry_after = headers.get(RETRY_AFTER).and_then(|v| v.to_str().ok()).map(str::to_string);
             let outcome = Outcome::Status { code: status, retry_after: retry_after.as_deref() };

@@ -6,6 +6,7 @@ use pyo3::types::PyDict;
 
 use crate::core::config::SettingsInput;
 use crate::core::paging::PageSpec;
+use crate::core::secret::Redactor;
 use crate::core::{CoreClient, Error};
 use crate::py::completions::{self, Outcome};
 use crate::py::convert::from_dict;
@@ -41,7 +42,7 @@ impl NativeClient {
     #[pyo3(signature = (
         api_token=None, *, base_url=None, region=None, auth_url=None, jwt=None, timeout=None,
         max_retries=None, max_retry_wait=None, proxy=None, ca_bundle=None,
-        refresh_advisory=None, refresh_mandatory=None
+        refresh_advisory=None, refresh_mandatory=None, max_response_bytes=None
     ))]
     #[allow(clippy::too_many_arguments)]
     fn new(
@@ -51,13 +52,18 @@ impl NativeClient {
         auth_url: Option<String>,
         jwt: Option<String>,
         timeout: Option<f64>,
-        max_retries: Option<i64>,
+        max_retries: Option<Bound<'_, PyAny>>,
         max_retry_wait: Option<f64>,
         proxy: Option<String>,
         ca_bundle: Option<String>,
         refresh_advisory: Option<f64>,
         refresh_mandatory: Option<f64>,
+        max_response_bytes: Option<Bound<'_, PyAny>>,
     ) -> PyResult<Self> {
+        let config = |m: String| err(Error::Configuration(m));
+        let max_retries = int_arg(max_retries.as_ref(), "max_retries").map_err(config)?;
+        let max_response_bytes =
+            int_arg(max_response_bytes.as_ref(), "max_response_bytes").map_err(config)?;
         let input = SettingsInput {
             api_token,
             jwt,
@@ -71,6 +77,7 @@ impl NativeClient {
             ca_bundle,
             refresh_advisory,
             refresh_mandatory,
+            max_response_bytes,
         };
         let rt = runtime().map_err(err)?;
         // reqwest's connector belongs to the runtime it is built in.
@@ -125,7 +132,7 @@ impl NativeClient {
                 async move { core.execute_raw(&query, vars.as_ref(), operation_name.as_deref()).await },
             )?;
         let body = out.map_err(err)?;
-        Ok(decode::data(py, &body)?.unbind())
+        Ok(decode::data(py, &body, &self.core.settings().redactor)?.unbind())
     }
 
     #[pyo3(signature = (query, variables=None, operation_name=None))]
@@ -138,27 +145,29 @@ impl NativeClient {
     ) -> PyResult<Bound<'py, PyAny>> {
         let core = self.check()?.clone();
         let vars = crate::py::convert::variables(variables.as_ref())?;
+        let redactor = core.settings().redactor.clone();
         completions::submit(py, async move {
-            core.execute_raw(&query, vars.as_ref(), operation_name.as_deref()).await.map(Outcome::Data)
+            let body = core.execute_raw(&query, vars.as_ref(), operation_name.as_deref()).await?;
+            Ok(Outcome::Data(body, redactor))
         })
     }
 
-    #[pyo3(signature = (query, variables=None, operation_name=None, path=None, page_size=100, limit=None))]
+    #[pyo3(signature = (query, variables=None, operation_name=None, path=None, page_size=None, limit=None))]
     fn paginate(
         &self,
         query: String,
         variables: Option<Bound<'_, PyAny>>,
         operation_name: Option<String>,
         path: Option<String>,
-        page_size: i64,
-        limit: Option<i64>,
+        page_size: Option<Bound<'_, PyAny>>,
+        limit: Option<Bound<'_, PyAny>>,
     ) -> PyResult<NativePages> {
         let core = self.check()?.clone();
         let vars = crate::py::convert::variables(variables.as_ref())?.unwrap_or_default();
-        let (page_size, limit) = page_bounds(page_size, limit)?;
+        let (page_size, limit) = page_bounds(page_size.as_ref(), limit.as_ref())?;
         let spec = PageSpec { query, variables: vars, operation_name, path, page_size, limit };
         let stream = core.paginate(spec).map_err(err)?;
-        Ok(NativePages::new(stream))
+        Ok(NativePages::new(stream, core.settings().redactor.clone()))
     }
 
     /// Runs one catalog operation (not a connection) and returns its field's value.
@@ -174,7 +183,7 @@ impl NativeClient {
         let args = from_dict(&args, "").map_err(err)?;
         let out = block_on(py, async { core.call_raw(&name, args, fields.as_deref()).await })?;
         let body = out.map_err(err)?;
-        field(py, &body, &name)
+        field(py, &body, &name, &core.settings().redactor)
     }
 
     /// The awaitable twin of `call`.
@@ -188,28 +197,29 @@ impl NativeClient {
     ) -> PyResult<Bound<'py, PyAny>> {
         let core = self.check()?.clone();
         let args = from_dict(&args, "").map_err(err)?;
+        let redactor = core.settings().redactor.clone();
         completions::submit(py, async move {
             let body = core.call_raw(&name, args, fields.as_deref()).await?;
-            Ok(Outcome::Field(body, name))
+            Ok(Outcome::Field(body, name, redactor))
         })
     }
 
     /// A lazy walk over a catalog operation that returns a connection.
-    #[pyo3(signature = (name, args, fields=None, page_size=100, limit=None))]
+    #[pyo3(signature = (name, args, fields=None, page_size=None, limit=None))]
     fn paginate_operation(
         &self,
         name: String,
         args: Bound<'_, PyDict>,
         fields: Option<String>,
-        page_size: i64,
-        limit: Option<i64>,
+        page_size: Option<Bound<'_, PyAny>>,
+        limit: Option<Bound<'_, PyAny>>,
     ) -> PyResult<NativePages> {
         let core = self.check()?.clone();
         let args = from_dict(&args, "").map_err(err)?;
-        let (page_size, limit) = page_bounds(page_size, limit)?;
+        let (page_size, limit) = page_bounds(page_size.as_ref(), limit.as_ref())?;
         let stream =
             core.paginate_operation(&name, args, fields.as_deref(), page_size, limit).map_err(err)?;
-        Ok(NativePages::new(stream))
+        Ok(NativePages::new(stream, core.settings().redactor.clone()))
     }
 
     fn __repr__(&self) -> String {
@@ -240,27 +250,43 @@ pub fn prepare_request(
 }
 
 /// `data[name]` of an answer (None when absent).
-pub(crate) fn field(py: Python<'_>, body: &[u8], name: &str) -> PyResult<Py<PyAny>> {
-    let data = decode::data(py, body)?;
+pub(crate) fn field(py: Python<'_>, body: &[u8], name: &str, redactor: &Redactor) -> PyResult<Py<PyAny>> {
+    let data = decode::data(py, body, redactor)?;
     match data.cast::<PyDict>() {
         Ok(d) => Ok(d.get_item(name)?.map_or_else(|| py.None(), Bound::unbind)),
         Err(_) => Ok(py.None()),
     }
 }
 
+/// An optional int argument, as i64; a non-int or an int beyond 64 bits is an error that names
+/// the argument (not a bare TypeError or OverflowError).
+fn int_arg(obj: Option<&Bound<'_, PyAny>>, name: &str) -> Result<Option<i64>, String> {
+    let Some(obj) = obj.filter(|o| !o.is_none()) else { return Ok(None) };
+    if !obj.is_instance_of::<pyo3::types::PyInt>() || obj.is_instance_of::<pyo3::types::PyBool>() {
+        let ty = obj.get_type().name().map(|n| n.to_string()).unwrap_or_else(|_| "?".into());
+        return Err(format!("{name} must be an int, got {ty}"));
+    }
+    obj.extract::<i64>().map(Some).map_err(|_| {
+        let shown = obj.str().map(|s| s.to_string()).unwrap_or_default();
+        format!("{name} is out of range: {}", shown.chars().take(40).collect::<String>())
+    })
+}
+
 /// Python ints to the walker's bounds; the walker itself checks the cap.
-fn page_bounds(page_size: i64, limit: Option<i64>) -> PyResult<(u32, Option<u64>)> {
-    let page_size = u32::try_from(page_size).map_err(|_| {
-        err(Error::Validation(format!(
-            "page_size must be between 1 and {}, got {page_size}",
-            crate::core::paging::MAX_PAGE_SIZE
-        )))
-    })?;
-    let limit = match limit {
+fn page_bounds(
+    page_size: Option<&Bound<'_, PyAny>>,
+    limit: Option<&Bound<'_, PyAny>>,
+) -> PyResult<(u32, Option<u64>)> {
+    let invalid = |m: String| err(Error::Validation(m));
+    let max = crate::core::paging::MAX_PAGE_SIZE;
+    let page_size = int_arg(page_size, "page_size").map_err(invalid)?.unwrap_or(i64::from(max));
+    let page_size = u32::try_from(page_size)
+        .map_err(|_| invalid(format!("page_size must be between 1 and {max}, got {page_size}")))?;
+    let limit = match int_arg(limit, "limit").map_err(|m| {
+        invalid(if m.contains("out of range") { format!("{m} (give None for no limit)") } else { m })
+    })? {
         None => None,
-        Some(l) => Some(
-            u64::try_from(l).map_err(|_| err(Error::Validation(format!("limit must be >= 0, got {l}"))))?,
-        ),
+        Some(l) => Some(u64::try_from(l).map_err(|_| invalid(format!("limit must be >= 0, got {l}")))?),
     };
     Ok((page_size, limit))
 }

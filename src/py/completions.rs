@@ -13,6 +13,7 @@ use bytes::Bytes;
 use pyo3::prelude::*;
 
 use crate::core::paging::RawPage;
+use crate::core::secret::Redactor;
 use crate::py::errors::to_py as err;
 
 #[cfg(not(unix))]
@@ -21,22 +22,36 @@ pub(crate) use generic as submit;
 pub(crate) use queue::submit;
 
 /// A finished call's result, decoded into Python objects on the loop's thread.
+/// Each carries the client's redactor: a GraphQL error found while decoding is scrubbed with it.
 pub(crate) enum Outcome {
     /// A response body: its `data`.
-    Data(Bytes),
+    Data(Bytes, Redactor),
     /// A response body: `data[name]`.
-    Field(Bytes, String),
+    Field(Bytes, String, Redactor),
     /// A page of a walk (`None` at the end).
-    Page(Option<RawPage>),
+    Page(Option<RawPage>, Redactor),
 }
 
 impl Outcome {
     fn into_py(self, py: Python<'_>) -> PyResult<Py<PyAny>> {
         match self {
-            Self::Data(body) => Ok(crate::py::decode::data(py, &body)?.unbind()),
-            Self::Field(body, name) => crate::py::client::field(py, &body, &name),
-            Self::Page(page) => crate::py::paging::page_to_py(py, page),
+            Self::Data(body, r) => Ok(crate::py::decode::data(py, &body, &r)?.unbind()),
+            Self::Field(body, name, r) => crate::py::client::field(py, &body, &name, &r),
+            Self::Page(page, r) => crate::py::paging::page_to_py(py, page, &r),
         }
+    }
+}
+
+/// Runs `work`, turning a panic into an error: a panic must neither reach Python nor leave an
+/// awaiting future unresolved.
+pub(crate) async fn unpanicked<F>(work: F) -> crate::core::Result<Outcome>
+where
+    F: std::future::Future<Output = crate::core::Result<Outcome>>,
+{
+    use futures_util::FutureExt as _;
+    match std::panic::AssertUnwindSafe(work).catch_unwind().await {
+        Ok(result) => result,
+        Err(panic) => Err(crate::py::runtime::panic_error(&*panic)),
     }
 }
 
@@ -52,7 +67,7 @@ where
         )));
     }
     pyo3_async_runtimes::tokio::future_into_py(py, async move {
-        let outcome = work.await.map_err(err)?;
+        let outcome = unpanicked(work).await.map_err(err)?;
         Python::attach(|py| outcome.into_py(py))
     })
 }
@@ -250,7 +265,7 @@ mod queue {
         let handle = future.clone().unbind();
         let rt = runtime().map_err(err)?;
         let task = rt.spawn(async move {
-            let result = work.await;
+            let result = super::unpanicked(work).await;
             queue.push(Done { future: handle, result });
         });
         let canceller = Canceller { abort: task.abort_handle() };

@@ -85,9 +85,32 @@ fn invalid(path: &str, what: &str) -> Error {
     Error::Validation(format!("{at} {what}"))
 }
 
+/// The deepest nesting of lists and dicts accepted in variables and arguments. Deeper values
+/// (or a structure that contains itself) are refused instead of exhausting the stack; the
+/// deepest legitimate value (a filter tree inside a rule) is far shallower, and the request
+/// stays within the 128 levels a default JSON parser (serde_json's) reads back.
+pub const MAX_DEPTH: usize = 120;
+
+/// A path for messages: long ones (deep values) keep their start and say how deep they went.
+fn short(path: &str) -> String {
+    const KEEP: usize = 60;
+    match path.char_indices().nth(KEEP) {
+        Some((i, _)) => format!("{}...", &path[..i]),
+        None => path.to_string(),
+    }
+}
+
 /// Converts Python values to JSON, refusing what JSON or GraphQL cannot carry (NaN, infinities,
-/// ints beyond 64 bits, bytes, arbitrary objects) instead of changing it silently.
-pub fn from_py(obj: &Bound<'_, PyAny>, path: &str) -> Result<Value, Error> {
+/// ints beyond 64 bits, bytes, naive datetimes, arbitrary objects, nesting deeper than
+/// [`MAX_DEPTH`] or a structure that contains itself) instead of changing it silently.
+fn from_py_at(obj: &Bound<'_, PyAny>, path: &str, depth: usize) -> Result<Value, Error> {
+    if depth > MAX_DEPTH {
+        let root = path.split(['.', '[']).next().filter(|r| !r.is_empty()).unwrap_or("value");
+        return Err(Error::Validation(format!(
+            "{root} nests deeper than {MAX_DEPTH} levels (at {}); does it contain itself?",
+            short(path)
+        )));
+    }
     if obj.is_none() {
         return Ok(Value::Null);
     }
@@ -116,18 +139,25 @@ pub fn from_py(obj: &Bound<'_, PyAny>, path: &str) -> Result<Value, Error> {
             .map_err(|_| invalid(path, "is not valid UTF-8 text"));
     }
     if let Ok(d) = obj.cast::<PyDict>() {
-        return from_dict(d, path).map(Value::Object);
+        return dict_at(d, path, depth).map(Value::Object);
     }
     if obj.is_instance_of::<PyList>() || obj.is_instance_of::<PyTuple>() {
         let mut out = Vec::new();
         for (i, item) in obj.try_iter().map_err(|_| invalid(path, "cannot be iterated"))?.enumerate() {
             let item = item.map_err(|_| invalid(path, "cannot be iterated"))?;
-            out.push(from_py(&item, &format!("{path}[{i}]"))?);
+            out.push(from_py_at(&item, &format!("{path}[{i}]"), depth + 1)?);
         }
         return Ok(Value::Array(out));
     }
     // Dates, datetimes, enums and models: their JSON form by their own protocol.
     let type_name = obj.get_type().name().map(|n| n.to_string()).unwrap_or_else(|_| "?".into());
+    if is_naive_datetime(obj) {
+        return Err(invalid(
+            path,
+            "is a naive datetime (no timezone), which the server would read in its own zone; give a \
+             timezone-aware one, e.g. datetime.now(timezone.utc) or dt.replace(tzinfo=timezone.utc)",
+        ));
+    }
     if let Ok(iso) = obj.call_method0("isoformat") {
         if let Ok(s) = iso.extract::<String>() {
             return Ok(Value::String(s));
@@ -135,22 +165,32 @@ pub fn from_py(obj: &Bound<'_, PyAny>, path: &str) -> Result<Value, Error> {
     }
     if obj.hasattr("value").unwrap_or(false) && obj.get_type().hasattr("__members__").unwrap_or(false) {
         if let Ok(v) = obj.getattr("value") {
-            return from_py(&v, path);
+            return from_py_at(&v, path, depth + 1);
         }
     }
     if let Ok(d) = obj.call_method0("to_dict") {
-        return from_py(&d, path);
+        return from_py_at(&d, path, depth + 1);
     }
     Err(invalid(path, &format!("has type {type_name}, which cannot be encoded as JSON")))
 }
 
+/// A `datetime.datetime` (it has a date, a time of day and an offset) without a UTC offset.
+fn is_naive_datetime(obj: &Bound<'_, PyAny>) -> bool {
+    let is_datetime = ["date", "hour", "utcoffset"].iter().all(|a| obj.hasattr(*a).unwrap_or(false));
+    is_datetime && obj.call_method0("utcoffset").is_ok_and(|o| o.is_none())
+}
+
 /// Converts a variables mapping; keys must be strings.
 pub fn from_dict(d: &Bound<'_, PyDict>, path: &str) -> Result<Map<String, Value>, Error> {
+    dict_at(d, path, 0)
+}
+
+fn dict_at(d: &Bound<'_, PyDict>, path: &str, depth: usize) -> Result<Map<String, Value>, Error> {
     let mut map = Map::with_capacity(d.len());
     for (k, v) in d.iter() {
         let key: String = k.extract().map_err(|_| invalid(path, "has a key that is not a str"))?;
         let child = if path.is_empty() { key.clone() } else { format!("{path}.{key}") };
-        map.insert(key, from_py(&v, &child)?);
+        map.insert(key, from_py_at(&v, &child, depth + 1)?);
     }
     Ok(map)
 }

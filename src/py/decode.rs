@@ -7,11 +7,12 @@ use std::cell::RefCell;
 use std::fmt;
 
 use pyo3::prelude::*;
-use pyo3::types::{PyBool, PyDict, PyFloat, PyList, PyString};
+use pyo3::types::{PyBool, PyBytes, PyDict, PyFloat, PyList, PyString};
 use serde::de::{self, DeserializeSeed, Deserializer, IgnoredAny, MapAccess, SeqAccess, Visitor};
 
-use crate::core::graphql::decode_response;
+use crate::core::graphql::{bad_data, decode_response};
 use crate::core::scan::Key;
+use crate::core::secret::Redactor;
 use crate::core::Error;
 use crate::py::errors::to_py as err;
 
@@ -41,6 +42,9 @@ struct Decoder<'py> {
     pending_values: Vec<Bound<'py, PyAny>>,
     /// A Python error met inside a visitor (serde's error type cannot carry it).
     failed: RefCell<Option<PyErr>>,
+    /// A number was read as a float although it may have been an integer beyond 64 bits (serde
+    /// reads those as floats): the document is read again, exactly, by Python's json module.
+    inexact: bool,
 }
 
 impl<'py> Decoder<'py> {
@@ -53,6 +57,7 @@ impl<'py> Decoder<'py> {
             pending_keys: Vec::new(),
             pending_values: Vec::new(),
             failed: RefCell::new(None),
+            inexact: false,
         }
     }
 
@@ -158,6 +163,11 @@ impl<'de, 'py> Visitor<'de> for ValueSeed<'_, 'py> {
         }
     }
     fn visit_f64<E: de::Error>(self, v: f64) -> Result<Self::Value, E> {
+        // Integers up to 2**64 arrive as i64/u64; a whole float this large may be an integer
+        // literal that did not fit (123456789012345678901234567890).
+        if v.fract() == 0.0 && v.abs() >= 9.2e18 {
+            self.0.inexact = true;
+        }
         Ok(PyFloat::new(self.0.py, v).into_any())
     }
     fn visit_str<E: de::Error>(self, v: &str) -> Result<Self::Value, E> {
@@ -234,24 +244,56 @@ impl<'de, 'py> Visitor<'de> for EnvelopeSeed<'_, 'py> {
     }
 }
 
+/// The document read by Python's json module, which keeps integers of any size exact; used
+/// only for the rare document with a number too large for 64 bits.
+fn exact<'py>(py: Python<'py>, body: &[u8]) -> PyResult<Bound<'py, PyAny>> {
+    py.import("json")?.call_method1("loads", (PyBytes::new(py, body),)).map_err(|e| {
+        err(Error::Transport(format!("the response body is not the JSON a GraphQL server sends ({e})")))
+    })
+}
+
 /// Any JSON document as Python objects.
 pub fn json<'py>(py: Python<'py>, body: &[u8]) -> PyResult<Bound<'py, PyAny>> {
     let mut dec = Decoder::new(py);
     let mut de = serde_json::Deserializer::from_slice(body);
     let value = ValueSeed(&mut dec).deserialize(&mut de).map_err(|e| dec.error(&e))?;
     de.end().map_err(|e| dec.error(&e))?;
+    if dec.inexact {
+        return exact(py, body);
+    }
     Ok(value)
 }
 
-/// A GraphQL response body's `data` as Python objects; a response with `errors` raises the
-/// matching error (with partial data), as the core decodes it.
-pub fn data<'py>(py: Python<'py>, body: &[u8]) -> PyResult<Bound<'py, PyAny>> {
+/// A GraphQL response body's `data` as Python objects (a dict); a response with `errors` raises
+/// the matching error (with partial data), scrubbed of the client's secrets, and one without
+/// `data` as an object raises a TransportError that says what came instead.
+pub fn data<'py>(py: Python<'py>, body: &[u8], redactor: &Redactor) -> PyResult<Bound<'py, PyAny>> {
     let mut dec = Decoder::new(py);
     let mut de = serde_json::Deserializer::from_slice(body);
     let (data, errors) = EnvelopeSeed(&mut dec).deserialize(&mut de).map_err(|e| dec.error(&e))?;
     de.end().map_err(|e| dec.error(&e))?;
     if errors {
-        decode_response(body).map_err(err)?;
+        decode_response(body).map_err(|e| err(e.redact(redactor)))?;
     }
-    Ok(data.unwrap_or_else(|| py.None().into_bound(py)))
+    let data = match data {
+        Some(d) if dec.inexact => Some(exact(py, body)?.get_item("data").unwrap_or(d)),
+        other => other,
+    };
+    match data {
+        Some(d) if d.is_instance_of::<PyDict>() => Ok(d),
+        other => {
+            let shape = other.map(|d| {
+                if d.is_none() {
+                    serde_json::Value::Null
+                } else if d.is_instance_of::<PyList>() {
+                    serde_json::Value::Array(Vec::new())
+                } else if d.is_instance_of::<PyString>() {
+                    serde_json::Value::String(String::new())
+                } else {
+                    serde_json::Value::Bool(false)
+                }
+            });
+            Err(err(bad_data(shape.as_ref())))
+        }
+    }
 }

@@ -64,7 +64,10 @@ fn build(py: Python<'_>, err: Error) -> PyResult<PyErr> {
             )?;
             ("GraphQLError", message)
         }
-        Error::Pagination(m) => ("PaginationError", m),
+        Error::Pagination { message, cursor } => {
+            kw.set_item("cursor", cursor)?;
+            ("PaginationError", message)
+        }
         Error::Closed(m) => ("ClientClosedError", m),
     };
     let cls = class(py, name)?;

@@ -8,6 +8,7 @@ use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyList, PyString};
 
 use crate::core::paging::{PageStream, RawPage};
+use crate::core::secret::Redactor;
 use crate::core::Error;
 use crate::py::completions::{self, Outcome};
 use crate::py::decode;
@@ -18,22 +19,27 @@ use crate::py::runtime::{block_on, runtime};
 pub struct NativePages {
     stream: Arc<tokio::sync::Mutex<PageStream>>,
     cursor: Arc<Mutex<Option<String>>>,
+    redactor: Redactor,
 }
 
 impl NativePages {
-    pub fn new(stream: PageStream) -> Self {
+    pub fn new(stream: PageStream, redactor: Redactor) -> Self {
         let cursor = stream.cursor().map(str::to_string);
-        Self { stream: Arc::new(tokio::sync::Mutex::new(stream)), cursor: Arc::new(Mutex::new(cursor)) }
+        Self {
+            stream: Arc::new(tokio::sync::Mutex::new(stream)),
+            cursor: Arc::new(Mutex::new(cursor)),
+            redactor,
+        }
     }
 }
 
 /// (items, page_info, item_cursors) for Python, or None at the end; item_cursors is empty when
 /// the query does not select the edges' cursors. The body is decoded here, once, straight into
 /// Python objects; the core has only scanned it.
-pub(crate) fn page_to_py(py: Python<'_>, page: Option<RawPage>) -> PyResult<Py<PyAny>> {
+pub(crate) fn page_to_py(py: Python<'_>, page: Option<RawPage>, redactor: &Redactor) -> PyResult<Py<PyAny>> {
     let Some(page) = page else { return Ok(py.None()) };
-    let data = decode::data(py, &page.body)?;
-    let vanished = || err(Error::Pagination("the connection vanished from the decoded page".into()));
+    let data = decode::data(py, &page.body, redactor)?;
+    let vanished = || err(Error::pagination("the connection vanished from the decoded page"));
     let mut conn = data;
     match &page.path {
         Some(path) => {
@@ -134,17 +140,18 @@ impl NativePages {
             }
         }
         drop(s);
-        page_to_py(py, page)
+        page_to_py(py, page, &self.redactor)
     }
 
     fn next_page(&self, py: Python<'_>) -> PyResult<Py<PyAny>> {
         let (stream, cursor) = (Arc::clone(&self.stream), Arc::clone(&self.cursor));
         let page = block_on(py, next(stream, cursor))?.map_err(err)?;
-        page_to_py(py, page)
+        page_to_py(py, page, &self.redactor)
     }
 
     fn next_page_async<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
         let (stream, cursor) = (Arc::clone(&self.stream), Arc::clone(&self.cursor));
-        completions::submit(py, async move { next(stream, cursor).await.map(Outcome::Page) })
+        let redactor = self.redactor.clone();
+        completions::submit(py, async move { next(stream, cursor).await.map(|p| Outcome::Page(p, redactor)) })
     }
 }

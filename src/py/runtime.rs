@@ -80,10 +80,13 @@ where
     let rt = runtime().map_err(crate::py::errors::to_py)?;
     py.detach(|| {
         rt.block_on(async {
-            let mut fut = pin!(fut);
+            use futures_util::FutureExt as _;
+            let mut fut = pin!(std::panic::AssertUnwindSafe(fut).catch_unwind());
             loop {
                 tokio::select! {
-                    out = &mut fut => return Ok(out),
+                    out = &mut fut => {
+                        return out.map_err(|panic| crate::py::errors::to_py(panic_error(&*panic)));
+                    }
                     () = tokio::time::sleep(Duration::from_millis(100)) => {
                         Python::attach(|py| py.check_signals())?;
                     }
@@ -91,4 +94,15 @@ where
             }
         })
     })
+}
+
+/// The error a caught panic becomes: a bug of ours, reported as a `TransportError` (a
+/// `SecFindingsError`) instead of a `PanicException` that escapes `except Exception`.
+pub(crate) fn panic_error(panic: &(dyn std::any::Any + Send)) -> Error {
+    let what = panic
+        .downcast_ref::<&str>()
+        .map(|s| (*s).to_string())
+        .or_else(|| panic.downcast_ref::<String>().cloned())
+        .unwrap_or_else(|| "unknown panic".into());
+    Error::Transport(format!("internal error in secfindings (please report it): {what}"))
 }
