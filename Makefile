@@ -1,4 +1,4 @@
-.PHONY: help dev test lint demo bench emulator fmt generate clean
+.PHONY: help dev test lint demo bench reliability emulator fmt generate clean
 
 help:  ## list the targets
 	@grep -E '^[a-z]+:.*##' Makefile | sed 's/:.*## /\t/'
@@ -29,6 +29,9 @@ demo:  ## install and run examples/quickstart.py (emulator unless credentials ar
 
 bench:  ## benchmarks against httpx, requests, gql, aiohttp (see benches/)
 	bash scripts/bench.sh
+
+reliability:  ## hostile servers, bad inputs, properties, concurrency, fuzz: prints the README's table
+	bash scripts/reliability.sh
 
 emulator:  ## run the emulator standalone on port 8080
 	.venv/bin/python -m secfindings.emulator --port 8080

@@ -30,3 +30,54 @@ mutation Add($rule: ScoringRuleInput!) {
 @pytest.fixture
 def secfindings_emulator_options() -> dict[str, object]:
     return {"findings": 300, "seed": 7}
+
+
+RELIABILITY_MARKERS = {
+    "reliability_fault": "network faults a real peer causes (resets, truncation, stalls, 5xx, 429)",
+    "reliability_hostile": "a peer that lies or attacks (redirects, bombs, echoed secrets, odd lifetimes)",
+    "reliability_input": "hostile or absurd inputs from the caller (cycles, depth, overflowing ints)",
+    "reliability_concurrency": "the same hostile peers under threads and tasks",
+}
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    for name, doc in RELIABILITY_MARKERS.items():
+        config.addinivalue_line("markers", f"{name}: {doc}")
+
+
+# `make reliability` (scripts/reliability.sh) sets SECFINDINGS_RELIABILITY_REPORT: the outcome of
+# every reliability case (each parametrized case counts once) is tallied per marker and written
+# there as a Markdown table, the one the README quotes.
+_RELIABILITY_TALLY: dict[str, dict[str, int]] = {}
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> pytest.TestReport:
+    report: pytest.TestReport = yield
+    kinds = {m.name for m in item.iter_markers() if m.name in RELIABILITY_MARKERS}
+    if kinds and (report.when == "call" or report.outcome != "passed"):
+        for kind in kinds:
+            tally = _RELIABILITY_TALLY.setdefault(kind, {"passed": 0, "failed": 0, "skipped": 0})
+            tally[report.outcome] = tally.get(report.outcome, 0) + 1
+    return report
+
+
+def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
+    import os
+
+    path = os.environ.get("SECFINDINGS_RELIABILITY_REPORT")
+    if not path:
+        return
+    titles = {
+        "reliability_fault": "faults tried",
+        "reliability_hostile": "hostile answers tried",
+        "reliability_input": "bad inputs tried",
+        "reliability_concurrency": "concurrency held",
+    }
+    lines = ["| kind | cases | passed | failed |", "|---|---:|---:|---:|"]
+    for name, title in titles.items():
+        t = _RELIABILITY_TALLY.get(name, {})
+        total = sum(t.values())
+        lines.append(f"| {title} | {total} | {t.get('passed', 0)} | {t.get('failed', 0)} |")
+    with open(path, "w", encoding="utf-8") as f:
+        f.write("\n".join(lines) + "\n")

@@ -7,7 +7,10 @@ import warnings
 import pytest
 from tests.conftest import FINDING_QUERY
 
-pytestmark = pytest.mark.skipif(sys.platform == "win32", reason="fork() is POSIX only")
+pytestmark = [
+    pytest.mark.skipif(sys.platform == "win32", reason="fork() is POSIX only"),
+    pytest.mark.reliability_fault,
+]
 
 
 def test_fork_child_gets_a_working_runtime(emulator, client):

@@ -17,6 +17,8 @@ import pytest
 import secfindings
 from secfindings import GraphQLError, PaginationError
 
+pytestmark = pytest.mark.reliability_hostile
+
 
 def _edges(ids: range, nxt: bool, cursor: str | None) -> dict[str, Any]:
     edges = [{"cursor": f"c{i}", "node": {"id_int": i}} for i in ids]

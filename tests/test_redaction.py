@@ -15,6 +15,7 @@ def secrets_of(token):
     return [token, body["AuthParameters"]["REFRESH_TOKEN"]]
 
 
+@pytest.mark.reliability_hostile
 def test_nothing_secret_anywhere(emulator, caplog, recwarn):
     caplog.set_level(logging.DEBUG, logger="secfindings")
     token = emulator.create_api_token()

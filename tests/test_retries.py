@@ -5,6 +5,8 @@ from tests.conftest import ADD_RULE, FINDING_QUERY
 
 from secfindings import APIStatusError, RateLimitError, TimeoutError, TransportError
 
+pytestmark = pytest.mark.reliability_fault
+
 RULE = {"name": "r", "method": "SET", "value": 5.0}
 
 

@@ -18,6 +18,16 @@ pub const MAX_PAGE_SIZE: u32 = 100;
 /// Empty pages in a row that still say `hasNextPage` before the walk is judged stuck.
 pub const MAX_EMPTY_PAGES: u32 = 3;
 
+/// A server's cursor for a message: quoted, and cut short if long (the error's `cursor`
+/// attribute keeps it whole).
+fn shown(cursor: &str) -> String {
+    const KEEP: usize = 80;
+    match cursor.char_indices().nth(KEEP) {
+        Some((i, _)) => format!("{:?}...", &cursor[..i]),
+        None => format!("{cursor:?}"),
+    }
+}
+
 /// What to walk.
 #[derive(Clone, Debug)]
 pub struct PageSpec {
@@ -55,7 +65,8 @@ pub struct Walker {
     spec: PageSpec,
     path: Option<Arc<[String]>>,
     after: Option<String>,
-    seen: HashSet<String>,
+    /// Hashes of the end cursors seen (a hostile server's cursors may be long: not kept whole).
+    seen: HashSet<u64>,
     /// Hashes of the first and last edge cursor of every page: an edge seen again means the
     /// server hands out items it already gave.
     seen_edges: HashSet<u64>,
@@ -168,7 +179,7 @@ impl Walker {
             Error::Pagination { message, cursor: None } => {
                 let cursor = self.resume.clone();
                 let message = match &cursor {
-                    Some(c) => format!("{message}; resume with after={c:?}"),
+                    Some(c) => format!("{message}; resume with after={} (PaginationError.cursor)", shown(c)),
                     None => format!("{message}; resume from the start"),
                 };
                 Error::Pagination { message, cursor }
@@ -226,10 +237,13 @@ impl Walker {
             let cursor = info.end_cursor.clone().ok_or_else(|| {
                 Error::pagination(format!("connection {label} says hasNextPage but gives no endCursor"))
             })?;
-            if !self.seen.insert(cursor.clone()) || self.after.as_deref() == Some(cursor.as_str()) {
+            if !self.seen.insert(super::scan::hash_cursor(&cursor))
+                || self.after.as_deref() == Some(cursor.as_str())
+            {
                 self.done = true;
                 return Err(Error::pagination(format!(
-                    "the server returned the cursor {cursor:?} twice on {label}; stopping instead of looping"
+                    "the server returned the cursor {} twice on {label}; stopping instead of looping",
+                    shown(&cursor)
                 )));
             }
             self.after = Some(cursor);

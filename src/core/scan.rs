@@ -57,7 +57,7 @@ pub struct ConnectionMeta {
     pub edge_cursors: Vec<u64>,
 }
 
-fn hash_cursor(cursor: &str) -> u64 {
+pub(crate) fn hash_cursor(cursor: &str) -> u64 {
     use std::hash::{Hash, Hasher};
     let mut h = std::collections::hash_map::DefaultHasher::new();
     cursor.hash(&mut h);
@@ -490,6 +490,59 @@ mod tests {
         );
         let b = body(json!({"data": {"items": {"nodes": {"a": 1}, "pageInfo": {"hasNextPage": false}}}}));
         assert!(scan_page(&b, None).unwrap_err().to_string().contains("nodes is not a list"));
+    }
+
+    #[test]
+    fn edge_cursors_are_hashed_leniently() {
+        let b = body(json!({"data": {"items": {
+            "edges": [{"cursor": "a", "node": {}}, {"cursor": 5}, null, 7, {"node": {"cursor": "x"}}, {"cursor": "b"}],
+            "pageInfo": {"hasNextPage": false}
+        }}}));
+        let m = scan_page(&b, None).unwrap();
+        assert_eq!(m.items, 6);
+        assert_eq!(m.edge_cursors, vec![hash_cursor("a"), hash_cursor("b")]);
+    }
+
+    /// Arbitrary bytes, and mutations of a real page, never panic the scanner or the decoder:
+    /// each answer is a value or an error.
+    #[test]
+    fn fuzz_scan_and_decode_never_panic() {
+        let page = body(json!({"data": {"items": {
+            "edges": [{"cursor": "c1", "node": {"id": 1, "t": "x\u{e9}", "n": [1.5, -2, null, true]}}],
+            "pageInfo": {"hasNextPage": true, "endCursor": "c1"}
+        }}, "errors": [{"message": "m"}]}));
+        let alphabet = br#"{}[]",:0123456789.eE+-truefalsnul \/u"#;
+        let mut rng = fastrand::Rng::with_seed(7);
+        let paths = [None, Some(path("items")), Some(path("items.edges")), Some(path("x.y"))];
+        for round in 0..20_000 {
+            let input: Vec<u8> = match round % 3 {
+                0 => (0..rng.usize(0..64)).map(|_| rng.u8(..)).collect(),
+                1 => (0..rng.usize(0..64)).map(|_| alphabet[rng.usize(..alphabet.len())]).collect(),
+                _ => {
+                    let mut b = page.clone();
+                    for _ in 0..rng.usize(1..4) {
+                        let i = rng.usize(..b.len());
+                        match rng.u8(0..3) {
+                            0 => b[i] = alphabet[rng.usize(..alphabet.len())],
+                            1 => b.truncate(i),
+                            _ => b.insert(i, alphabet[rng.usize(..alphabet.len())]),
+                        }
+                        if b.is_empty() {
+                            break;
+                        }
+                    }
+                    b
+                }
+            };
+            let p = paths[round % paths.len()].as_deref();
+            let _ = scan_page(&input, p);
+            let _ = check_envelope(&input);
+            let _ = decode_response(&input);
+        }
+        // Deep nesting is refused by the parser's recursion limit, not by the stack.
+        let deep = format!("{{\"data\":{}{}}}", "[".repeat(100_000), "]".repeat(100_000));
+        assert!(scan_page(deep.as_bytes(), None).is_err());
+        assert!(decode_response(deep.as_bytes()).is_err());
     }
 
     #[test]
