@@ -13,7 +13,7 @@ step "rustfmt"
 cargo fmt --all -- --check
 
 step "cargo test: core (no PyO3) and emulator"
-cargo test --no-default-features --lib --quiet
+cargo test --no-default-features --features arrow --lib --quiet
 cargo test -p secfindings-emulator --quiet
 
 step "clippy"

@@ -6,16 +6,21 @@ into items (and items into typed models, when the operation has one).
 
 from __future__ import annotations
 
+import csv
+import datetime as dt
+import importlib
+import json
+import os
 from collections.abc import AsyncIterator, Callable, Iterator
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
-from secfindings.errors import PaginationError
+from secfindings.errors import PaginationError, ValidationError
 
 if TYPE_CHECKING:
     from secfindings._native import NativePages
 
-__all__ = ["AsyncPaginator", "Page", "PageInfo", "Paginator"]
+__all__ = ["AsyncPaginator", "ExportResult", "Page", "PageInfo", "Paginator"]
 
 T = TypeVar("T")
 
@@ -96,20 +101,122 @@ class _Position:
         self.page = self.it = None
         self.base = page.page_info.end_cursor or self.base
 
+    def columns(self) -> None:
+        """Before the rest of the walk goes out as columns: refuses if part of a page was handed
+        out as items (its rest would be skipped), else forgets the page."""
+        it = self.it
+        if it is not None and it.__length_hint__():  # type: ignore[attr-defined]
+            raise ValidationError(
+                "part of a page was handed out as items, and the rest of the walk as columns would "
+                f"skip the rest of that page; start a new paginator with after={self.cursor()!r}"
+            )
+        self.base = self.cursor()
+        self.page = self.it = None
+
+    def moved(self, cursor: str | None) -> None:
+        """A page went out as a batch (or was written): the walk stands after it."""
+        self.base = cursor or self.base
+
 
 def _repr(owner: Paginator[Any] | AsyncPaginator[Any]) -> str:
     kind = getattr(owner._wrap, "__name__", "dict")
     state = "exhausted" if owner._done else "lazy"
-    return f"<{type(owner).__name__}[{kind}] {state}, cursor={owner.cursor!r}>"
+    cursor = owner.cursor
+    shown = None if cursor is None else owner._pages.redact(cursor)
+    return f"<{type(owner).__name__}[{kind}] {state}, cursor={shown!r}>"
 
 
-def _frame(items: list[Any]) -> Any:
+def _need(module: str, extra: str, what: str) -> Any:
+    """An optional dependency, or an ImportError that names the extra to install."""
     try:
-        import pandas as pd  # type: ignore[import-untyped,unused-ignore]
-    except ImportError as exc:  # pragma: no cover - depends on the environment
-        raise ImportError("to_pandas() needs pandas: pip install 'secfindings[pandas]'") from exc
-    rows = [i.to_dict() if hasattr(i, "to_dict") else i for i in items]
-    return pd.json_normalize(rows, sep=".")
+        return importlib.import_module(module)
+    except ImportError as exc:
+        top = module.split(".")[0]
+        raise ImportError(f"{what} needs {top}: pip install 'secfindings[{extra}]'") from exc
+
+
+def _pandas(table: Any) -> Any:
+    """An Arrow table as a DataFrame with nullable ints and bools (no float for a missing int)."""
+    pd = _need("pandas", "pandas", "to_pandas()")
+    pa = _need("pyarrow", "pandas", "to_pandas()")
+    mapping = {pa.int64(): pd.Int64Dtype(), pa.bool_(): pd.BooleanDtype()}
+    return table.to_pandas(types_mapper=mapping.get)
+
+
+@dataclass(frozen=True)
+class ExportResult:
+    """What an export wrote: rows and pages, and the cursor after the last page written (pass it
+    as ``after=`` to continue an export that was interrupted, into a new file or appending)."""
+
+    path: str
+    rows: int
+    pages: int
+    cursor: str | None
+
+
+def _csv_cell(v: Any) -> Any:
+    if v is None:
+        return ""
+    if isinstance(v, (list, dict)):
+        return json.dumps(v, default=str)
+    if isinstance(v, dt.datetime):
+        return v.isoformat()
+    return v
+
+
+class _Export:
+    """One streaming export: opens the file, writes page after page, records the cursor after
+    each page written (so an interrupted export resumes with nothing lost or repeated)."""
+
+    def __init__(self, path: str | os.PathLike[str], fmt: str, append: bool) -> None:
+        self.path = os.fspath(path)
+        self.fmt = fmt
+        self.rows = 0
+        self.pages = 0
+        self._writer: Any = None
+        self._csv_header = False
+        if fmt == "parquet":
+            self._pq = _need("pyarrow.parquet", "arrow", "write_parquet()")
+            self._pa = _need("pyarrow", "arrow", "write_parquet()")
+            self._file: Any = None
+        elif fmt == "csv":
+            self._pa = _need("pyarrow", "arrow", "write_csv()")
+            exists = append and os.path.exists(self.path) and os.path.getsize(self.path) > 0
+            self._csv_header = not exists
+            self._file = open(self.path, "a" if append else "w", newline="", encoding="utf-8")  # noqa: SIM115
+        else:
+            self._file = open(self.path, "ab" if append else "wb")  # noqa: SIM115
+
+    def write(self, data: Any) -> None:
+        if self.fmt == "jsonl":
+            self._file.write(data)
+            self.rows += data.count(b"\n")
+        elif self.fmt == "parquet":
+            batch = self._pa.record_batch(data)
+            if self._writer is None:
+                self._writer = self._pq.ParquetWriter(self.path, batch.schema, compression="zstd")
+            self._writer.write_batch(batch)
+            self.rows += batch.num_rows
+        else:
+            batch = self._pa.record_batch(data)
+            if self._writer is None:
+                self._writer = csv.writer(self._file)
+                if self._csv_header:
+                    self._writer.writerow(batch.schema.names)
+            names = batch.schema.names
+            for row in batch.to_pylist():
+                self._writer.writerow([_csv_cell(row[n]) for n in names])
+            self.rows += batch.num_rows
+        self.pages += 1
+
+    def close(self) -> None:
+        if self.fmt == "parquet" and self._writer is not None:
+            self._writer.close()
+        if self._file is not None:
+            self._file.close()
+
+
+_FORMATS = {"parquet", "csv", "jsonl"}
 
 
 class Paginator(Generic[T]):
@@ -163,9 +270,91 @@ class Paginator(Generic[T]):
         """All remaining items, in a list."""
         return list(self)
 
+    # Columns. Pages are decoded from the response bytes into Arrow columns in Rust (the next
+    # page is fetched meanwhile) and handed over through the Arrow PyCapsule interface: pyarrow,
+    # pandas, polars and DuckDB take them without copies. Typed methods have typed columns
+    # (DateTime -> timestamp[us, UTC], Int -> int64, nested objects as dotted columns, lists of
+    # scalars as list columns, JSONString and lists of objects as JSON text); paginate() infers
+    # the columns from the data, widening them page by page.
+
+    def _table(self) -> Any:
+        self._pos.columns()
+        table = self._pages.read_table()
+        self._done = True
+        self._pos.moved(self._pages.cursor)
+        return table
+
+    def to_arrow(self) -> Any:
+        """The rest of the walk as a ``pyarrow.Table`` (needs ``secfindings[arrow]``)."""
+        pa = _need("pyarrow", "arrow", "to_arrow()")
+        return pa.table(self._table())
+
     def to_pandas(self) -> Any:
-        """All remaining items as a pandas DataFrame, nested fields flattened to dotted columns."""
-        return _frame(self.to_list())
+        """The rest of the walk as a pandas DataFrame with real types: tz-aware UTC timestamps,
+        nullable ints and bools, nested fields as dotted columns (needs ``secfindings[pandas]``)."""
+        _need("pandas", "pandas", "to_pandas()")
+        return _pandas(self.to_arrow())
+
+    def to_polars(self) -> Any:
+        """The rest of the walk as a polars DataFrame (needs ``secfindings[polars]``; not pyarrow)."""
+        pl = _need("polars", "polars", "to_polars()")
+        return pl.DataFrame(self._table())
+
+    def to_arrow_batches(self) -> Iterator[Any]:
+        """The rest of the walk as ``pyarrow.RecordBatch`` es, one per page, as they arrive:
+        memory stays at about a page however long the walk. ``cursor`` moves with each batch.
+        The schema is fixed by the first page (typed methods: by the selection)."""
+        pa = _need("pyarrow", "arrow", "to_arrow_batches()")
+        self._pos.columns()
+        while not self._done:
+            got = self._pages.next_batch()
+            if got is None:
+                self._done = True
+                return
+            batch, cursor = got
+            self._pos.moved(cursor)
+            yield pa.record_batch(batch)
+
+    def __arrow_c_stream__(self, requested_schema: object | None = None) -> object:
+        """The rest of the walk for any Arrow consumer (``polars.DataFrame(p)``,
+        ``pyarrow.table(p)``, ``duckdb.sql("select * from p")``), one batch per page, pulled as read."""
+        self._pos.columns()
+        self._done = True
+        return self._pages.batch_reader().__arrow_c_stream__(requested_schema)
+
+    def _export(self, path: str | os.PathLike[str], fmt: str, append: bool) -> ExportResult:
+        out = _Export(path, fmt, append)
+        self._pos.columns()
+        try:
+            while not self._done:
+                got = self._pages.next_jsonl() if fmt == "jsonl" else self._pages.next_batch()
+                if got is None:
+                    self._done = True
+                    break
+                data, cursor = got
+                out.write(data)
+                self._pos.moved(cursor)
+        finally:
+            out.close()
+        return ExportResult(out.path, out.rows, out.pages, self._pos.cursor())
+
+    def write_parquet(self, path: str | os.PathLike[str]) -> ExportResult:
+        """Streams the rest of the walk into a Parquet file (zstd), a page at a time: memory stays
+        at about a page. After a failure the file holds the pages written (it is closed
+        properly) and ``cursor`` is after the last of them: continue into a new file with
+        ``after=paginator.cursor``. Needs ``secfindings[arrow]``."""
+        return self._export(path, "parquet", False)
+
+    def write_csv(self, path: str | os.PathLike[str], *, append: bool = False) -> ExportResult:
+        """Streams the rest of the walk into a CSV file (a header unless appending to a non-empty
+        file; lists and objects as JSON text). Resume an interrupted export with
+        ``after=paginator.cursor`` and ``append=True``. Needs ``secfindings[arrow]``."""
+        return self._export(path, "csv", append)
+
+    def write_jsonl(self, path: str | os.PathLike[str], *, append: bool = False) -> ExportResult:
+        """Streams the rest of the walk into a JSON-lines file, each node exactly as the server
+        sent it (no dependency). Resume with ``after=paginator.cursor`` and ``append=True``."""
+        return self._export(path, "jsonl", append)
 
 
 class AsyncPaginator(Generic[T]):
@@ -185,9 +374,10 @@ class AsyncPaginator(Generic[T]):
 
     async def _next_raw(self) -> Any:
         if self._interrupted:
+            shown = None if self.cursor is None else self._pages.redact(self.cursor)
             raise PaginationError(
                 "this paginator was cancelled while a page was on its way, so iterating on could "
-                f"skip that page; start a new one with after={self.cursor!r} (paginator.cursor)",
+                f"skip that page; start a new one with after={shown!r} (paginator.cursor)",
                 cursor=self.cursor,
             )
         raw = self._pages.try_next_page()
@@ -230,6 +420,37 @@ class AsyncPaginator(Generic[T]):
         """All remaining items, in a list."""
         return [item async for item in self]
 
+    async def _table(self) -> Any:
+        self._pos.columns()
+        table = await self._pages.read_table_async()
+        self._done = True
+        self._pos.moved(self._pages.cursor)
+        return table
+
+    async def to_arrow(self) -> Any:
+        """The rest of the walk as a ``pyarrow.Table`` (see :meth:`Paginator.to_arrow`)."""
+        pa = _need("pyarrow", "arrow", "to_arrow()")
+        return pa.table(await self._table())
+
     async def to_pandas(self) -> Any:
-        """All remaining items as a pandas DataFrame, nested fields flattened to dotted columns."""
-        return _frame(await self.to_list())
+        """The rest of the walk as a pandas DataFrame (see :meth:`Paginator.to_pandas`)."""
+        _need("pandas", "pandas", "to_pandas()")
+        return _pandas(await self.to_arrow())
+
+    async def to_polars(self) -> Any:
+        """The rest of the walk as a polars DataFrame (see :meth:`Paginator.to_polars`)."""
+        pl = _need("polars", "polars", "to_polars()")
+        return pl.DataFrame(await self._table())
+
+    async def to_arrow_batches(self) -> AsyncIterator[Any]:
+        """The rest of the walk as ``pyarrow.RecordBatch`` es, one per page, as they arrive."""
+        pa = _need("pyarrow", "arrow", "to_arrow_batches()")
+        self._pos.columns()
+        while not self._done:
+            got = await self._pages.next_batch_async()
+            if got is None:
+                self._done = True
+                return
+            batch, cursor = got
+            self._pos.moved(cursor)
+            yield pa.record_batch(batch)

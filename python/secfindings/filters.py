@@ -340,9 +340,13 @@ def filter_tree(value: Filter | Mapping[str, Any] | str) -> dict[str, Any]:
         ValidationError: the tree is malformed; the message names the bad node's path, e.g.
             ``operands[1]: unknown condition 'equal' (did you mean 'equals'?)``.
     """
-    if isinstance(value, Filter):
-        return value.to_dict()
-    return _check_node(value, "")
+    try:
+        if isinstance(value, Filter):
+            return value.to_dict()
+        return _check_node(value, "")
+    except RecursionError:
+        # A tree nested deeper than Python's recursion limit (or one that contains itself).
+        raise ValidationError("invalid filter: it nests too deeply (does it contain itself?)") from None
 
 
 def _fail(path: str, message: str) -> ValidationError:

@@ -22,13 +22,24 @@ const DEFAULT_LIFETIME: Duration = Duration::from_secs(3600);
 /// The longest lifetime believed: Cognito access tokens live at most a day, and a larger value
 /// (1e19 s, 1e300 s) from a broken or hostile identity provider must not overflow a clock.
 pub const MAX_LIFETIME: Duration = Duration::from_secs(24 * 3600);
+/// The shortest lifetime believed: a JWT said to live a nanosecond would cost an exchange per
+/// call; it is used for a second, and the API says (401) if it really lapsed.
+pub const MIN_LIFETIME: Duration = Duration::from_secs(1);
 /// The largest identity-provider answer read (a real one is a few kilobytes).
 const MAX_IDP_BODY: usize = 1024 * 1024;
+/// After a failed exchange, callers within this long get its error instead of another exchange
+/// (a failing or stalled identity provider is not asked once per call).
+const FAILURE_HOLD: Duration = Duration::from_secs(1);
+/// After a failed background refresh, the next one waits this long (the JWT still serves).
+const BACKGROUND_BACKOFF: Duration = Duration::from_secs(5);
 
-/// Seconds from a server, as a lifetime: finite, positive, at most [`MAX_LIFETIME`].
+/// Seconds from a server, as a lifetime: finite, positive, within [`MIN_LIFETIME`] and
+/// [`MAX_LIFETIME`].
 fn lifetime_of(seconds: f64) -> Option<Duration> {
-    (seconds.is_finite() && seconds > 0.0)
-        .then(|| Duration::try_from_secs_f64(seconds.min(MAX_LIFETIME.as_secs_f64())).unwrap_or(MAX_LIFETIME))
+    (seconds.is_finite() && seconds > 0.0).then(|| {
+        Duration::try_from_secs_f64(seconds.clamp(MIN_LIFETIME.as_secs_f64(), MAX_LIFETIME.as_secs_f64()))
+            .unwrap_or(MAX_LIFETIME)
+    })
 }
 
 /// What the identity provider's answer means for the client.
@@ -191,6 +202,8 @@ pub struct TokenProvider {
     background: AtomicBool,
     generation: AtomicU64,
     exchanges: AtomicU64,
+    /// The last failed exchange: when, and its error.
+    failure: std::sync::Mutex<Option<(Instant, Error)>>,
 }
 
 fn bearer(jwt: &str, lifetime: Option<Duration>, generation: u64) -> Result<CachedToken> {
@@ -226,6 +239,7 @@ impl TokenProvider {
             background: AtomicBool::new(false),
             generation: AtomicU64::new(1),
             exchanges: AtomicU64::new(0),
+            failure: std::sync::Mutex::new(None),
         })
     }
 
@@ -315,12 +329,30 @@ impl TokenProvider {
                         .into(),
             });
         };
+        let hold = if background { BACKGROUND_BACKOFF } else { FAILURE_HOLD };
+        if let Some((at, e)) = self.failure.lock().ok().and_then(|f| f.clone()) {
+            if at.elapsed() < hold {
+                return Err(e);
+            }
+        }
         let started = Instant::now();
-        let (jwt, lifetime) = self.exchange(api_token).await.map_err(|e| e.redact(&self.redactor))?;
+        let (jwt, lifetime) = match self.exchange(api_token).await {
+            Ok(got) => got,
+            Err(e) => {
+                let e = e.redact(&self.redactor);
+                if let Ok(mut f) = self.failure.lock() {
+                    *f = Some((Instant::now(), e.clone()));
+                }
+                return Err(e);
+            }
+        };
+        if let Ok(mut f) = self.failure.lock() {
+            *f = None;
+        }
         self.redactor.remember_jwt(&jwt);
         let generation = self.generation.fetch_add(1, Ordering::Relaxed);
         // The lifetime counts from when the exchange started (the answer took some of it).
-        let lifetime = lifetime.saturating_sub(started.elapsed());
+        let lifetime = lifetime.saturating_sub(started.elapsed()).max(MIN_LIFETIME);
         let token = Arc::new(bearer(&jwt, Some(lifetime), generation)?);
         if let Ok(mut g) = self.current.write() {
             *g = Some(Arc::clone(&token));
@@ -356,7 +388,7 @@ impl TokenProvider {
                                 "the identity provider answered HTTP {status} with a redirect to {}, which \
                                  the client does not follow (it would carry the API token elsewhere); \
                                  check auth_url and region",
-                                super::transport::location(resp.headers())
+                                super::transport::location(&self.redactor, resp.headers())
                             ),
                         });
                     }
@@ -560,6 +592,11 @@ mod tests {
     /// A one-route identity provider on loopback: answers every request with a fresh JWT and
     /// counts them. Returns its URL and the counter.
     async fn tiny_idp() -> (String, Arc<AtomicU64>) {
+        idp_answering(None).await
+    }
+
+    /// `fail`: answer every request with this status and a NotAuthorizedException.
+    async fn idp_answering(fail: Option<u16>) -> (String, Arc<AtomicU64>) {
         use tokio::io::{AsyncReadExt, AsyncWriteExt};
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let url = format!("http://{}/", listener.local_addr().unwrap());
@@ -578,11 +615,19 @@ mod tests {
                             Ok(k) => got.extend_from_slice(&buf[..k]),
                         }
                     }
-                    let body = format!(
-                        r#"{{"AuthenticationResult":{{"AccessToken":"h.jwt-{n}.s","ExpiresIn":3600}}}}"#
-                    );
+                    let (status, body) = match fail {
+                        None => (
+                            200,
+                            format!(
+                                r#"{{"AuthenticationResult":{{"AccessToken":"h.jwt-{n}.s","ExpiresIn":3600}}}}"#
+                            ),
+                        ),
+                        Some(code) => {
+                            (code, r#"{"__type":"NotAuthorizedException","message":"no"}"#.to_string())
+                        }
+                    };
                     let resp = format!(
-                        "HTTP/1.1 200 OK\r\ncontent-type: application/x-amz-json-1.1\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{body}",
+                        "HTTP/1.1 {status} X\r\ncontent-type: application/x-amz-json-1.1\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{body}",
                         body.len()
                     );
                     let _ = sock.write_all(resp.as_bytes()).await;
@@ -640,6 +685,28 @@ mod tests {
     }
 
     #[tokio::test]
+    async fn a_failing_identity_provider_is_not_asked_once_per_call() {
+        let (url, served) = idp_answering(Some(400)).await;
+        let p = provider(&url);
+        for _ in 0..50 {
+            assert!(matches!(p.get().await, Err(Error::Authentication { .. })));
+        }
+        // One exchange; the calls within the hold get its error.
+        assert_eq!(served.load(Ordering::SeqCst), 1);
+        // A background refresh after a failure waits longer still.
+        let t = Arc::new(CachedToken {
+            expires_at: Some(Instant::now() + Duration::from_secs(100)),
+            ..bearer("h.old.s", Some(Duration::from_secs(3600)), 7).unwrap()
+        });
+        *p.current.write().unwrap() = Some(t);
+        for _ in 0..50 {
+            assert_eq!(p.get().await.unwrap().generation, 7);
+            tokio::task::yield_now().await;
+        }
+        assert_eq!(served.load(Ordering::SeqCst), 1);
+    }
+
+    #[tokio::test]
     async fn a_short_lived_jwt_serves_many_calls() {
         let (url, served) = tiny_idp().await;
         let p = provider(&url);
@@ -681,6 +748,11 @@ mod tests {
                 "{expires_in}"
             );
         }
+        let body = r#"{"AuthenticationResult":{"AccessToken":"a.b.c","ExpiresIn":1e-9}}"#;
+        assert_eq!(
+            parse_idp_response(200, None, body.as_bytes(), now()),
+            IdpAnswer::Token { jwt: "a.b.c".into(), lifetime: MIN_LIFETIME }
+        );
         for expires_in in ["-5", "0", "\"abc\"", "null"] {
             let body =
                 format!(r#"{{"AuthenticationResult":{{"AccessToken":"a.b.c","ExpiresIn":{expires_in}}}}}"#);

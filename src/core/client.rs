@@ -121,6 +121,7 @@ impl CoreClient {
             return Err(Error::validation(format!("{name}() does not return a connection")));
         }
         let built = build(op, args, fields)?;
+        let selection = fields.unwrap_or(op.selection).to_string();
         self.paginate(PageSpec {
             query: built.query,
             variables: built.variables,
@@ -128,6 +129,7 @@ impl CoreClient {
             path: Some(op.name.to_string()),
             page_size,
             limit,
+            node: Some((op.returns.type_name().to_string(), selection)),
         })
     }
 }

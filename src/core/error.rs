@@ -9,7 +9,7 @@ use super::secret::Redactor;
 ///
 /// Messages never contain a token or JWT: they are built from our own text and from server
 /// answers that pass through [`crate::core::secret::Redactor`].
-#[derive(Debug, thiserror::Error)]
+#[derive(Clone, Debug, thiserror::Error)]
 pub enum Error {
     /// Bad or missing settings, found at construction.
     #[error("{0}")]

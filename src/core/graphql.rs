@@ -71,20 +71,22 @@ fn tokens(doc: &str) -> Vec<Tok<'_>> {
         let c = b[i];
         match c {
             b'#' => {
-                while i < b.len() && b[i] != b'\n' {
+                // A comment ends at any line terminator: \n, \r or \r\n (as GraphQL says).
+                while i < b.len() && b[i] != b'\n' && b[i] != b'\r' {
                     i += 1;
                 }
             }
             b'"' => {
                 if b[i..].starts_with(b"\"\"\"") {
                     i += 3;
+                    // In a block string the only escape is \""" (a backslash is otherwise text).
                     while i < b.len() && !b[i..].starts_with(b"\"\"\"") {
-                        i += if b[i] == b'\\' { 2 } else { 1 };
+                        i += if b[i..].starts_with(b"\\\"\"\"") { 4 } else { 1 };
                     }
                     i += 3;
                 } else {
                     i += 1;
-                    while i < b.len() && b[i] != b'"' && b[i] != b'\n' {
+                    while i < b.len() && b[i] != b'"' && b[i] != b'\n' && b[i] != b'\r' {
                         i += if b[i] == b'\\' { 2 } else { 1 };
                     }
                     i += 1;
@@ -251,6 +253,10 @@ fn check_value(name: &str, ty: &TypeRef, value: &Value) -> Result<()> {
             ("String", _) => bad("must be a str"),
             ("Boolean", Value::Bool(_)) => Ok(()),
             ("Boolean", _) => bad("must be a bool"),
+            ("DateTime", Value::String(t)) if !super::operations::is_aware_datetime(t) => bad(&format!(
+                "must be a timezone-aware ISO 8601 datetime (with Z or +HH:MM), got {:?}",
+                t.chars().take(40).collect::<String>()
+            )),
             _ => Ok(()),
         },
     }
@@ -377,6 +383,28 @@ mod tests {
         assert_eq!(ops[1].kind, OperationKind::Mutation);
         assert_eq!(ops[1].retry_class(), RetryClass::Mutation);
         assert_eq!(scan_operations("{ finding(id: 1) { id } }")[0].kind, OperationKind::Query);
+    }
+
+    #[test]
+    fn comments_end_at_any_line_terminator_and_block_strings_escape_only_triple_quotes() {
+        // graphql-core reads this as a mutation: the comment ends at \r.
+        let doc = "#\rmutation Q { a(note: \"\"\"\nquery Q { x }\n\"\"\") { ok } }";
+        assert_eq!(select_operation(doc, None).unwrap().kind, OperationKind::Mutation);
+        // `\\"""` does not end a block string: the backslash before `"""` escapes it.
+        let doc = "query Q { a(t: \"\"\"\\\\\"\"\" mutation M { b } \"\"\") }";
+        let ops = scan_operations(doc);
+        assert_eq!(ops.len(), 1, "{ops:?}");
+        assert_eq!(ops[0].kind, OperationKind::Query);
+    }
+
+    #[test]
+    fn naive_datetime_strings_are_refused_for_declared_datetimes() {
+        let op = select_operation("query Q($t: DateTime, $s: String) { a }", None).unwrap();
+        assert!(check_variables(&op, &vars(json!({"t": "2024-01-01T00:00:00Z"}))).is_ok());
+        assert!(check_variables(&op, &vars(json!({"t": "2024-01-01T00:00:00+02:00"}))).is_ok());
+        let e = check_variables(&op, &vars(json!({"t": "2024-01-01T00:00:00"}))).unwrap_err();
+        assert!(e.to_string().contains("timezone-aware"), "{e}");
+        assert!(check_variables(&op, &vars(json!({"s": "2024-01-01T00:00:00"}))).is_ok());
     }
 
     #[test]

@@ -2,6 +2,8 @@
 
 pub mod auth;
 pub mod client;
+#[cfg(feature = "arrow")]
+pub mod columns;
 pub mod config;
 pub mod error;
 pub mod graphql;

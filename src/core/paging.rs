@@ -38,6 +38,8 @@ pub struct PageSpec {
     pub path: Option<String>,
     pub page_size: u32,
     pub limit: Option<u64>,
+    /// For a catalog operation: the node's type and the selection, which type its columns.
+    pub node: Option<(String, String)>,
 }
 
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -157,6 +159,11 @@ impl Walker {
         Some(prepare(&self.spec.query, Some(&vars), self.spec.operation_name.as_deref()))
     }
 
+    /// The node's type and selection, for a catalog operation.
+    pub fn node(&self) -> Option<(&str, &str)> {
+        self.spec.node.as_ref().map(|(t, s)| (t.as_str(), s.as_str()))
+    }
+
     /// Where the connection is in `data`.
     pub fn path(&self) -> Option<&Arc<[String]>> {
         self.path.as_ref()
@@ -225,6 +232,18 @@ impl Walker {
         } else if meta.items > 0 {
             self.empty_run = 0;
         }
+        if let Some(total) = meta.total {
+            // A walk far past the connection's own count is a server that does not advance
+            // (counts may move while a walk runs, hence the slack).
+            let bound = total.saturating_mul(2).saturating_add(10 * u64::from(self.spec.page_size));
+            if self.yielded.saturating_add(meta.items as u64) > bound {
+                return Err(Error::pagination(format!(
+                    "the server has handed out {} items of {label}, far past its total of {total}; \
+                     stopping instead of looping",
+                    self.yielded.saturating_add(meta.items as u64)
+                )));
+            }
+        }
         self.seen_edges.extend(meta.edge_cursors.first());
         self.seen_edges.extend(meta.edge_cursors.last());
         let mut take = meta.items;
@@ -287,6 +306,11 @@ impl PageStream {
     /// The end cursor of the last page returned: pass it as `after` to resume.
     pub fn cursor(&self) -> Option<&str> {
         self.walker.cursor()
+    }
+
+    /// The node's type and selection, for a catalog operation.
+    pub fn node(&self) -> Option<(&str, &str)> {
+        self.walker.node()
     }
 
     /// The next page, or `None` at the end. Starts fetching the page after it before returning.
@@ -361,7 +385,15 @@ mod tests {
     fn spec(page_size: u32, limit: Option<u64>) -> PageSpec {
         let mut variables = Map::new();
         variables.insert("f".into(), json!("keep-me"));
-        PageSpec { query: Q.into(), variables, operation_name: None, path: None, page_size, limit }
+        PageSpec {
+            query: Q.into(),
+            variables,
+            operation_name: None,
+            path: None,
+            page_size,
+            limit,
+            node: None,
+        }
     }
 
     fn page(ids: std::ops::Range<u32>, next: bool, cursor: &str) -> Value {
@@ -463,6 +495,29 @@ mod tests {
         // An empty last page is fine.
         accept(&mut w, page(0..0, false, "end")).unwrap();
         assert!(w.is_done());
+    }
+
+    #[test]
+    fn nodes_by_id_and_totals_guard_walks_without_cursors() {
+        let nodes = |ids: std::ops::Range<u32>, cursor: &str, total: u32| {
+            let nodes: Vec<Value> = ids.map(|i| json!({"id": i})).collect();
+            json!({"items": {"nodes": nodes, "total_count": total, "pageInfo": {"hasNextPage": true, "endCursor": cursor}}})
+        };
+        let mut w = Walker::new(spec(2, None)).unwrap();
+        accept(&mut w, nodes(0..2, "A", 1000)).unwrap();
+        assert!(accept(&mut w, nodes(0..2, "B", 1000)).unwrap_err().to_string().contains("already given"));
+        // Distinct items, but far past the total the server itself gave.
+        let mut w = Walker::new(spec(2, None)).unwrap();
+        let mut failed = None;
+        for i in 0..100u32 {
+            if let Err(e) = accept(&mut w, nodes(i * 2..i * 2 + 2, &format!("C{i}"), 10)) {
+                failed = Some((i, e));
+                break;
+            }
+        }
+        let (at, e) = failed.unwrap();
+        assert!(e.to_string().contains("total of 10"), "{e}");
+        assert!(at <= 20, "{at}");
     }
 
     #[test]

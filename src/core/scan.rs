@@ -52,9 +52,12 @@ pub struct ConnectionMeta {
     pub items: usize,
     /// Whether `edges` or `nodes` was there at all.
     pub has_list: bool,
-    /// A hash of each edge's `cursor`, in order, for the edges that have one (the walker's
-    /// guard against a server that hands out the same items again).
+    /// A hash of each item's identity, in order: an edge's `cursor`, else its node's `id` (the
+    /// walker's guard against a server that hands out the same items again). Items with
+    /// neither are not in it.
     pub edge_cursors: Vec<u64>,
+    /// The connection's `totalCount` / `total_count`, when selected.
+    pub total: Option<u64>,
 }
 
 pub(crate) fn hash_cursor(cursor: &str) -> u64 {
@@ -237,10 +240,12 @@ impl<'de> DeserializeSeed<'de> for ConnSeed {
     }
 }
 
-/// The length of a list (null counts as empty); anything else is `None`. With `cursors`, the
-/// list is of edges and each edge's cursor hash is collected too.
+/// The length of a list (null counts as empty); anything else is `None`. With `cursors`, each
+/// item's identity hash is collected too (`edges`: the cursor, else the node's id; `nodes`:
+/// the id).
 struct Count<'a> {
     cursors: Option<&'a mut Vec<u64>>,
+    edges: bool,
 }
 
 impl<'de> DeserializeSeed<'de> for Count<'_> {
@@ -264,9 +269,9 @@ impl<'de> Visitor<'de> for Count<'_> {
         let mut n = 0usize;
         match self.cursors {
             Some(cursors) => {
-                while let Some(edge) = seq.next_element_seed(EdgeCursor)? {
+                while let Some(id) = seq.next_element_seed(Identity { edge: self.edges })? {
                     n = n.saturating_add(1);
-                    cursors.extend(edge);
+                    cursors.extend(id);
                 }
             }
             None => {
@@ -279,20 +284,22 @@ impl<'de> Visitor<'de> for Count<'_> {
     }
 }
 
-/// One edge: the hash of its `cursor` when that is a string; the node is skipped.
-struct EdgeCursor;
+/// One item's identity hash: an edge's `cursor`, else its node's `id`; a node's `id`.
+struct Identity {
+    edge: bool,
+}
 
-impl<'de> DeserializeSeed<'de> for EdgeCursor {
+impl<'de> DeserializeSeed<'de> for Identity {
     type Value = Option<u64>;
     fn deserialize<D: Deserializer<'de>>(self, d: D) -> std::result::Result<Option<u64>, D::Error> {
         d.deserialize_any(self)
     }
 }
 
-impl<'de> Visitor<'de> for EdgeCursor {
+impl<'de> Visitor<'de> for Identity {
     type Value = Option<u64>;
     fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str("an edge")
+        f.write_str("an edge or a node")
     }
     scalars!(Option<u64>, null => None, other => None);
     fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> std::result::Result<Option<u64>, A::Error> {
@@ -300,15 +307,21 @@ impl<'de> Visitor<'de> for EdgeCursor {
         Ok(None)
     }
     fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> std::result::Result<Option<u64>, A::Error> {
-        let mut found = None;
+        let (mut cursor, mut id) = (None, None);
         while let Some(key) = map.next_key::<Key<'de>>()? {
-            if key.as_str() == "cursor" {
-                found = map.next_value_seed(CursorText)?;
-            } else {
-                map.next_value::<IgnoredAny>()?;
+            match key.as_str() {
+                "cursor" if self.edge => cursor = map.next_value_seed(CursorText)?,
+                "node" if self.edge => id = map.next_value_seed(Identity { edge: false })?,
+                // A node's id, marked apart from cursors (an id and a cursor may be equal text).
+                "id" if !self.edge => {
+                    id = map.next_value_seed(CursorText)?.map(|h| h ^ 0x9e37_79b9_7f4a_7c15)
+                }
+                _ => {
+                    map.next_value::<IgnoredAny>()?;
+                }
             }
         }
-        Ok(found)
+        Ok(cursor.or(id))
     }
 }
 
@@ -339,8 +352,9 @@ impl<'de> Visitor<'de> for CursorText {
     fn visit_i64<E: de::Error>(self, _: i64) -> std::result::Result<Option<u64>, E> {
         Ok(None)
     }
-    fn visit_u64<E: de::Error>(self, _: u64) -> std::result::Result<Option<u64>, E> {
-        Ok(None)
+    fn visit_u64<E: de::Error>(self, v: u64) -> std::result::Result<Option<u64>, E> {
+        // An integer id (a cursor is a string).
+        Ok(Some(hash_cursor(&v.to_string())))
     }
     fn visit_f64<E: de::Error>(self, _: f64) -> std::result::Result<Option<u64>, E> {
         Ok(None)
@@ -392,9 +406,20 @@ impl<'de> Visitor<'de> for ConnSeed {
                 }
                 "edges" => {
                     meta.edge_cursors.clear();
-                    edges = Some(map.next_value_seed(Count { cursors: Some(&mut meta.edge_cursors) })?);
+                    edges = Some(
+                        map.next_value_seed(Count { cursors: Some(&mut meta.edge_cursors), edges: true })?,
+                    );
                 }
-                "nodes" => nodes = Some(map.next_value_seed(Count { cursors: None })?),
+                "nodes" => {
+                    let mut ids = Vec::new();
+                    nodes = Some(map.next_value_seed(Count { cursors: Some(&mut ids), edges: false })?);
+                    if edges.is_none() {
+                        meta.edge_cursors = ids;
+                    }
+                }
+                "totalCount" | "total_count" => {
+                    meta.total = map.next_value::<Option<serde_json::Value>>()?.and_then(|v| v.as_u64());
+                }
                 _ => {
                     map.next_value::<IgnoredAny>()?;
                 }
@@ -500,7 +525,13 @@ mod tests {
         }}}));
         let m = scan_page(&b, None).unwrap();
         assert_eq!(m.items, 6);
-        assert_eq!(m.edge_cursors, vec![hash_cursor("a"), hash_cursor("b")]);
+        assert_eq!(m.edge_cursors.len(), 3);
+        assert_eq!((m.edge_cursors[0], m.edge_cursors[2]), (hash_cursor("a"), hash_cursor("b")));
+        // No cursor: the node's id stands for the item; `nodes` lists too.
+        let b = body(json!({"data": {"items": {"nodes": [{"id": 1}, {"id": "x"}, {"t": 1}, null],
+            "pageInfo": {"hasNextPage": false}, "total_count": 4}}}));
+        let m = scan_page(&b, None).unwrap();
+        assert_eq!((m.items, m.edge_cursors.len(), m.total), (4, 2, Some(4)));
     }
 
     /// Arbitrary bytes, and mutations of a real page, never panic the scanner or the decoder:

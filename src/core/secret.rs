@@ -159,6 +159,34 @@ impl Redactor {
         scrub_jwts(&out)
     }
 
+    /// Scrubs `text`, then keeps its first `keep` characters; a cut that ends inside a secret
+    /// (a tail that starts one) is masked too, so no part of a secret survives the cut.
+    pub fn scrub_cut(&self, text: &str, keep: usize) -> (String, bool) {
+        let clean = self.scrub(text);
+        let Some((cut_at, _)) = clean.char_indices().nth(keep) else { return (clean, false) };
+        let mut out = clean[..cut_at].to_string();
+        let mut starts: Vec<Secret> = self.fixed.to_vec();
+        if let Ok(list) = self.jwts.read() {
+            starts.extend(list.iter().cloned());
+        }
+        // The longest tail of `out` that is a prefix of a secret (at least a few characters).
+        let tail = starts
+            .iter()
+            .filter_map(|s| {
+                let secret = s.expose();
+                (4..=secret.len().min(out.len())).rev().find(|&n| {
+                    out.is_char_boundary(out.len() - n)
+                        && secret.as_bytes().starts_with(&out.as_bytes()[out.len() - n..])
+                })
+            })
+            .max();
+        if let Some(n) = tail {
+            out.truncate(out.len() - n);
+            out.push_str("****");
+        }
+        (out, true)
+    }
+
     /// Scrubs every string of a JSON value (keys included), in place.
     pub fn scrub_json(&self, value: &mut serde_json::Value) {
         use serde_json::Value;
@@ -271,6 +299,13 @@ mod tests {
         }
         assert_eq!(clone.scrub("jwt-number-9 jwt-number-6"), "**** ****");
         assert_eq!(clone.scrub("jwt-number-0"), "jwt-number-0");
+        // Scrubbed before the cut: the secret across the cut is masked whole.
+        let (cut, more) = clone.scrub_cut("abc jwt-number-9 and more", 10);
+        assert_eq!((cut.as_str(), more), ("abc **** a", true));
+        // A cut that ends inside the start of a secret masks that start.
+        let (cut, _) = clone.scrub_cut("xx jwt-number-7", 9);
+        assert_eq!(cut, "xx ****");
+        assert_eq!(clone.scrub_cut("short", 10), ("short".to_string(), false));
         let mut v = serde_json::json!({"m": ["jwt-number-9", {"jwt-number-8": 1}], "n": 2});
         clone.scrub_json(&mut v);
         assert_eq!(v, serde_json::json!({"m": ["****", {"****": 1}], "n": 2}));

@@ -12,9 +12,12 @@ use super::config::Settings;
 use super::error::{secs, Error, Result};
 use super::graphql::{decode_response, PreparedRequest};
 use super::retry::{Decision, Outcome, RetryPolicy};
+use super::secret::Redactor;
 
 /// How much of an error body is kept for `APIStatusError.body`.
 const BODY_KEEP: usize = 4096;
+/// Read past what is kept, so that a secret echoed across the cut is whole when it is masked.
+const BODY_MARGIN: usize = 16 * 1024;
 
 pub const USER_AGENT: &str = concat!("secfindings-python/", env!("CARGO_PKG_VERSION"));
 
@@ -69,12 +72,15 @@ fn build_http(settings: &Settings) -> Result<reqwest::Client> {
     b.build().map_err(|e| Error::config(format!("cannot build the HTTP client: {e}")))
 }
 
-fn truncated(body: &[u8], more: bool) -> String {
-    let text = String::from_utf8_lossy(&body[..body.len().min(BODY_KEEP)]);
-    if more || body.len() > BODY_KEEP {
-        format!("{text}... (truncated)")
+/// The start of an error body for an exception: scrubbed of secrets first, then cut (so a
+/// secret across the cut is masked, not half shown).
+fn truncated(redactor: &Redactor, body: &[u8], more: bool) -> String {
+    let text = String::from_utf8_lossy(body);
+    let (kept, cut) = redactor.scrub_cut(&text, BODY_KEEP);
+    if more || cut {
+        format!("{kept}... (truncated)")
     } else {
-        text.into_owned()
+        kept
     }
 }
 
@@ -113,10 +119,11 @@ pub(crate) async fn read_capped(resp: &mut reqwest::Response, cap: usize) -> req
     Ok((buf.freeze(), false))
 }
 
-/// The text of a `Location` header, for the message of a redirect that is not followed.
-pub(crate) fn location(h: &HeaderMap) -> String {
+/// The text of a `Location` header, for the message of a redirect that is not followed:
+/// scrubbed, then cut.
+pub(crate) fn location(redactor: &Redactor, h: &HeaderMap) -> String {
     h.get(reqwest::header::LOCATION)
-        .map(|v| String::from_utf8_lossy(v.as_bytes()).chars().take(512).collect())
+        .map(|v| redactor.scrub_cut(&String::from_utf8_lossy(v.as_bytes()), 512).0)
         .unwrap_or_else(|| "(no Location)".into())
 }
 
@@ -184,7 +191,7 @@ impl Transport {
             let cap = if (200..300).contains(&status) || status == 400 {
                 self.settings.max_response_bytes
             } else {
-                BODY_KEEP + 1
+                BODY_KEEP + BODY_MARGIN
             };
             let (body, more) = match read_capped(&mut resp, cap).await {
                 Ok(b) => b,
@@ -213,9 +220,9 @@ impl Transport {
                     message: format!(
                         "the API answered with a redirect to {}, which the client does not follow (it \
                          would carry the JWT and the request elsewhere); check base_url",
-                        location(&headers)
+                        location(&self.settings.redactor, &headers)
                     ),
-                    body: truncated(&body, more),
+                    body: truncated(&self.settings.redactor, &body, more),
                     headers: header_pairs(&headers),
                 });
             }
@@ -243,7 +250,7 @@ impl Transport {
                     return Err(e);
                 }
             }
-            let text = truncated(&body, more);
+            let text = truncated(&self.settings.redactor, &body, more);
             let pairs = header_pairs(&headers);
             let retry_after = headers.get(RETRY_AFTER).and_then(|v| v.to_str().ok()).map(str::to_string);
             let outcome = Outcome::Status { code: status, retry_after: retry_after.as_deref() };

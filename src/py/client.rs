@@ -165,7 +165,7 @@ impl NativeClient {
         let core = self.check()?.clone();
         let vars = crate::py::convert::variables(variables.as_ref())?.unwrap_or_default();
         let (page_size, limit) = page_bounds(page_size.as_ref(), limit.as_ref())?;
-        let spec = PageSpec { query, variables: vars, operation_name, path, page_size, limit };
+        let spec = PageSpec { query, variables: vars, operation_name, path, page_size, limit, node: None };
         let stream = core.paginate(spec).map_err(err)?;
         Ok(NativePages::new(stream, core.settings().redactor.clone()))
     }
@@ -180,7 +180,7 @@ impl NativeClient {
         fields: Option<String>,
     ) -> PyResult<Py<PyAny>> {
         let core = self.check()?.clone();
-        let args = from_dict(&args, "").map_err(err)?;
+        let args = from_dict(&args, "")?;
         let out = block_on(py, async { core.call_raw(&name, args, fields.as_deref()).await })?;
         let body = out.map_err(err)?;
         field(py, &body, &name, &core.settings().redactor)
@@ -196,7 +196,7 @@ impl NativeClient {
         fields: Option<String>,
     ) -> PyResult<Bound<'py, PyAny>> {
         let core = self.check()?.clone();
-        let args = from_dict(&args, "").map_err(err)?;
+        let args = from_dict(&args, "")?;
         let redactor = core.settings().redactor.clone();
         completions::submit(py, async move {
             let body = core.call_raw(&name, args, fields.as_deref()).await?;
@@ -215,7 +215,7 @@ impl NativeClient {
         limit: Option<Bound<'_, PyAny>>,
     ) -> PyResult<NativePages> {
         let core = self.check()?.clone();
-        let args = from_dict(&args, "").map_err(err)?;
+        let args = from_dict(&args, "")?;
         let (page_size, limit) = page_bounds(page_size.as_ref(), limit.as_ref())?;
         let stream =
             core.paginate_operation(&name, args, fields.as_deref(), page_size, limit).map_err(err)?;

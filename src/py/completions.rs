@@ -30,6 +30,10 @@ pub(crate) enum Outcome {
     Field(Bytes, String, Redactor),
     /// A page of a walk (`None` at the end).
     Page(Option<RawPage>, Redactor),
+    /// A page of a walk as a record batch, and the cursor after it.
+    Batch(Option<crate::py::paging::Batch>),
+    /// The rest of a walk as one table.
+    Table(Vec<arrow_array::RecordBatch>, arrow_schema::SchemaRef),
 }
 
 impl Outcome {
@@ -38,6 +42,8 @@ impl Outcome {
             Self::Data(body, r) => Ok(crate::py::decode::data(py, &body, &r)?.unbind()),
             Self::Field(body, name, r) => crate::py::client::field(py, &body, &name, &r),
             Self::Page(page, r) => crate::py::paging::page_to_py(py, page, &r),
+            Self::Batch(batch) => crate::py::paging::batch_to_py(py, batch),
+            Self::Table(batches, schema) => crate::py::paging::table_to_py(py, batches, schema),
         }
     }
 }

@@ -6,6 +6,7 @@ use pyo3::types::{PyBool, PyDict, PyFloat, PyInt, PyList, PyString, PyTuple};
 use serde_json::{Map, Number, Value};
 
 use crate::core::Error;
+use crate::py::errors::to_py as err;
 
 /// Builds Python objects for a JSON value: dict, list, str, int, float, bool, None.
 pub fn to_py<'py>(py: Python<'py>, v: &Value) -> PyResult<Bound<'py, PyAny>> {
@@ -80,9 +81,59 @@ fn number<'py>(py: Python<'py>, n: &Number) -> PyResult<Bound<'py, PyAny>> {
     }
 }
 
-fn invalid(path: &str, what: &str) -> Error {
-    let at = if path.is_empty() { "value".to_string() } else { path.to_string() };
-    Error::Validation(format!("{at} {what}"))
+/// Where a value is in the arguments, kept as segments and formatted only for a message (a long
+/// key repeated at every level must not cost memory in the square of the depth).
+#[derive(Default)]
+struct Path {
+    root: String,
+    segs: Vec<Seg>,
+}
+
+enum Seg {
+    Key(String),
+    Index(usize),
+}
+
+impl Path {
+    fn render(&self) -> String {
+        const KEEP: usize = 60;
+        let mut out = self.root.clone();
+        for seg in &self.segs {
+            if out.chars().count() > KEEP {
+                out.push_str("...");
+                break;
+            }
+            match seg {
+                Seg::Key(k) => {
+                    if !out.is_empty() {
+                        out.push('.');
+                    }
+                    out.extend(k.chars().take(KEEP));
+                }
+                Seg::Index(i) => out.push_str(&format!("[{i}]")),
+            }
+        }
+        if out.is_empty() {
+            "value".into()
+        } else {
+            out
+        }
+    }
+
+    fn invalid(&self, what: &str) -> PyErr {
+        err(Error::Validation(format!("{} {what}", self.render())))
+    }
+
+    /// The name of the argument the value belongs to (the first segment).
+    fn argument(&self) -> String {
+        if !self.root.is_empty() {
+            return self.root.clone();
+        }
+        match self.segs.first() {
+            Some(Seg::Key(k)) => k.chars().take(60).collect(),
+            _ => "value".into(),
+        }
+    }
 }
 
 /// The deepest nesting of lists and dicts accepted in variables and arguments. Deeper values
@@ -91,25 +142,17 @@ fn invalid(path: &str, what: &str) -> Error {
 /// stays within the 128 levels a default JSON parser (serde_json's) reads back.
 pub const MAX_DEPTH: usize = 120;
 
-/// A path for messages: long ones (deep values) keep their start and say how deep they went.
-fn short(path: &str) -> String {
-    const KEEP: usize = 60;
-    match path.char_indices().nth(KEEP) {
-        Some((i, _)) => format!("{}...", &path[..i]),
-        None => path.to_string(),
-    }
-}
-
 /// Converts Python values to JSON, refusing what JSON or GraphQL cannot carry (NaN, infinities,
 /// ints beyond 64 bits, bytes, naive datetimes, arbitrary objects, nesting deeper than
-/// [`MAX_DEPTH`] or a structure that contains itself) instead of changing it silently.
-fn from_py_at(obj: &Bound<'_, PyAny>, path: &str, depth: usize) -> Result<Value, Error> {
-    if depth > MAX_DEPTH {
-        let root = path.split(['.', '[']).next().filter(|r| !r.is_empty()).unwrap_or("value");
-        return Err(Error::Validation(format!(
-            "{root} nests deeper than {MAX_DEPTH} levels (at {}); does it contain itself?",
-            short(path)
-        )));
+/// [`MAX_DEPTH`] or a structure that contains itself) instead of changing it silently. An
+/// exception raised by a value's own `isoformat()` or `to_dict()` propagates as it is.
+fn from_py_at(obj: &Bound<'_, PyAny>, path: &mut Path) -> PyResult<Value> {
+    if path.segs.len() > MAX_DEPTH {
+        return Err(err(Error::Validation(format!(
+            "{} nests deeper than {MAX_DEPTH} levels (at {}); does it contain itself?",
+            path.argument(),
+            path.render()
+        ))));
     }
     if obj.is_none() {
         return Ok(Value::Null);
@@ -124,73 +167,99 @@ fn from_py_at(obj: &Bound<'_, PyAny>, path: &str, depth: usize) -> Result<Value,
         if let Ok(u) = obj.extract::<u64>() {
             return Ok(Value::from(u));
         }
-        return Err(invalid(path, "is an int too large to encode"));
+        return Err(path.invalid("is an int too large to encode"));
     }
     if let Ok(f) = obj.cast::<PyFloat>() {
         let x = f.value();
         return Number::from_f64(x)
             .map(Value::Number)
-            .ok_or_else(|| invalid(path, &format!("is {x}, which JSON cannot carry")));
+            .ok_or_else(|| path.invalid(&format!("is {x}, which JSON cannot carry")));
     }
     if let Ok(s) = obj.cast::<PyString>() {
         return s
             .to_str()
             .map(|s| Value::String(s.to_string()))
-            .map_err(|_| invalid(path, "is not valid UTF-8 text"));
+            .map_err(|_| path.invalid("is not valid UTF-8 text"));
     }
     if let Ok(d) = obj.cast::<PyDict>() {
-        return dict_at(d, path, depth).map(Value::Object);
+        return dict_at(d, path).map(Value::Object);
     }
     if obj.is_instance_of::<PyList>() || obj.is_instance_of::<PyTuple>() {
-        let mut out = Vec::new();
-        for (i, item) in obj.try_iter().map_err(|_| invalid(path, "cannot be iterated"))?.enumerate() {
-            let item = item.map_err(|_| invalid(path, "cannot be iterated"))?;
-            out.push(from_py_at(&item, &format!("{path}[{i}]"), depth + 1)?);
+        // A snapshot: a value that changes the list while it is read cannot derail the walk.
+        let items: Vec<Bound<'_, PyAny>> = obj.try_iter()?.collect::<PyResult<_>>()?;
+        let mut out = Vec::with_capacity(items.len());
+        for (i, item) in items.iter().enumerate() {
+            path.segs.push(Seg::Index(i));
+            let v = from_py_at(item, path);
+            path.segs.pop();
+            out.push(v?);
         }
         return Ok(Value::Array(out));
     }
     // Dates, datetimes, enums and models: their JSON form by their own protocol.
     let type_name = obj.get_type().name().map(|n| n.to_string()).unwrap_or_else(|_| "?".into());
-    if is_naive_datetime(obj) {
-        return Err(invalid(
-            path,
+    if is_naive_datetime(obj)? {
+        return Err(path.invalid(
             "is a naive datetime (no timezone), which the server would read in its own zone; give a \
              timezone-aware one, e.g. datetime.now(timezone.utc) or dt.replace(tzinfo=timezone.utc)",
         ));
     }
-    if let Ok(iso) = obj.call_method0("isoformat") {
-        if let Ok(s) = iso.extract::<String>() {
+    if obj.hasattr("isoformat")? {
+        if let Ok(s) = obj.call_method0("isoformat")?.extract::<String>() {
             return Ok(Value::String(s));
         }
     }
-    if obj.hasattr("value").unwrap_or(false) && obj.get_type().hasattr("__members__").unwrap_or(false) {
-        if let Ok(v) = obj.getattr("value") {
-            return from_py_at(&v, path, depth + 1);
-        }
+    if obj.hasattr("value")? && obj.get_type().hasattr("__members__")? {
+        let v = obj.getattr("value")?;
+        path.segs.push(Seg::Key("value".into()));
+        let out = from_py_at(&v, path);
+        path.segs.pop();
+        return out;
     }
-    if let Ok(d) = obj.call_method0("to_dict") {
-        return from_py_at(&d, path, depth + 1);
+    if obj.hasattr("to_dict")? {
+        let d = obj.call_method0("to_dict").map_err(|e| {
+            if e.is_instance_of::<pyo3::exceptions::PyRecursionError>(obj.py()) {
+                path.invalid("nests too deeply (does it contain itself?)")
+            } else {
+                e
+            }
+        })?;
+        path.segs.push(Seg::Key(format!("{type_name}.to_dict()")));
+        let out = from_py_at(&d, path);
+        path.segs.pop();
+        return out;
     }
-    Err(invalid(path, &format!("has type {type_name}, which cannot be encoded as JSON")))
+    Err(path.invalid(&format!("has type {type_name}, which cannot be encoded as JSON")))
 }
 
 /// A `datetime.datetime` (it has a date, a time of day and an offset) without a UTC offset.
-fn is_naive_datetime(obj: &Bound<'_, PyAny>) -> bool {
-    let is_datetime = ["date", "hour", "utcoffset"].iter().all(|a| obj.hasattr(*a).unwrap_or(false));
-    is_datetime && obj.call_method0("utcoffset").is_ok_and(|o| o.is_none())
+fn is_naive_datetime(obj: &Bound<'_, PyAny>) -> PyResult<bool> {
+    for a in ["date", "hour", "utcoffset"] {
+        if !obj.hasattr(a)? {
+            return Ok(false);
+        }
+    }
+    Ok(obj.call_method0("utcoffset")?.is_none())
 }
 
-/// Converts a variables mapping; keys must be strings.
-pub fn from_dict(d: &Bound<'_, PyDict>, path: &str) -> Result<Map<String, Value>, Error> {
-    dict_at(d, path, 0)
+/// Converts a variables mapping; keys must be strings. `root` names it in messages.
+pub fn from_dict(d: &Bound<'_, PyDict>, root: &str) -> PyResult<Map<String, Value>> {
+    let mut path = Path { root: root.to_string(), segs: Vec::new() };
+    dict_at(d, &mut path)
 }
 
-fn dict_at(d: &Bound<'_, PyDict>, path: &str, depth: usize) -> Result<Map<String, Value>, Error> {
-    let mut map = Map::with_capacity(d.len());
-    for (k, v) in d.iter() {
-        let key: String = k.extract().map_err(|_| invalid(path, "has a key that is not a str"))?;
-        let child = if path.is_empty() { key.clone() } else { format!("{path}.{key}") };
-        map.insert(key, from_py_at(&v, &child, depth + 1)?);
+fn dict_at(d: &Bound<'_, PyDict>, path: &mut Path) -> PyResult<Map<String, Value>> {
+    // A snapshot of the items: a value whose conversion changes the dict (a to_dict() with side
+    // effects) cannot make the iteration fail.
+    let items = d.items();
+    let mut map = Map::with_capacity(items.len());
+    for item in items.iter() {
+        let (k, v): (Bound<'_, PyAny>, Bound<'_, PyAny>) = item.extract()?;
+        let key: String = k.extract().map_err(|_| path.invalid("has a key that is not a str"))?;
+        path.segs.push(Seg::Key(key.clone()));
+        let value = from_py_at(&v, path);
+        path.segs.pop();
+        map.insert(key, value?);
     }
     Ok(map)
 }
@@ -201,7 +270,7 @@ pub fn variables(obj: Option<&Bound<'_, PyAny>>) -> PyResult<Option<Map<String, 
         None => Ok(None),
         Some(o) if o.is_none() => Ok(None),
         Some(o) => match o.cast::<PyDict>() {
-            Ok(d) => from_dict(d, "variables").map(Some).map_err(crate::py::errors::to_py),
+            Ok(d) => from_dict(d, "variables").map(Some),
             Err(_) => Err(PyTypeError::new_err("variables must be a dict or None")),
         },
     }

@@ -60,7 +60,7 @@ pub fn build_operation<'py>(
     fields: Option<&str>,
 ) -> PyResult<Bound<'py, PyDict>> {
     let op = operations::find(name).map_err(err)?;
-    let args = crate::py::convert::from_dict(&args, "").map_err(err)?;
+    let args = crate::py::convert::from_dict(&args, "")?;
     let built = operations::build(op, args, fields).map_err(err)?;
     let d = PyDict::new(py);
     d.set_item("query", built.query)?;

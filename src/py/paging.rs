@@ -7,6 +7,12 @@ use pyo3::intern;
 use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyList, PyString};
 
+use arrow_array::{RecordBatch, RecordBatchReader};
+use arrow_schema::{ArrowError, SchemaRef};
+use pyo3::types::PyBytes;
+use pyo3_arrow::{PyRecordBatch, PyRecordBatchReader, PyTable};
+
+use crate::core::columns::{page_jsonl, Columnar};
 use crate::core::paging::{PageStream, RawPage};
 use crate::core::secret::Redactor;
 use crate::core::Error;
@@ -20,6 +26,8 @@ pub struct NativePages {
     stream: Arc<tokio::sync::Mutex<PageStream>>,
     cursor: Arc<Mutex<Option<String>>>,
     redactor: Redactor,
+    /// The walk as columns, made on the first batch asked for.
+    columnar: Arc<Mutex<Option<Columnar>>>,
 }
 
 impl NativePages {
@@ -29,6 +37,7 @@ impl NativePages {
             stream: Arc::new(tokio::sync::Mutex::new(stream)),
             cursor: Arc::new(Mutex::new(cursor)),
             redactor,
+            columnar: Arc::new(Mutex::new(None)),
         }
     }
 }
@@ -113,8 +122,210 @@ async fn next(
     Ok(page)
 }
 
+/// The state a batch needs, cheap to clone into a future.
+#[derive(Clone)]
+pub(crate) struct BatchSource {
+    stream: Arc<tokio::sync::Mutex<PageStream>>,
+    cursor: Arc<Mutex<Option<String>>>,
+    columnar: Arc<Mutex<Option<Columnar>>>,
+    redactor: Redactor,
+}
+
+/// A page's rows as a record batch, and the cursor after it.
+pub(crate) type Batch = (RecordBatch, Option<String>);
+
+fn poisoned() -> Error {
+    Error::Transport("a walk's state was poisoned by an earlier failure".into())
+}
+
+impl BatchSource {
+    /// The next page, decoded into columns (on the calling thread, while the page after it is
+    /// fetched); `None` at the end.
+    pub(crate) async fn next(&self) -> crate::core::Result<Option<Batch>> {
+        let mut s = self.stream.lock().await;
+        let Some(page) = s.next_page().await? else { return Ok(None) };
+        let cursor = s.cursor().map(str::to_string);
+        if let Ok(mut c) = self.cursor.lock() {
+            c.clone_from(&cursor);
+        }
+        let batch = {
+            let mut guard = self.columnar.lock().map_err(|_| poisoned())?;
+            if guard.is_none() {
+                *guard = Some(Columnar::new(s.node())?);
+            }
+            guard.as_mut().ok_or_else(poisoned)?.batch(&page)
+        };
+        Ok(Some((batch.map_err(|e| e.redact(&self.redactor))?, cursor)))
+    }
+
+    /// Every remaining page, as one table of the widest schema.
+    pub(crate) async fn all(&self) -> crate::core::Result<(Vec<RecordBatch>, SchemaRef)> {
+        let mut batches = Vec::new();
+        while let Some((b, _)) = self.next().await? {
+            batches.push(b);
+        }
+        // A walk with no page at all still has the columns of its selection.
+        let node = {
+            let s = self.stream.lock().await;
+            s.node().map(|(t, sel)| (t.to_string(), sel.to_string()))
+        };
+        let mut guard = self.columnar.lock().map_err(|_| poisoned())?;
+        if guard.is_none() {
+            *guard = Some(Columnar::new(node.as_ref().map(|(t, s)| (t.as_str(), s.as_str())))?);
+        }
+        guard.as_ref().ok_or_else(poisoned)?.finish(batches)
+    }
+
+    /// The next page's nodes as JSON lines, and the cursor after it.
+    async fn next_jsonl(&self) -> crate::core::Result<Option<(Vec<u8>, Option<String>)>> {
+        let mut s = self.stream.lock().await;
+        let Some(page) = s.next_page().await? else { return Ok(None) };
+        let cursor = s.cursor().map(str::to_string);
+        if let Ok(mut c) = self.cursor.lock() {
+            c.clone_from(&cursor);
+        }
+        Ok(Some((page_jsonl(&page)?, cursor)))
+    }
+
+    fn freeze(&self) {
+        if let Ok(mut guard) = self.columnar.lock() {
+            if let Some(c) = guard.as_mut() {
+                c.freeze();
+            }
+        }
+    }
+}
+
+/// A stream of record batches for the Arrow C stream interface: one page each, one schema (the
+/// first page's), pulled by the consumer; each pull waits for its page on the I/O runtime.
+struct BatchStream {
+    source: BatchSource,
+    schema: SchemaRef,
+    first: Option<RecordBatch>,
+}
+
+impl Iterator for BatchStream {
+    type Item = Result<RecordBatch, ArrowError>;
+    fn next(&mut self) -> Option<Self::Item> {
+        if let Some(b) = self.first.take() {
+            return Some(Ok(b));
+        }
+        let rt = match runtime() {
+            Ok(rt) => rt,
+            Err(e) => return Some(Err(ArrowError::ExternalError(Box::new(e)))),
+        };
+        let source = self.source.clone();
+        match rt.block_on(async move { source.next().await }) {
+            Ok(Some((b, _))) => Some(Ok(b)),
+            Ok(None) => None,
+            Err(e) => Some(Err(ArrowError::ExternalError(Box::new(e)))),
+        }
+    }
+}
+
+impl RecordBatchReader for BatchStream {
+    fn schema(&self) -> SchemaRef {
+        Arc::clone(&self.schema)
+    }
+}
+
+/// A batch and its cursor, for Python.
+pub(crate) fn batch_to_py(py: Python<'_>, batch: Option<Batch>) -> PyResult<Py<PyAny>> {
+    match batch {
+        None => Ok(py.None()),
+        Some((b, cursor)) => {
+            let b = Bound::new(py, PyRecordBatch::new(b))?;
+            Ok((b, cursor).into_pyobject(py)?.into_any().unbind())
+        }
+    }
+}
+
+/// A table for Python (an object with `__arrow_c_stream__`).
+pub(crate) fn table_to_py(
+    py: Python<'_>,
+    batches: Vec<RecordBatch>,
+    schema: SchemaRef,
+) -> PyResult<Py<PyAny>> {
+    Ok(Bound::new(py, PyTable::try_new(batches, schema)?)?.into_any().unbind())
+}
+
+impl NativePages {
+    fn source(&self) -> BatchSource {
+        BatchSource {
+            stream: Arc::clone(&self.stream),
+            cursor: Arc::clone(&self.cursor),
+            columnar: Arc::clone(&self.columnar),
+            redactor: self.redactor.clone(),
+        }
+    }
+}
+
 #[pymethods]
 impl NativePages {
+    /// The next page as a record batch (an object with `__arrow_c_array__`) and the cursor after
+    /// it, or None at the end. Decoded from the response bytes in Rust, with the GIL released.
+    fn next_batch(&self, py: Python<'_>) -> PyResult<Py<PyAny>> {
+        let source = self.source();
+        let batch = block_on(py, async move { source.next().await })?.map_err(err)?;
+        batch_to_py(py, batch)
+    }
+
+    fn next_batch_async<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
+        let source = self.source();
+        completions::submit(py, async move { source.next().await.map(Outcome::Batch) })
+    }
+
+    /// Every remaining page as one table (`__arrow_c_stream__`), its schema widened over them.
+    fn read_table(&self, py: Python<'_>) -> PyResult<Py<PyAny>> {
+        let source = self.source();
+        let (batches, schema) = block_on(py, async move { source.all().await })?.map_err(err)?;
+        table_to_py(py, batches, schema)
+    }
+
+    fn read_table_async<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
+        let source = self.source();
+        completions::submit(py, async move {
+            let (batches, schema) = source.all().await?;
+            Ok(Outcome::Table(batches, schema))
+        })
+    }
+
+    /// The remaining pages as a record batch reader (`__arrow_c_stream__`), one batch per page.
+    /// The first page is read now: a stream's schema is fixed from it.
+    fn batch_reader(&self, py: Python<'_>) -> PyResult<Py<PyAny>> {
+        let source = self.source();
+        let probe = source.clone();
+        let (first, schema) = block_on(py, async move {
+            let first = probe.next().await?;
+            probe.freeze();
+            let schema = match &first {
+                Some((b, _)) => b.schema(),
+                None => probe.all().await?.1,
+            };
+            Ok::<_, Error>((first.map(|(b, _)| b), schema))
+        })?
+        .map_err(err)?;
+        let reader = BatchStream { source, schema, first };
+        Ok(Bound::new(py, PyRecordBatchReader::new(Box::new(reader)))?.into_any().unbind())
+    }
+
+    /// `text` with the client's secrets masked (for messages and reprs that quote a server's
+    /// cursor).
+    fn redact(&self, text: &str) -> String {
+        self.redactor.scrub(text)
+    }
+
+    /// The next page's nodes as JSON lines (bytes), exactly as sent, and the cursor after it.
+    fn next_jsonl(&self, py: Python<'_>) -> PyResult<Py<PyAny>> {
+        let source = self.source();
+        match block_on(py, async move { source.next_jsonl().await })?.map_err(err)? {
+            None => Ok(py.None()),
+            Some((lines, cursor)) => {
+                Ok((PyBytes::new(py, &lines), cursor).into_pyobject(py)?.into_any().unbind())
+            }
+        }
+    }
+
     /// The end cursor of the last page returned: pass it as `after` to resume.
     #[getter]
     fn cursor(&self) -> Option<String> {

@@ -329,7 +329,7 @@ fn hint(name: &str, candidates: &[Arg]) -> String {
 }
 
 /// Is `s` an ISO 8601 date, or a date-time that carries its UTC offset?
-fn is_aware_datetime(s: &str) -> bool {
+pub(crate) fn is_aware_datetime(s: &str) -> bool {
     let b = s.as_bytes();
     let digits = |r: std::ops::Range<usize>| b.get(r).is_some_and(|x| x.iter().all(u8::is_ascii_digit));
     let date_ok =

@@ -1,0 +1,1093 @@
+//! Findings as columns: pages decoded from response bytes straight into Arrow record batches,
+//! never through Python objects.
+//!
+//! A [`Layout`] says which columns a walk has and of what type. For a typed operation it comes
+//! from the selection and the schema's field types (`DateTime` -> timestamp UTC, `Int` -> int64,
+//! nested objects flattened to dotted columns, lists of scalars as list columns); for any other
+//! document it is inferred from the data and widened page by page (null -> a type, int ->
+//! float). A value that does not fit its column is an error that names the column and the row,
+//! never a silent null.
+
+use std::collections::HashMap;
+use std::sync::{Arc, OnceLock};
+
+use arrow_array::builder::{
+    ArrayBuilder, BooleanBuilder, Date32Builder, Float64Builder, Int64Builder, ListBuilder, NullBuilder,
+    StringBuilder, TimestampMicrosecondBuilder,
+};
+use arrow_array::{new_null_array, ArrayRef, RecordBatch, RecordBatchOptions};
+use arrow_schema::{DataType, Field, Schema, SchemaRef, TimeUnit};
+use serde_json::Value;
+
+use super::error::{Error, Result};
+use super::paging::RawPage;
+
+/// The schema the typed operations are checked against (the emulator's SDL, which models the
+/// specification): output fields' types by `Type.field`.
+const SDL: &str = include_str!("../../emulator/src/graphql/schema.graphql");
+
+/// A column's type.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Kind {
+    /// Not known yet (only nulls so far): becomes the type of the first value.
+    Null,
+    Int,
+    Float,
+    Bool,
+    Str,
+    /// An ISO 8601 timestamp, as microseconds since the epoch in UTC.
+    DateTime,
+    /// An ISO 8601 date.
+    Date,
+    /// Kept as JSON text: a JSONString scalar, a list of objects, a nested connection.
+    Json,
+    /// A list of scalars of this kind.
+    List(Box<Kind>),
+}
+
+impl Kind {
+    fn data_type(&self) -> DataType {
+        match self {
+            Self::Null => DataType::Null,
+            Self::Int => DataType::Int64,
+            Self::Float => DataType::Float64,
+            Self::Bool => DataType::Boolean,
+            Self::Str | Self::Json => DataType::Utf8,
+            Self::DateTime => DataType::Timestamp(TimeUnit::Microsecond, Some("UTC".into())),
+            Self::Date => DataType::Date32,
+            Self::List(inner) => DataType::List(Arc::new(Field::new("item", inner.data_type(), true))),
+        }
+    }
+
+    fn name(&self) -> String {
+        match self {
+            Self::Null => "null".into(),
+            Self::Int => "int".into(),
+            Self::Float => "float".into(),
+            Self::Bool => "bool".into(),
+            Self::Str => "string".into(),
+            Self::DateTime => "datetime".into(),
+            Self::Date => "date".into(),
+            Self::Json => "JSON text".into(),
+            Self::List(inner) => format!("list of {}", inner.name()),
+        }
+    }
+
+    /// The kind of a JSON value, for inference: objects never reach here (they are flattened).
+    fn of(v: &Value) -> Self {
+        match v {
+            Value::Null => Self::Null,
+            Value::Bool(_) => Self::Bool,
+            Value::Number(n) if n.is_f64() => Self::Float,
+            Value::Number(_) => Self::Int,
+            Value::String(_) => Self::Str,
+            Value::Object(_) => Self::Json,
+            Value::Array(items) => {
+                let mut inner = Self::Null;
+                for item in items {
+                    let k = Self::of(item);
+                    inner = match (inner, k) {
+                        (Self::Null, k) | (k, Self::Null) => k,
+                        (a, b) if a == b => a,
+                        (Self::Int, Self::Float) | (Self::Float, Self::Int) => Self::Float,
+                        // Mixed or nested lists: kept as JSON text.
+                        _ => return Self::Json,
+                    };
+                }
+                match inner {
+                    Self::Json | Self::List(_) => Self::Json,
+                    k => Self::List(Box::new(k)),
+                }
+            }
+        }
+    }
+
+    /// The kind that holds both, when one widens to the other.
+    fn widen(&self, seen: &Self) -> Option<Self> {
+        match (self, seen) {
+            (a, b) if a == b => Some(a.clone()),
+            (Self::Null, b) => Some(b.clone()),
+            (a, Self::Null) => Some(a.clone()),
+            (Self::Int, Self::Float) | (Self::Float, Self::Int) => Some(Self::Float),
+            (Self::List(a), Self::List(b)) => a.widen(b).map(|k| Self::List(Box::new(k))),
+            _ => None,
+        }
+    }
+}
+
+/// One column: its name (dotted for nested fields), where it is in a node, and its type.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Column {
+    pub name: String,
+    pub path: Vec<String>,
+    pub kind: Kind,
+    /// From the schema: a value of another type is an error, the type never widens.
+    pub typed: bool,
+}
+
+/// The columns of a walk.
+#[derive(Clone, Debug, Default)]
+pub struct Layout {
+    columns: Vec<Column>,
+    by_name: HashMap<String, usize>,
+    /// The dotted names of the objects that columns sit in (`actual_status` of
+    /// `actual_status.category`): a null there is a null object, not a new column.
+    parents: std::collections::HashSet<String>,
+    /// Fixed after the first batch of a stream: a stream has one schema.
+    frozen: bool,
+}
+
+impl Layout {
+    /// An empty layout: every column is inferred from the data.
+    pub fn inferred() -> Self {
+        Self::default()
+    }
+
+    /// The columns of a typed operation's nodes: `type_name`'s fields in `selection`, typed
+    /// from the schema. Fields the schema does not know are inferred from the data.
+    pub fn typed(type_name: &str, selection: &str) -> Result<Self> {
+        let tree = parse_selection(selection)?;
+        let mut layout = Self::default();
+        layout.add_typed(Some(type_name), &tree, &mut Vec::new());
+        Ok(layout)
+    }
+
+    fn add_typed(&mut self, type_name: Option<&str>, sel: &[Selected], prefix: &mut Vec<String>) {
+        for s in sel {
+            let field = type_name.and_then(|t| schema().field(t, &s.name));
+            prefix.push(s.key().to_string());
+            match (field, s.children.is_empty()) {
+                (Some(f), false) if !f.list && !schema().is_connection(&f.type_name) => {
+                    self.add_typed(Some(&f.type_name), &s.children, prefix);
+                }
+                // A list of objects, or a nested connection: one column of JSON text.
+                (Some(_), false) => self.push(prefix.clone(), Kind::Json, true),
+                (Some(f), true) => {
+                    let base = scalar_kind(&f.type_name);
+                    let kind = if f.list { Kind::List(Box::new(base)) } else { base };
+                    self.push(prefix.clone(), kind, true);
+                }
+                // Not in the schema the client knows: flattened and typed from the data.
+                (None, false) => self.add_typed(None, &s.children, prefix),
+                (None, true) if s.name == "__typename" => self.push(prefix.clone(), Kind::Str, true),
+                (None, true) => self.push(prefix.clone(), Kind::Null, false),
+            }
+            prefix.pop();
+        }
+    }
+
+    fn push(&mut self, path: Vec<String>, kind: Kind, typed: bool) {
+        let name = path.join(".");
+        if self.by_name.contains_key(&name) {
+            return;
+        }
+        self.by_name.insert(name.clone(), self.columns.len());
+        for n in 1..path.len() {
+            self.parents.insert(path[..n].join("."));
+        }
+        self.columns.push(Column { name, path, kind, typed });
+    }
+
+    pub fn columns(&self) -> &[Column] {
+        &self.columns
+    }
+
+    /// The Arrow schema of the columns as they stand.
+    pub fn schema(&self) -> SchemaRef {
+        Arc::new(Schema::new(
+            self.columns.iter().map(|c| Field::new(&c.name, c.kind.data_type(), true)).collect::<Vec<_>>(),
+        ))
+    }
+
+    /// Takes in what a page's nodes show: new columns, and types for the untyped ones.
+    fn learn(&mut self, nodes: &[&Value], first_row: usize) -> Result<()> {
+        for (i, node) in nodes.iter().enumerate() {
+            if let Value::Object(_) = node {
+                let mut prefix = Vec::new();
+                self.learn_value(node, &mut prefix, first_row.saturating_add(i))?;
+            }
+        }
+        Ok(())
+    }
+
+    fn learn_value(&mut self, v: &Value, prefix: &mut Vec<String>, row: usize) -> Result<()> {
+        match v {
+            Value::Object(map) => {
+                if let Some(idx) = self.column_at(prefix) {
+                    // A typed (or already seen) column holds this object as a whole.
+                    return self.learn_kind(idx, Kind::Json, row);
+                }
+                for (k, child) in map {
+                    prefix.push(k.clone());
+                    self.learn_value(child, prefix, row)?;
+                    prefix.pop();
+                }
+                Ok(())
+            }
+            other => {
+                let kind = Kind::of(other);
+                if kind == Kind::Null && self.parents.contains(&prefix.join(".")) {
+                    return Ok(());
+                }
+                match self.column_at(prefix) {
+                    Some(idx) => self.learn_kind(idx, kind, row),
+                    None if self.frozen => Err(self.frozen_error(&prefix.join("."), row)),
+                    None => {
+                        self.push(prefix.clone(), kind, false);
+                        Ok(())
+                    }
+                }
+            }
+        }
+    }
+
+    fn column_at(&self, path: &[String]) -> Option<usize> {
+        self.by_name.get(&path.join(".")).copied()
+    }
+
+    fn learn_kind(&mut self, idx: usize, seen: Kind, row: usize) -> Result<()> {
+        let Some(col) = self.columns.get(idx) else { return Ok(()) };
+        if col.typed || seen == Kind::Null || col.kind == seen {
+            // Typed columns are checked when the value is appended.
+            return Ok(());
+        }
+        // Objects under an inferred column that already holds scalars, and the like.
+        let widened = if col.kind == Kind::Json { Some(Kind::Json) } else { col.kind.widen(&seen) };
+        match widened {
+            Some(k) if k == col.kind => Ok(()),
+            Some(_) if self.frozen => Err(self.frozen_error(&col.name, row)),
+            Some(k) => {
+                if let Some(c) = self.columns.get_mut(idx) {
+                    c.kind = k;
+                }
+                Ok(())
+            }
+            None => Err(Error::Transport(format!(
+                "column {:?}: row {row} has a {} where earlier rows have a {}; the column cannot hold both",
+                col.name,
+                seen.name(),
+                col.kind.name()
+            ))),
+        }
+    }
+
+    fn frozen_error(&self, name: &str, row: usize) -> Error {
+        Error::Transport(format!(
+            "column {name:?} changes type or first appears at row {row}, after the stream's schema was fixed \
+             from its first page; use to_arrow() (which widens the schema over every page) or a typed method"
+        ))
+    }
+}
+
+/// Finds the connection's nodes in a page answer (`path` or the only field of `data`), at most
+/// `take` of them. A null node counts as a row of nulls.
+fn page_nodes<'v>(data: &'v Value, path: Option<&[String]>, take: usize) -> Result<Vec<&'v Value>> {
+    let vanished = || Error::pagination("the connection vanished from the decoded page");
+    let mut conn = data.get("data").ok_or_else(vanished)?;
+    match path {
+        Some(path) => {
+            for key in path {
+                conn = conn.get(key).ok_or_else(vanished)?;
+            }
+        }
+        None => conn = conn.as_object().and_then(|m| m.values().next()).ok_or_else(vanished)?,
+    }
+    if let Some(Value::Array(edges)) = conn.get("edges") {
+        return Ok(edges.iter().take(take).map(|e| e.get("node").unwrap_or(&Value::Null)).collect());
+    }
+    if let Some(Value::Array(nodes)) = conn.get("nodes") {
+        return Ok(nodes.iter().take(take).collect());
+    }
+    Ok(Vec::new())
+}
+
+/// Decodes one page answer into a record batch of `layout`'s columns, learning new columns and
+/// types from it first (unless the layout is frozen). `first_row` numbers rows in messages.
+pub fn page_batch(
+    body: &[u8],
+    path: Option<&[String]>,
+    take: usize,
+    layout: &mut Layout,
+    first_row: usize,
+) -> Result<RecordBatch> {
+    let data: Value = serde_json::from_slice(body).map_err(|e| {
+        Error::Transport(format!("the response body is not the JSON a GraphQL server sends ({e})"))
+    })?;
+    let nodes = page_nodes(&data, path, take)?;
+    layout.learn(&nodes, first_row)?;
+    let mut builders: Vec<Builder> =
+        layout.columns.iter().map(|c| Builder::new(&c.kind, nodes.len())).collect();
+    for (i, node) in nodes.iter().enumerate() {
+        for (col, builder) in layout.columns.iter().zip(builders.iter_mut()) {
+            let value = col.path.iter().try_fold(*node, |v, key| v.get(key)).unwrap_or(&Value::Null);
+            builder.append(value).map_err(|what| {
+                Error::Transport(format!(
+                    "column {:?} ({}): row {} {what}",
+                    col.name,
+                    col.kind.name(),
+                    first_row.saturating_add(i)
+                ))
+            })?;
+        }
+    }
+    let arrays: Vec<ArrayRef> = builders.into_iter().map(Builder::finish).collect();
+    RecordBatch::try_new_with_options(
+        layout.schema(),
+        arrays,
+        &RecordBatchOptions::new().with_row_count(Some(nodes.len())),
+    )
+    .map_err(|e| Error::Transport(format!("cannot assemble the page's columns: {e}")))
+}
+
+/// Freezes the layout: a stream's later pages must fit the schema of its first.
+pub fn freeze(layout: &mut Layout) {
+    layout.frozen = true;
+}
+
+/// Brings batches made while the layout was still widening to its final schema: columns that
+/// appeared later are nulls in earlier batches, and narrower types are cast up.
+pub fn unify(batches: Vec<RecordBatch>, layout: &Layout) -> Result<(Vec<RecordBatch>, SchemaRef)> {
+    let schema = layout.schema();
+    let mut out = Vec::with_capacity(batches.len());
+    for batch in batches {
+        if batch.schema() == schema {
+            out.push(batch);
+            continue;
+        }
+        let rows = batch.num_rows();
+        let mut arrays = Vec::with_capacity(schema.fields().len());
+        for field in schema.fields() {
+            let array = match batch.column_by_name(field.name()) {
+                Some(a) if a.data_type() == field.data_type() => Arc::clone(a),
+                Some(a) if a.data_type() == &DataType::Null => new_null_array(field.data_type(), rows),
+                Some(a) => arrow_cast::cast(a, field.data_type()).map_err(|e| {
+                    Error::Transport(format!("column {:?} cannot be widened: {e}", field.name()))
+                })?,
+                None => new_null_array(field.data_type(), rows),
+            };
+            arrays.push(array);
+        }
+        let batch = RecordBatch::try_new_with_options(
+            Arc::clone(&schema),
+            arrays,
+            &RecordBatchOptions::new().with_row_count(Some(rows)),
+        )
+        .map_err(|e| Error::Transport(format!("cannot assemble the columns: {e}")))?;
+        out.push(batch);
+    }
+    Ok((out, schema))
+}
+
+/// One column being built.
+enum Builder {
+    Null(NullBuilder),
+    Int(Int64Builder),
+    Float(Float64Builder),
+    Bool(BooleanBuilder),
+    Str(StringBuilder),
+    Json(StringBuilder),
+    DateTime(TimestampMicrosecondBuilder),
+    Date(Date32Builder),
+    List(ListBuilder<Box<dyn ArrayBuilder>>, Kind),
+}
+
+fn scalar_builder(kind: &Kind, rows: usize) -> Box<dyn ArrayBuilder> {
+    match kind {
+        Kind::Null => Box::new(NullBuilder::new()),
+        Kind::Int => Box::new(Int64Builder::with_capacity(rows)),
+        Kind::Float => Box::new(Float64Builder::with_capacity(rows)),
+        Kind::Bool => Box::new(BooleanBuilder::with_capacity(rows)),
+        Kind::DateTime => Box::new(TimestampMicrosecondBuilder::with_capacity(rows).with_timezone("UTC")),
+        Kind::Date => Box::new(Date32Builder::with_capacity(rows)),
+        _ => Box::new(StringBuilder::with_capacity(rows, rows.saturating_mul(8))),
+    }
+}
+
+/// Appends one scalar to a boxed builder of `kind` (the items of a list column).
+fn append_item(builder: &mut dyn ArrayBuilder, kind: &Kind, v: &Value) -> std::result::Result<(), String> {
+    let any = builder.as_any_mut();
+    macro_rules! to {
+        ($ty:ty) => {
+            any.downcast_mut::<$ty>().ok_or_else(|| "has a list the client cannot build".to_string())?
+        };
+    }
+    match (kind, v) {
+        (_, Value::Null) => match kind {
+            Kind::Null => to!(NullBuilder).append_null(),
+            Kind::Int => to!(Int64Builder).append_null(),
+            Kind::Float => to!(Float64Builder).append_null(),
+            Kind::Bool => to!(BooleanBuilder).append_null(),
+            Kind::DateTime => to!(TimestampMicrosecondBuilder).append_null(),
+            Kind::Date => to!(Date32Builder).append_null(),
+            _ => to!(StringBuilder).append_null(),
+        },
+        (Kind::Int, v) => to!(Int64Builder).append_value(int(v)?),
+        (Kind::Float, v) => to!(Float64Builder).append_value(float(v)?),
+        (Kind::Bool, Value::Bool(b)) => to!(BooleanBuilder).append_value(*b),
+        (Kind::DateTime, v) => to!(TimestampMicrosecondBuilder).append_value(datetime(v)?),
+        (Kind::Date, v) => to!(Date32Builder).append_value(date(v)?),
+        (Kind::Str, Value::String(s)) => to!(StringBuilder).append_value(s),
+        (Kind::Json, v) => to!(StringBuilder).append_value(json_text(v)),
+        (k, v) => return Err(mismatch(k, v)),
+    }
+    Ok(())
+}
+
+fn mismatch(kind: &Kind, v: &Value) -> String {
+    let what = match v {
+        Value::Null => "null",
+        Value::Bool(_) => "a bool",
+        Value::Number(_) => "a number",
+        Value::String(_) => "a string",
+        Value::Array(_) => "a list",
+        Value::Object(_) => "an object",
+    };
+    format!("is {what}, not a {}", kind.name())
+}
+
+fn int(v: &Value) -> std::result::Result<i64, String> {
+    v.as_i64().ok_or_else(|| match v {
+        Value::Number(n) => format!("is {n}, which does not fit a 64-bit int column"),
+        other => mismatch(&Kind::Int, other),
+    })
+}
+
+fn float(v: &Value) -> std::result::Result<f64, String> {
+    v.as_f64().ok_or_else(|| mismatch(&Kind::Float, v))
+}
+
+fn json_text(v: &Value) -> String {
+    match v {
+        // A JSONString scalar is already JSON text.
+        Value::String(s) => s.clone(),
+        other => other.to_string(),
+    }
+}
+
+fn datetime(v: &Value) -> std::result::Result<i64, String> {
+    let s = v.as_str().ok_or_else(|| mismatch(&Kind::DateTime, v))?;
+    parse_datetime_us(s).ok_or_else(|| format!("is {s:?}, not an ISO 8601 datetime"))
+}
+
+fn date(v: &Value) -> std::result::Result<i32, String> {
+    let s = v.as_str().ok_or_else(|| mismatch(&Kind::Date, v))?;
+    let d = s.get(..10).and_then(parse_date).ok_or_else(|| format!("is {s:?}, not an ISO 8601 date"))?;
+    i32::try_from(d).map_err(|_| format!("is {s:?}, out of range"))
+}
+
+impl Builder {
+    fn new(kind: &Kind, rows: usize) -> Self {
+        match kind {
+            Kind::Null => Self::Null(NullBuilder::new()),
+            Kind::Int => Self::Int(Int64Builder::with_capacity(rows)),
+            Kind::Float => Self::Float(Float64Builder::with_capacity(rows)),
+            Kind::Bool => Self::Bool(BooleanBuilder::with_capacity(rows)),
+            Kind::Str => Self::Str(StringBuilder::with_capacity(rows, rows.saturating_mul(16))),
+            Kind::Json => Self::Json(StringBuilder::with_capacity(rows, rows.saturating_mul(32))),
+            Kind::DateTime => {
+                Self::DateTime(TimestampMicrosecondBuilder::with_capacity(rows).with_timezone("UTC"))
+            }
+            Kind::Date => Self::Date(Date32Builder::with_capacity(rows)),
+            Kind::List(inner) => Self::List(
+                ListBuilder::new(scalar_builder(inner, rows)).with_field(Arc::new(Field::new(
+                    "item",
+                    inner.data_type(),
+                    true,
+                ))),
+                (**inner).clone(),
+            ),
+        }
+    }
+
+    fn append(&mut self, v: &Value) -> std::result::Result<(), String> {
+        if v.is_null() {
+            match self {
+                Self::Null(b) => b.append_null(),
+                Self::Int(b) => b.append_null(),
+                Self::Float(b) => b.append_null(),
+                Self::Bool(b) => b.append_null(),
+                Self::Str(b) | Self::Json(b) => b.append_null(),
+                Self::DateTime(b) => b.append_null(),
+                Self::Date(b) => b.append_null(),
+                Self::List(b, _) => b.append_null(),
+            }
+            return Ok(());
+        }
+        match self {
+            Self::Null(_) => return Err(format!("is {}, in a column of nulls", json_text(v))),
+            Self::Int(b) => b.append_value(int(v)?),
+            Self::Float(b) => b.append_value(float(v)?),
+            Self::Bool(b) => b.append_value(v.as_bool().ok_or_else(|| mismatch(&Kind::Bool, v))?),
+            Self::Str(b) => match v {
+                Value::String(s) => b.append_value(s),
+                // IDs and enums arrive as strings; a number in a text column is kept as its text.
+                Value::Number(n) => b.append_value(n.to_string()),
+                other => return Err(mismatch(&Kind::Str, other)),
+            },
+            Self::Json(b) => b.append_value(json_text(v)),
+            Self::DateTime(b) => b.append_value(datetime(v)?),
+            Self::Date(b) => b.append_value(date(v)?),
+            Self::List(b, kind) => {
+                let items = v.as_array().ok_or_else(|| mismatch(&Kind::List(Box::new(kind.clone())), v))?;
+                for item in items {
+                    append_item(b.values().as_mut(), kind, item)?;
+                }
+                b.append(true);
+            }
+        }
+        Ok(())
+    }
+
+    fn finish(self) -> ArrayRef {
+        match self {
+            Self::Null(mut b) => Arc::new(b.finish()),
+            Self::Int(mut b) => Arc::new(b.finish()),
+            Self::Float(mut b) => Arc::new(b.finish()),
+            Self::Bool(mut b) => Arc::new(b.finish()),
+            Self::Str(mut b) | Self::Json(mut b) => Arc::new(b.finish()),
+            Self::DateTime(mut b) => Arc::new(b.finish()),
+            Self::Date(mut b) => Arc::new(b.finish()),
+            Self::List(mut b, _) => Arc::new(b.finish()),
+        }
+    }
+}
+
+/// Days since 1970-01-01 of a proleptic Gregorian date (H. Hinnant's `days_from_civil`).
+fn days_from_civil(y: i64, m: i64, d: i64) -> i64 {
+    let y = if m <= 2 { y - 1 } else { y };
+    let era = y.div_euclid(400);
+    let yoe = y - era * 400;
+    let mp = (m + 9) % 12;
+    let doy = (153 * mp + 2) / 5 + d - 1;
+    let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
+    era * 146_097 + doe - 719_468
+}
+
+fn digits(s: &str) -> Option<i64> {
+    (!s.is_empty() && s.bytes().all(|b| b.is_ascii_digit())).then(|| s.parse().ok()).flatten()
+}
+
+/// `YYYY-MM-DD` as days since the epoch.
+fn parse_date(s: &str) -> Option<i64> {
+    let b = s.as_bytes();
+    if b.len() != 10 || b[4] != b'-' || b[7] != b'-' {
+        return None;
+    }
+    let (y, m, d) = (digits(s.get(..4)?)?, digits(s.get(5..7)?)?, digits(s.get(8..10)?)?);
+    ((1..=12).contains(&m) && (1..=31).contains(&d)).then(|| days_from_civil(y, m, d))
+}
+
+/// An ISO 8601 datetime (`2024-05-01T12:30:00`, fractions, `Z` or `+HH:MM`; a space for the
+/// `T`; no offset means UTC) as microseconds since the epoch.
+pub fn parse_datetime_us(s: &str) -> Option<i64> {
+    let s = s.trim();
+    let days = parse_date(s.get(..10)?)?;
+    let rest = s.get(10..)?;
+    if rest.is_empty() {
+        return days.checked_mul(86_400_000_000);
+    }
+    let rest = rest.strip_prefix(['T', 't', ' '])?;
+    let (h, mi) = (digits(rest.get(..2)?)?, digits(rest.get(3..5)?)?);
+    if rest.as_bytes().get(2) != Some(&b':') {
+        return None;
+    }
+    let mut tail = rest.get(5..)?;
+    let mut sec = 0;
+    if let Some(t) = tail.strip_prefix(':') {
+        sec = digits(t.get(..2)?)?;
+        tail = t.get(2..)?;
+    }
+    let mut micros = 0i64;
+    if let Some(t) = tail.strip_prefix(['.', ',']) {
+        let n = t.bytes().take_while(u8::is_ascii_digit).count();
+        if n == 0 {
+            return None;
+        }
+        let frac = t.get(..n)?;
+        let six: String = frac.chars().chain(std::iter::repeat('0')).take(6).collect();
+        micros = six.parse().ok()?;
+        tail = t.get(n..)?;
+    }
+    let offset_secs = match tail {
+        "" | "Z" | "z" => 0,
+        t if t.starts_with(['+', '-']) => {
+            let sign = if t.starts_with('-') { -1 } else { 1 };
+            let t = t.get(1..)?;
+            let (oh, om) = match t.len() {
+                2 => (digits(t)?, 0),
+                4 => (digits(t.get(..2)?)?, digits(t.get(2..)?)?),
+                5 if t.as_bytes().get(2) == Some(&b':') => (digits(t.get(..2)?)?, digits(t.get(3..)?)?),
+                _ => return None,
+            };
+            sign * (oh * 3600 + om * 60)
+        }
+        _ => return None,
+    };
+    if h > 23 || mi > 59 || sec > 60 {
+        return None;
+    }
+    let secs = days.checked_mul(86_400)? + h * 3600 + mi * 60 + sec - offset_secs;
+    secs.checked_mul(1_000_000)?.checked_add(micros)
+}
+
+/// Where a scalar type's values go.
+fn scalar_kind(type_name: &str) -> Kind {
+    match type_name {
+        "Int" => Kind::Int,
+        "Float" => Kind::Float,
+        "Boolean" => Kind::Bool,
+        "DateTime" => Kind::DateTime,
+        "Date" => Kind::Date,
+        "JSONString" | "GenericScalar" | "JSON" => Kind::Json,
+        // String, ID, enums, and object types selected without fields (not valid GraphQL).
+        _ => Kind::Str,
+    }
+}
+
+/// One field of an object type in the schema.
+#[derive(Clone, Debug)]
+struct FieldType {
+    type_name: String,
+    list: bool,
+}
+
+/// The output types of the schema: `Type` -> `field` -> its type.
+#[derive(Debug, Default)]
+struct SchemaTypes {
+    types: HashMap<String, HashMap<String, FieldType>>,
+}
+
+impl SchemaTypes {
+    fn field(&self, type_name: &str, field: &str) -> Option<&FieldType> {
+        self.types.get(type_name)?.get(field)
+    }
+
+    fn is_connection(&self, type_name: &str) -> bool {
+        self.types.get(type_name).is_some_and(|t| t.contains_key("edges") && t.contains_key("pageInfo"))
+    }
+}
+
+fn schema() -> &'static SchemaTypes {
+    static TYPES: OnceLock<SchemaTypes> = OnceLock::new();
+    TYPES.get_or_init(|| parse_sdl(SDL))
+}
+
+/// The index after the block that opens at `open` (a `{` or `(`), nested ones included.
+fn skip_block(toks: &[&str], open: usize) -> usize {
+    let (o, c) = if toks.get(open) == Some(&"(") { ("(", ")") } else { ("{", "}") };
+    let mut depth = 0usize;
+    let mut j = open;
+    while j < toks.len() {
+        if toks[j] == o {
+            depth += 1;
+        } else if toks[j] == c {
+            depth = depth.saturating_sub(1);
+            if depth == 0 {
+                return j + 1;
+            }
+        }
+        j += 1;
+    }
+    toks.len()
+}
+
+/// Reads the object and interface types of an SDL document: enough for column types (names,
+/// list-ness, the named type), not a validator. Other definitions are skipped whole.
+fn parse_sdl(sdl: &str) -> SchemaTypes {
+    let toks = sdl_tokens(sdl);
+    let mut out = SchemaTypes::default();
+    let mut i = 0;
+    while i < toks.len() {
+        match toks[i] {
+            "{" => i = skip_block(&toks, i),
+            "type" | "interface" if i + 1 < toks.len() => {
+                let name = toks[i + 1].to_string();
+                let mut open = i + 2;
+                while open < toks.len() && toks[open] != "{" {
+                    open += 1;
+                }
+                let end = skip_block(&toks, open);
+                out.types
+                    .insert(name, parse_fields(toks.get(open + 1..end.saturating_sub(1)).unwrap_or(&[])));
+                i = end;
+            }
+            _ => i += 1,
+        }
+    }
+    out
+}
+
+/// The fields of one type's body: `name(args): [Type!]! @directive(...)`.
+fn parse_fields(body: &[&str]) -> HashMap<String, FieldType> {
+    let mut fields = HashMap::new();
+    let mut j = 0;
+    while j < body.len() {
+        let field = body[j];
+        j += 1;
+        if body.get(j) == Some(&"(") {
+            j = skip_block(body, j);
+        }
+        if body.get(j) != Some(&":") {
+            continue;
+        }
+        j += 1;
+        let (mut list, mut type_name) = (false, String::new());
+        while j < body.len() {
+            match body[j] {
+                "[" => list = true,
+                "]" | "!" => {}
+                t if type_name.is_empty() => type_name = t.to_string(),
+                _ => break,
+            }
+            j += 1;
+        }
+        while body.get(j) == Some(&"@") {
+            j += 2;
+            if body.get(j) == Some(&"(") {
+                j = skip_block(body, j);
+            }
+        }
+        fields.insert(field.to_string(), FieldType { type_name, list });
+    }
+    fields
+}
+
+/// SDL tokens: names and punctuation; descriptions, strings and comments dropped.
+fn sdl_tokens(sdl: &str) -> Vec<&str> {
+    let b = sdl.as_bytes();
+    let mut out = Vec::new();
+    let mut i = 0;
+    while i < b.len() {
+        match b[i] {
+            b'#' => {
+                while i < b.len() && b[i] != b'\n' {
+                    i += 1;
+                }
+            }
+            b'"' if b[i..].starts_with(b"\"\"\"") => {
+                i += 3;
+                while i < b.len() && !b[i..].starts_with(b"\"\"\"") {
+                    i += 1;
+                }
+                i += 3;
+            }
+            b'"' => {
+                i += 1;
+                while i < b.len() && b[i] != b'"' {
+                    i += if b[i] == b'\\' { 2 } else { 1 };
+                }
+                i += 1;
+            }
+            c if c.is_ascii_alphanumeric() || c == b'_' => {
+                let start = i;
+                while i < b.len() && (b[i].is_ascii_alphanumeric() || b[i] == b'_') {
+                    i += 1;
+                }
+                out.push(sdl.get(start..i).unwrap_or(""));
+            }
+            b'{' | b'}' | b'(' | b')' | b'[' | b']' | b'!' | b':' | b'@' | b'=' | b'&' | b'|' => {
+                out.push(sdl.get(i..=i).unwrap_or(""));
+                i += 1;
+            }
+            _ => i += 1,
+        }
+    }
+    out
+}
+
+/// One field of a selection set.
+#[derive(Clone, Debug, PartialEq, Eq)]
+struct Selected {
+    name: String,
+    alias: Option<String>,
+    children: Vec<Selected>,
+}
+
+impl Selected {
+    /// The key the field has in the answer.
+    fn key(&self) -> &str {
+        self.alias.as_deref().unwrap_or(&self.name)
+    }
+}
+
+/// The deepest selection read (GraphQL documents a client sends are far shallower).
+const MAX_SELECTION_DEPTH: usize = 32;
+
+/// Parses a selection set's text (`id title actual_status { category } alias: name`);
+/// arguments and directives are skipped, fragments are not supported for columns.
+fn parse_selection(text: &str) -> Result<Vec<Selected>> {
+    let toks = sdl_tokens(text);
+    let mut pos = 0;
+    let sel = selection_at(&toks, &mut pos, 0)?;
+    Ok(sel)
+}
+
+fn selection_at(toks: &[&str], pos: &mut usize, depth: usize) -> Result<Vec<Selected>> {
+    if depth > MAX_SELECTION_DEPTH {
+        return Err(Error::validation("the selection nests too deeply for columns"));
+    }
+    let mut out = Vec::new();
+    while let Some(&t) = toks.get(*pos) {
+        match t {
+            "}" => {
+                *pos += 1;
+                return Ok(out);
+            }
+            "(" => {
+                let mut d = 0usize;
+                while let Some(&t) = toks.get(*pos) {
+                    *pos += 1;
+                    match t {
+                        "(" => d += 1,
+                        ")" => {
+                            d = d.saturating_sub(1);
+                            if d == 0 {
+                                break;
+                            }
+                        }
+                        _ => {}
+                    }
+                }
+            }
+            "{" => {
+                *pos += 1;
+                let children = selection_at(toks, pos, depth + 1)?;
+                if let Some(last) = out.last_mut() {
+                    last.children = children;
+                }
+            }
+            "@" => *pos += 2,
+            ":" => {
+                // `alias: name`: the previous token was the alias.
+                *pos += 1;
+                if let (Some(last), Some(&name)) = (out.last_mut(), toks.get(*pos)) {
+                    let alias = std::mem::replace(&mut last.name, name.to_string());
+                    last.alias = Some(alias);
+                }
+                *pos += 1;
+            }
+            name => {
+                out.push(Selected { name: name.to_string(), alias: None, children: Vec::new() });
+                *pos += 1;
+            }
+        }
+    }
+    Ok(out)
+}
+
+/// A walk's pages as record batches: the layout (typed for a catalog operation, inferred for
+/// any other document) and the rows decoded so far.
+#[derive(Debug)]
+pub struct Columnar {
+    layout: Layout,
+    rows: usize,
+}
+
+impl Columnar {
+    /// `node`: the node's type and selection of a catalog operation; `None` infers the columns.
+    pub fn new(node: Option<(&str, &str)>) -> Result<Self> {
+        let layout = match node {
+            Some((type_name, selection)) => Layout::typed(type_name, selection)?,
+            None => Layout::inferred(),
+        };
+        Ok(Self { layout, rows: 0 })
+    }
+
+    /// One page's rows as a record batch (of the layout as it stands after this page).
+    pub fn batch(&mut self, page: &RawPage) -> Result<RecordBatch> {
+        let batch = page_batch(&page.body, page.path.as_deref(), page.take, &mut self.layout, self.rows)?;
+        self.rows = self.rows.saturating_add(batch.num_rows());
+        Ok(batch)
+    }
+
+    /// Fixes the schema (a stream has one): later pages must fit it.
+    pub fn freeze(&mut self) {
+        freeze(&mut self.layout);
+    }
+
+    pub fn schema(&self) -> SchemaRef {
+        self.layout.schema()
+    }
+
+    /// Every batch brought to the final, widest schema.
+    pub fn finish(&self, batches: Vec<RecordBatch>) -> Result<(Vec<RecordBatch>, SchemaRef)> {
+        unify(batches, &self.layout)
+    }
+}
+
+/// One page's nodes as JSON lines, exactly as the server sent them (a null node is `null`).
+pub fn page_jsonl(page: &RawPage) -> Result<Vec<u8>> {
+    let data: Value = serde_json::from_slice(&page.body).map_err(|e| {
+        Error::Transport(format!("the response body is not the JSON a GraphQL server sends ({e})"))
+    })?;
+    let mut out = Vec::with_capacity(page.body.len());
+    for node in page_nodes(&data, page.path.as_deref(), page.take)? {
+        serde_json::to_writer(&mut out, node)
+            .map_err(|e| Error::Transport(format!("cannot write a JSON line: {e}")))?;
+        out.push(b'\n');
+    }
+    Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use arrow_array::cast::AsArray;
+    use arrow_array::types::{Int64Type, TimestampMicrosecondType};
+    use arrow_array::Array;
+    use serde_json::json;
+
+    fn page(nodes: Value) -> Vec<u8> {
+        let edges: Vec<Value> =
+            nodes.as_array().unwrap().iter().map(|n| json!({"cursor": "c", "node": n})).collect();
+        serde_json::to_vec(&json!({"data": {"items": {"edges": edges, "pageInfo": {"hasNextPage": false}}}}))
+            .unwrap()
+    }
+
+    #[test]
+    fn datetimes_parse_as_utc_microseconds() {
+        assert_eq!(parse_datetime_us("1970-01-01T00:00:00Z"), Some(0));
+        assert_eq!(parse_datetime_us("1970-01-01T00:00:01.5+00:00"), Some(1_500_000));
+        assert_eq!(parse_datetime_us("1970-01-01T01:00:00+01:00"), Some(0));
+        assert_eq!(parse_datetime_us("2024-02-29 12:00:00"), Some(1_709_208_000_000_000));
+        assert_eq!(parse_datetime_us("1969-12-31T23:59:59.999999Z"), Some(-1));
+        assert_eq!(parse_datetime_us("2024-01-01"), Some(1_704_067_200_000_000));
+        for bad in [
+            "",
+            "2024",
+            "2024-13-01T00:00:00",
+            "2024-01-01T25:00:00",
+            "2024-01-01T00:00:00+1",
+            "2024-01-01T00:00+€1",
+            "é024-01-01",
+        ] {
+            assert_eq!(parse_datetime_us(bad), None, "{bad}");
+        }
+    }
+
+    #[test]
+    fn the_schema_types_the_findings_view() {
+        let f = schema().field("FindingsView", "due_date").unwrap();
+        assert_eq!((f.type_name.as_str(), f.list), ("DateTime", false));
+        let f = schema().field("FindingsView", "datasource_tags_values").unwrap();
+        assert_eq!((f.type_name.as_str(), f.list), ("String", true));
+        assert!(schema().field("FindingsView", "tickets").is_some());
+        assert!(schema().is_connection("TicketConnection"));
+        assert!(!schema().is_connection("FindingsView"));
+    }
+
+    #[test]
+    fn typed_layouts_flatten_and_type_columns() {
+        let l = Layout::typed(
+            "FindingsView",
+            "id id_int score due_date actual_status { category } datasource_tags_values \
+             tickets(first: 5) { edges { node { id } } } renamed: title mystery __typename",
+        )
+        .unwrap();
+        let cols: Vec<(&str, Kind)> = l.columns().iter().map(|c| (c.name.as_str(), c.kind.clone())).collect();
+        assert_eq!(
+            cols,
+            vec![
+                ("id", Kind::Str),
+                ("id_int", Kind::Int),
+                ("score", Kind::Float),
+                ("due_date", Kind::DateTime),
+                ("actual_status.category", Kind::Str),
+                ("datasource_tags_values", Kind::List(Box::new(Kind::Str))),
+                ("tickets", Kind::Json),
+                ("renamed", Kind::Str),
+                ("mystery", Kind::Null),
+                ("__typename", Kind::Str),
+            ]
+        );
+    }
+
+    #[test]
+    fn pages_become_typed_batches() {
+        let mut l = Layout::typed(
+            "FindingsView",
+            "id_int due_date actual_status { category } datasource_tags_values",
+        )
+        .unwrap();
+        let body = page(json!([
+            {"id_int": 1, "due_date": "2024-01-01T00:00:00+00:00", "actual_status": {"category": "OPEN"}, "datasource_tags_values": ["a", "b"]},
+            {"id_int": null, "due_date": null, "actual_status": null, "datasource_tags_values": null},
+            null
+        ]));
+        let b = page_batch(&body, None, 10, &mut l, 0).unwrap();
+        assert_eq!(b.num_rows(), 3);
+        let ids = b.column(0).as_primitive::<Int64Type>();
+        assert_eq!((ids.value(0), ids.is_null(1), ids.is_null(2)), (1, true, true));
+        let due = b.column(1).as_primitive::<TimestampMicrosecondType>();
+        assert_eq!(due.value(0), 1_704_067_200_000_000);
+        assert_eq!(
+            b.schema().field(1).data_type(),
+            &DataType::Timestamp(TimeUnit::Microsecond, Some("UTC".into()))
+        );
+        assert_eq!(b.column(2).as_string::<i32>().value(0), "OPEN");
+        assert_eq!(b.column(3).as_list::<i32>().value(0).as_string::<i32>().value(1), "b");
+        // take cuts the page short
+        assert_eq!(page_batch(&body, None, 1, &mut l, 0).unwrap().num_rows(), 1);
+    }
+
+    #[test]
+    fn a_value_that_does_not_fit_is_an_error_naming_the_column() {
+        let mut l = Layout::typed("FindingsView", "id_int due_date").unwrap();
+        let e = page_batch(&page(json!([{"id_int": "seven", "due_date": null}])), None, 10, &mut l, 5)
+            .unwrap_err();
+        assert!(e.to_string().contains("\"id_int\"") && e.to_string().contains("row 5"), "{e}");
+        let e = page_batch(&page(json!([{"id_int": 1, "due_date": "yesterday"}])), None, 10, &mut l, 0)
+            .unwrap_err();
+        assert!(e.to_string().contains("due_date"), "{e}");
+        let e =
+            page_batch(&page(json!([{"id_int": 1.5, "due_date": null}])), None, 10, &mut l, 0).unwrap_err();
+        assert!(e.to_string().contains("id_int"), "{e}");
+    }
+
+    #[test]
+    fn inferred_layouts_widen_over_pages_and_unify() {
+        let mut l = Layout::inferred();
+        let b1 =
+            page_batch(&page(json!([{"a": 1, "n": null, "o": {"x": true}}])), None, 10, &mut l, 0).unwrap();
+        let b2 = page_batch(
+            &page(json!([{"a": 2.5, "n": "late", "o": {"x": false}, "new": []}])),
+            None,
+            10,
+            &mut l,
+            1,
+        )
+        .unwrap();
+        let b3 = page_batch(&page(json!([{"a": 3, "new": [1, 2]}])), None, 10, &mut l, 2).unwrap();
+        let names: Vec<&str> = l.columns().iter().map(|c| c.name.as_str()).collect();
+        assert_eq!(names, vec!["a", "n", "o.x", "new"]);
+        let (batches, schema) = unify(vec![b1, b2, b3], &l).unwrap();
+        assert_eq!(schema.field(0).data_type(), &DataType::Float64);
+        assert_eq!(schema.field(1).data_type(), &DataType::Utf8);
+        assert_eq!(l.columns()[3].kind, Kind::List(Box::new(Kind::Int)));
+        assert!(batches.iter().all(|b| b.schema() == schema));
+        assert_eq!(batches[0].column(3).null_count(), 1);
+        // A string where ints were: an error, not a null.
+        let e = page_batch(&page(json!([{"a": "x"}])), None, 10, &mut l, 2).unwrap_err();
+        assert!(e.to_string().contains("\"a\"") && e.to_string().contains("row 2"), "{e}");
+    }
+
+    #[test]
+    fn a_frozen_layout_refuses_to_change() {
+        let mut l = Layout::inferred();
+        page_batch(&page(json!([{"a": 1, "n": null}])), None, 10, &mut l, 0).unwrap();
+        freeze(&mut l);
+        assert!(page_batch(&page(json!([{"a": 2, "n": null}])), None, 10, &mut l, 1).is_ok());
+        assert!(page_batch(&page(json!([{"a": 2, "n": "x"}])), None, 10, &mut l, 1).is_err());
+        assert!(page_batch(&page(json!([{"a": 2, "z": 1}])), None, 10, &mut l, 1).is_err());
+    }
+
+    #[test]
+    fn selection_text_with_aliases_args_and_directives() {
+        let s = parse_selection("a b: c(x: 1) { d @include(if: true) e } f").unwrap();
+        assert_eq!(s.len(), 3);
+        assert_eq!((s[1].name.as_str(), s[1].alias.as_deref()), ("c", Some("b")));
+        assert_eq!(s[1].children.iter().map(|c| c.name.as_str()).collect::<Vec<_>>(), vec!["d", "e"]);
+        let deep = format!("{}x{}", "a { ".repeat(100), " }".repeat(100));
+        assert!(parse_selection(&deep).is_err());
+    }
+}
