@@ -175,6 +175,8 @@ class _Export:
         self.pages = 0
         self._writer: Any = None
         self._csv_header = False
+        self._pending: list[Any] = []
+        self._pending_rows = 0
         if fmt == "parquet":
             self._pq = _need("pyarrow.parquet", "arrow", "write_parquet()")
             self._pa = _need("pyarrow", "arrow", "write_parquet()")
@@ -187,16 +189,22 @@ class _Export:
         else:
             self._file = open(self.path, "ab" if append else "wb")  # noqa: SIM115
 
-    def write(self, data: Any) -> None:
+    #: Parquet row groups of about this many rows: one per page would make thousands of tiny
+    #: groups whose metadata the writer keeps until the file is closed.
+    ROW_GROUP = 50_000
+
+    def write(self, data: Any) -> bool:
+        """Writes a page; True when everything given so far is in the file (Parquet buffers up
+        to a row group)."""
         if self.fmt == "jsonl":
             self._file.write(data)
             self.rows += data.count(b"\n")
         elif self.fmt == "parquet":
             batch = self._pa.record_batch(data)
-            if self._writer is None:
-                self._writer = self._pq.ParquetWriter(self.path, batch.schema, compression="zstd")
-            self._writer.write_batch(batch)
-            self.rows += batch.num_rows
+            self._pending.append(batch)
+            self._pending_rows += batch.num_rows
+            self.pages += 1
+            return self._pending_rows >= self.ROW_GROUP and self.flush()
         else:
             batch = self._pa.record_batch(data)
             if self._writer is None:
@@ -208,6 +216,19 @@ class _Export:
                 self._writer.writerow([_csv_cell(row[n]) for n in names])
             self.rows += batch.num_rows
         self.pages += 1
+        return True
+
+    def flush(self) -> bool:
+        """Writes the buffered pages (Parquet): True when there were any."""
+        if self.fmt != "parquet" or not self._pending:
+            return False
+        table = self._pa.Table.from_batches(self._pending)
+        if self._writer is None:
+            self._writer = self._pq.ParquetWriter(self.path, table.schema, compression="zstd")
+        self._writer.write_table(table)
+        self.rows += self._pending_rows
+        self._pending, self._pending_rows = [], 0
+        return True
 
     def close(self) -> None:
         if self.fmt == "parquet" and self._writer is not None:
@@ -325,6 +346,7 @@ class Paginator(Generic[T]):
     def _export(self, path: str | os.PathLike[str], fmt: str, append: bool) -> ExportResult:
         out = _Export(path, fmt, append)
         self._pos.columns()
+        pending: str | None = None
         try:
             while not self._done:
                 got = self._pages.next_jsonl() if fmt == "jsonl" else self._pages.next_batch()
@@ -332,10 +354,16 @@ class Paginator(Generic[T]):
                     self._done = True
                     break
                 data, cursor = got
-                out.write(data)
-                self._pos.moved(cursor)
+                pending = cursor
+                if out.write(data):
+                    self._pos.moved(cursor)
         finally:
-            out.close()
+            # What was read before a failure is written too; the cursor stands after it.
+            try:
+                if out.flush():
+                    self._pos.moved(pending)
+            finally:
+                out.close()
         return ExportResult(out.path, out.rows, out.pages, self._pos.cursor())
 
     def write_parquet(self, path: str | os.PathLike[str]) -> ExportResult:

@@ -494,8 +494,16 @@ mod fast {
         /// reason to learn (the column may widen).
         fn misfit<E: de::Error>(&mut self, col: usize, what: String) -> E {
             let c = &self.columns[col];
-            if c.typed || self.frozen {
+            if c.typed {
                 E::custom(format!("column {:?} ({}): row {} {what}", c.name, c.kind.name(), self.row))
+            } else if self.frozen {
+                E::custom(format!(
+                    "column {:?} ({}): row {} {what}, after the stream's schema was fixed from its first \
+                     page; use to_arrow() (which widens the schema over every page) or a typed method",
+                    c.name,
+                    c.kind.name(),
+                    self.row
+                ))
             } else {
                 self.relearn()
             }

@@ -264,15 +264,22 @@ impl NativePages {
 impl NativePages {
     /// The next page as a record batch (an object with `__arrow_c_array__`) and the cursor after
     /// it, or None at the end. Decoded from the response bytes in Rust, with the GIL released.
+    /// The batches of a stream share one schema: the first batch fixes it.
     fn next_batch(&self, py: Python<'_>) -> PyResult<Py<PyAny>> {
         let source = self.source();
+        let freeze = source.clone();
         let batch = block_on(py, async move { source.next().await })?.map_err(err)?;
+        freeze.freeze();
         batch_to_py(py, batch)
     }
 
     fn next_batch_async<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
         let source = self.source();
-        completions::submit(py, async move { source.next().await.map(Outcome::Batch) })
+        completions::submit(py, async move {
+            let batch = source.next().await;
+            source.freeze();
+            batch.map(Outcome::Batch)
+        })
     }
 
     /// Every remaining page as one table (`__arrow_c_stream__`), its schema widened over them.

@@ -1,0 +1,257 @@
+"""Findings as data: pages decoded into Arrow columns in Rust, against the emulator over HTTP.
+
+Every connection operation gives the same values through ``to_list()`` and ``to_arrow()`` /
+``to_pandas()``; columns have real types; ``paginate`` infers and widens; exports stream and an
+interrupted export resumes with nothing lost or repeated.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import sys
+from typing import Any
+
+import pytest
+
+import secfindings
+from secfindings import APIStatusError, ValidationError
+from tests import hostile
+from tests.hostile import HostileServer, Response
+
+pa = pytest.importorskip("pyarrow")
+pd = pytest.importorskip("pandas")
+pl = pytest.importorskip("polars")
+pq = pytest.importorskip("pyarrow.parquet")
+
+UTC = dt.timezone.utc
+CONNECTIONS = [
+    "finding_filters",
+    "findings_view",
+    "get_resources_ch",
+    "remediation_queues",
+    "scoring_rules",
+    "sla_groups",
+    "sla_preferences",
+    "status_rules",
+    "ticket_sla_rules",
+]
+ANALYST = (
+    "id id_int title score severity due_date last_reported_time actual_status { category } "
+    "datasource_tags_values tickets { edges { node { id } } }"
+)
+
+
+def at(raw: Any, path: list[str]) -> Any:
+    for key in path:
+        if not isinstance(raw, dict):
+            return None
+        raw = raw.get(key)
+    return raw
+
+
+def same(expected: Any, actual: Any, field: pa.Field) -> bool:
+    """The raw JSON value the server sent against the column's value."""
+    if expected is None or actual is None:
+        return expected is None and actual is None
+    if pa.types.is_timestamp(field.type):
+        parsed = dt.datetime.fromisoformat(expected.replace("Z", "+00:00"))
+        return (parsed if parsed.tzinfo else parsed.replace(tzinfo=UTC)) == actual
+    if isinstance(expected, (dict, list)) and isinstance(actual, str):
+        return json.loads(actual) == expected  # a nested object or connection as JSON text
+    return bool(expected == actual)
+
+
+def check_agree(models: list[Any], table: pa.Table) -> None:
+    assert table.num_rows == len(models)
+    rows = table.to_pylist()
+    for model, row in zip(models, rows):
+        raw = model._data
+        for field in table.schema:
+            expected, actual = at(raw, field.name.split(".")), row[field.name]
+            assert same(expected, actual, field), (field.name, expected, actual)
+
+
+@pytest.mark.parametrize("name", CONNECTIONS)
+def test_every_connection_agrees_value_for_value(client, name):
+    method = getattr(client, name)
+    models = method(fields="*").to_list()
+    table = method(fields="*").to_arrow()
+    check_agree(models, table)
+    frame = method(fields="*").to_pandas()
+    assert list(frame.columns) == table.schema.names
+    assert len(frame) == table.num_rows
+
+
+def test_findings_view_columns_have_real_types(client):
+    table = client.findings_view(fields=ANALYST, limit=250).to_arrow()
+    types = {f.name: f.type for f in table.schema}
+    assert types["id"] == pa.string()
+    assert types["id_int"] == pa.int64()
+    assert types["score"] == pa.float64()
+    assert types["due_date"] == pa.timestamp("us", tz="UTC")
+    assert types["last_reported_time"] == pa.timestamp("us", tz="UTC")
+    assert types["actual_status.category"] == pa.string()
+    assert types["datasource_tags_values"] == pa.list_(pa.string())
+    assert types["tickets"] == pa.string()  # a nested connection, as JSON text
+    assert table.num_rows == 250
+    check_agree(client.findings_view(fields=ANALYST, limit=250).to_list(), table)
+
+
+def test_pandas_gets_nullable_ints_and_utc_timestamps(client):
+    frame = client.findings_view(fields=ANALYST, limit=300).to_pandas()
+    assert str(frame["id_int"].dtype) == "Int64"
+    assert str(frame["severity"].dtype) == "Int64"
+    assert str(frame["due_date"].dtype) == "datetime64[us, UTC]"
+    assert frame["due_date"].notna().all()
+    assert frame.groupby("severity").size().sum() == 300
+    models = client.findings_view(fields=ANALYST, limit=300).to_list()
+    for model, (_, row) in zip(models, frame.iterrows()):
+        assert row["id_int"] == model.id_int
+        assert (pd.isna(row["due_date"]) and model.due_date is None) or row["due_date"] == model.due_date
+
+
+def test_polars_and_the_capsule_interface(client):
+    frame = client.findings_view(fields=ANALYST, limit=120).to_polars()
+    assert frame.schema["due_date"] == pl.Datetime("us", "UTC")
+    assert frame.height == 120
+    # Any Arrow consumer takes the paginator itself (__arrow_c_stream__), no pyarrow needed.
+    direct = pl.DataFrame(client.findings_view(fields=ANALYST, limit=120))
+    assert direct.equals(frame)
+    assert pa.table(client.findings_view(fields=ANALYST, limit=120)).num_rows == 120
+
+
+def test_batches_stream_one_page_each_and_move_the_cursor(client):
+    pager = client.findings_view(fields="id id_int", page_size=50, limit=180)
+    sizes = []
+    for batch in pager.to_arrow_batches():
+        sizes.append(batch.num_rows)
+        assert pager.cursor is not None
+    assert sizes == [50, 50, 50, 30]
+    rest = client.findings_view(fields="id id_int", after=pager.cursor, limit=5).to_list()
+    assert rest[0].id_int == 181
+
+
+def test_paginate_infers_and_widens():
+    server_pages = [
+        {"id": 1, "score": 1, "tag": None, "nested": {"a": "x"}},
+        {"id": 2, "score": 2.5, "tag": "late", "nested": None, "extra": [1, 2]},
+    ]
+    with HostileServer() as server:
+        server.api = pages_of(server_pages, page_size=1)
+        with hostile.client(server) as c:
+            table = c.paginate(PAGE_DOC, path="items", page_size=1).to_arrow()
+    assert table.schema.names == ["id", "score", "tag", "nested.a", "extra"]
+    assert table.schema.field("score").type == pa.float64()
+    assert table.column("tag").to_pylist() == [None, "late"]
+    assert table.column("extra").to_pylist() == [None, [1, 2]]
+
+
+def test_a_value_that_cannot_fit_is_an_error_not_a_null():
+    server_pages = [{"id": 1, "score": 1}, {"id": 2, "score": "high"}]
+    with HostileServer() as server:
+        server.api = pages_of(server_pages, page_size=1)
+        with hostile.client(server) as c, pytest.raises(secfindings.TransportError, match="score"):
+            c.paginate(PAGE_DOC, path="items", page_size=1).to_arrow()
+
+
+def test_a_stream_keeps_the_first_pages_schema():
+    server_pages = [{"id": 1, "tag": None}, {"id": 2, "tag": "now"}]
+    with HostileServer() as server:
+        server.api = pages_of(server_pages, page_size=1)
+        with hostile.client(server) as c, pytest.raises(secfindings.TransportError, match="to_arrow"):
+            list(c.paginate(PAGE_DOC, path="items", page_size=1).to_arrow_batches())
+
+
+def test_columns_after_items_of_a_page_refuse_to_skip(client):
+    pager = client.findings_view(page_size=10)
+    next(iter(pager))
+    with pytest.raises(ValidationError, match="after="):
+        pager.to_arrow()
+
+
+def test_a_missing_extra_is_named(client, monkeypatch):
+    monkeypatch.setitem(sys.modules, "pyarrow", None)
+    with pytest.raises(ImportError, match=r"secfindings\[arrow\]"):
+        client.findings_view(limit=1).to_arrow()
+    monkeypatch.setitem(sys.modules, "polars", None)
+    with pytest.raises(ImportError, match=r"secfindings\[polars\]"):
+        client.findings_view(limit=1).to_polars()
+
+
+@pytest.mark.asyncio
+async def test_async_columns(async_client, client):
+    table = await async_client.findings_view(fields=ANALYST, limit=150).to_arrow()
+    check_agree(client.findings_view(fields=ANALYST, limit=150).to_list(), table)
+    frame = await async_client.findings_view(fields=ANALYST, limit=150).to_pandas()
+    assert str(frame["due_date"].dtype) == "datetime64[us, UTC]"
+    sizes = [b.num_rows async for b in async_client.findings_view(page_size=100, limit=150).to_arrow_batches()]
+    assert sizes == [100, 50]
+    assert (await async_client.findings_view(limit=10).to_polars()).height == 10
+
+
+def test_exports_write_every_row(client, tmp_path):
+    ids = [m.id_int for m in client.findings_view(fields="id_int").to_list()]
+    r = client.findings_view(fields=ANALYST).write_parquet(tmp_path / "f.parquet")
+    assert (r.rows, r.pages) == (300, 3)
+    assert pq.read_table(tmp_path / "f.parquet").column("id_int").to_pylist() == ids
+    r = client.findings_view(fields=ANALYST).write_jsonl(tmp_path / "f.jsonl")
+    lines = (tmp_path / "f.jsonl").read_text().splitlines()
+    assert [json.loads(line)["id_int"] for line in lines] == ids
+    r = client.findings_view(fields=ANALYST).write_csv(tmp_path / "f.csv")
+    frame = pd.read_csv(tmp_path / "f.csv")
+    assert frame["id_int"].tolist() == ids
+    assert json.loads(frame["datasource_tags_values"].dropna().iloc[0])  # lists as JSON text
+
+
+@pytest.mark.parametrize("fmt", ["jsonl", "csv", "parquet"])
+def test_an_interrupted_export_resumes_with_nothing_lost_or_repeated(tmp_path, fmt):
+    rows = [{"id": i, "name": f"n{i}"} for i in range(10)]
+    with HostileServer() as server:
+        server.api = pages_of(rows, page_size=2, fail_on_page=3)
+        with hostile.client(server, max_retries=0) as c:
+            first = c.paginate(PAGE_DOC, path="items", page_size=2)
+            path = tmp_path / f"out.{fmt}"
+            with pytest.raises(APIStatusError):
+                getattr(first, f"write_{fmt}")(path)
+            cursor = first.cursor
+            assert cursor is not None
+            rest = c.paginate(PAGE_DOC, {"after": cursor}, path="items", page_size=2)
+            if fmt == "parquet":
+                second = tmp_path / "rest.parquet"
+                rest.write_parquet(second)
+                got = pq.read_table(path).column("id").to_pylist() + pq.read_table(second).column("id").to_pylist()
+            elif fmt == "csv":
+                rest.write_csv(path, append=True)
+                got = pd.read_csv(path)["id"].tolist()
+            else:
+                rest.write_jsonl(path, append=True)
+                got = [json.loads(line)["id"] for line in path.read_text().splitlines()]
+    assert got == list(range(10))
+
+
+PAGE_DOC = (
+    "query Q($first: Int, $after: String) { items(first: $first, after: $after) "
+    "{ edges { cursor node { id } } pageInfo { hasNextPage endCursor } } }"
+)
+
+
+def pages_of(rows: list[dict[str, Any]], page_size: int, fail_on_page: int | None = None) -> Any:
+    """An API that pages `rows` by an offset cursor; the `fail_on_page`-th request answers 500 once."""
+    served = {"n": 0, "failed": False}
+
+    def answer(req: Any) -> Response:
+        served["n"] += 1
+        if fail_on_page is not None and served["n"] == fail_on_page and not served["failed"]:
+            served["failed"] = True
+            return Response(status=500, body=b"boom")
+        variables = json.loads(req.body)["variables"]
+        start = int(variables.get("after") or 0)
+        chunk = rows[start : start + page_size]
+        end = start + len(chunk)
+        edges = [{"cursor": str(start + i + 1), "node": n} for i, n in enumerate(chunk)]
+        info = {"hasNextPage": end < len(rows), "endCursor": str(end)}
+        body = json.dumps({"data": {"items": {"edges": edges, "pageInfo": info}}}).encode()
+        return Response(status=200, body=body, headers=[("Content-Type", "application/json")])
+
+    return answer
