@@ -13,11 +13,11 @@ import sys
 from typing import Any
 
 import pytest
+from tests import hostile
+from tests.hostile import HostileServer, Response
 
 import secfindings
 from secfindings import APIStatusError, ValidationError
-from tests import hostile
-from tests.hostile import HostileServer, Response
 
 pa = pytest.importorskip("pyarrow")
 pd = pytest.importorskip("pandas")
@@ -65,7 +65,7 @@ def same(expected: Any, actual: Any, field: pa.Field) -> bool:
 def check_agree(models: list[Any], table: pa.Table) -> None:
     assert table.num_rows == len(models)
     rows = table.to_pylist()
-    for model, row in zip(models, rows):
+    for model, row in zip(models, rows, strict=True):
         raw = model._data
         for field in table.schema:
             expected, actual = at(raw, field.name.split(".")), row[field.name]
@@ -106,7 +106,7 @@ def test_pandas_gets_nullable_ints_and_utc_timestamps(client):
     assert frame["due_date"].notna().all()
     assert frame.groupby("severity").size().sum() == 300
     models = client.findings_view(fields=ANALYST, limit=300).to_list()
-    for model, (_, row) in zip(models, frame.iterrows()):
+    for model, (_, row) in zip(models, frame.iterrows(), strict=True):
         assert row["id_int"] == model.id_int
         assert (pd.isna(row["due_date"]) and model.due_date is None) or row["due_date"] == model.due_date
 
@@ -185,7 +185,8 @@ async def test_async_columns(async_client, client):
     check_agree(client.findings_view(fields=ANALYST, limit=150).to_list(), table)
     frame = await async_client.findings_view(fields=ANALYST, limit=150).to_pandas()
     assert str(frame["due_date"].dtype) == "datetime64[us, UTC]"
-    sizes = [b.num_rows async for b in async_client.findings_view(page_size=100, limit=150).to_arrow_batches()]
+    pager = async_client.findings_view(page_size=100, limit=150)
+    sizes = [b.num_rows async for b in pager.to_arrow_batches()]
     assert sizes == [100, 50]
     assert (await async_client.findings_view(limit=10).to_polars()).height == 10
 
@@ -220,7 +221,7 @@ def test_an_interrupted_export_resumes_with_nothing_lost_or_repeated(tmp_path, f
             if fmt == "parquet":
                 second = tmp_path / "rest.parquet"
                 rest.write_parquet(second)
-                got = pq.read_table(path).column("id").to_pylist() + pq.read_table(second).column("id").to_pylist()
+                got = [*pq.read_table(path).column("id").to_pylist(), *pq.read_table(second).column("id").to_pylist()]
             elif fmt == "csv":
                 rest.write_csv(path, append=True)
                 got = pd.read_csv(path)["id"].tolist()
