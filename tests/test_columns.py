@@ -221,7 +221,8 @@ def test_an_interrupted_export_resumes_with_nothing_lost_or_repeated(tmp_path, f
             if fmt == "parquet":
                 second = tmp_path / "rest.parquet"
                 rest.write_parquet(second)
-                got = [*pq.read_table(path).column("id").to_pylist(), *pq.read_table(second).column("id").to_pylist()]
+                ids = [pq.read_table(p).column("id").to_pylist() for p in (path, second)]
+                got = ids[0] + ids[1]
             elif fmt == "csv":
                 rest.write_csv(path, append=True)
                 got = pd.read_csv(path)["id"].tolist()
