@@ -128,7 +128,8 @@ def main() -> int:
     ap.add_argument("--quick", action="store_true", help="small counts, one round (CI smoke)")
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--output-dir", default=str(HERE / "results"))
-    args = ap.parse_args()
+    # bench.sh passes its own options through (--budget, --skip-memory): ignored here.
+    args, _ = ap.parse_known_args()
     rows = 2_000 if args.quick else 100_000
     parquet_rows = 5_000 if args.quick else 1_000_000
     rounds = 1 if args.quick else args.rounds

@@ -7,7 +7,9 @@ cd "$(dirname "$0")/.."
 source scripts/_venv.sh
 install_package
 "$PY" -m pip install --quiet --disable-pip-version-check \
-  httpx orjson requests "gql[requests,aiohttp,httpx]" aiohttp
+  httpx orjson requests "gql[requests,aiohttp,httpx]" aiohttp pyarrow pandas polars
 # The floor: a small cargo project outside the workspace, with its own target dir.
 cargo build --release --quiet --manifest-path benches/floor/Cargo.toml
 "$PY" benches/bench.py "$@"
+# Findings as data: DataFrames and exports (results/frames.md, or --output-dir).
+"$PY" benches/frames.py "$@"
