@@ -33,6 +33,7 @@ class _Base:
         refresh_advisory: float = 120.0,
         refresh_mandatory: float = 30.0,
         max_response_bytes: int = 256 * 1024 * 1024,
+        rate_limit: tuple[int, float] | None = None,
     ) -> None:
         _logging.sync_levels()
         self._native = NativeClient(
@@ -49,6 +50,7 @@ class _Base:
             refresh_advisory=refresh_advisory,
             refresh_mandatory=refresh_mandatory,
             max_response_bytes=max_response_bytes,
+            rate_limit=rate_limit,
         )
 
     @property
@@ -68,6 +70,18 @@ class _Base:
     def __repr__(self) -> str:
         return f"{type(self).__name__}(base_url={self.base_url!r}, region={self.region!r})"
 
+    def stats(self) -> dict[str, int | float]:
+        """What this client has done so far, for logs and progress: ``requests`` (every attempt),
+        ``retries`` and ``retry_wait_seconds``, ``rate_limited`` (429 answers), ``limiter_waits``
+        and ``limiter_wait_seconds`` (held back by ``rate_limit``), ``token_exchanges``,
+        ``bytes_received`` (after decompression)."""
+        return self._native.stats()
+
+    def __reduce__(self) -> tuple[Any, tuple[type[_Base], dict[str, Any]]]:
+        # A client pickles as its settings and API token, never a JWT or a connection: the copy
+        # in another process (a dask or multiprocessing worker) makes its own.
+        return (_rebuild, (type(self), self._native.pickle_state()))
+
     def _pages(
         self,
         query: str,
@@ -79,6 +93,10 @@ class _Base:
     ) -> NativePages:
         # One walk for both clients; only the iterator around it differs.
         return self._native.paginate(query, variables, operation_name, path, page_size, limit)
+
+
+def _rebuild(cls: type[_Base], state: dict[str, Any]) -> _Base:
+    return cls(**state)
 
 
 class Client(_Base, SyncOperations):

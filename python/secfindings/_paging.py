@@ -8,9 +8,12 @@ from __future__ import annotations
 
 import csv
 import datetime as dt
+import html
 import importlib
 import json
 import os
+import sys
+import time
 from collections.abc import AsyncIterator, Callable, Iterator
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Generic, TypeVar
@@ -46,6 +49,13 @@ class Page(Generic[T]):
 
     def __len__(self) -> int:
         return len(self.items)
+
+    def _repr_html_(self) -> str:
+        info = self.page_info
+        return (
+            f"<p><b>Page</b> of {len(self.items)} items, has_next_page={info.has_next_page}</p>"
+            + _html_rows(self.items, 20)
+        )
 
 
 def _page(
@@ -118,6 +128,15 @@ class _Position:
         self.base = cursor or self.base
 
 
+def _repr_html(owner: Paginator[Any] | AsyncPaginator[Any]) -> str:
+    """The paginator's state and the items of the page it is on (nothing is fetched)."""
+    page = owner._pos.page
+    text = html.escape(_repr(owner))
+    if page is None or not page.items:
+        return f"<p><code>{text}</code></p>"
+    return f"<p><code>{text}</code>, current page:</p>" + _html_rows(page.items, 10)
+
+
 def _repr(owner: Paginator[Any] | AsyncPaginator[Any]) -> str:
     kind = getattr(owner._wrap, "__name__", "dict")
     state = "exhausted" if owner._done else "lazy"
@@ -133,6 +152,99 @@ def _need(module: str, extra: str, what: str) -> Any:
     except ImportError as exc:
         top = module.split(".")[0]
         raise ImportError(f"{what} needs {top}: pip install 'secfindings[{extra}]'") from exc
+
+
+#: ``progress=``: True (a tqdm.auto bar where tqdm is installed, else a line on stderr every few
+#: seconds), or a callable given ``{"items", "pages", "waits", "total"}`` after each page.
+Progress = bool | Callable[[dict[str, Any]], object] | None
+
+
+class _Progress:
+    """Reports a walk page by page; ``waits`` counts rate-limit holds and 429s so far."""
+
+    def __init__(self, progress: Progress, pages: NativePages, what: str) -> None:
+        self._pages = pages
+        self.items = self.pages = 0
+        self._bar: Any = None
+        self._cb: Callable[[dict[str, Any]], object] | None = None
+        self._last = 0.0
+        if progress is None or progress is False:
+            return
+        if progress is not True:
+            self._cb = progress
+            return
+        try:
+            from tqdm.auto import tqdm  # type: ignore[import-untyped,unused-ignore]
+        except ImportError:
+            self._cb = self._plain
+        else:
+            self._bar = tqdm(desc=what, unit=" items", file=sys.stderr, dynamic_ncols=True)
+
+    @property
+    def active(self) -> bool:
+        return self._bar is not None or self._cb is not None
+
+    def page(self, rows: int) -> None:
+        self.items += rows
+        self.pages += 1
+        if self._bar is not None:
+            self._bar.update(rows)
+            waits = sum(self._pages.waits())
+            if waits:
+                self._bar.set_postfix(pages=self.pages, waits=waits, refresh=False)
+        elif self._cb is not None:
+            waits = sum(self._pages.waits())
+            self._cb({"items": self.items, "pages": self.pages, "waits": waits, "total": None})
+
+    def _plain(self, info: dict[str, Any]) -> None:
+        now = time.monotonic()
+        if now - self._last >= 2.0:
+            self._last = now
+            print(f"{info['items']} items, {info['pages']} pages, {info['waits']} waits", file=sys.stderr)
+
+    def close(self) -> None:
+        if self._bar is not None:
+            self._bar.close()
+        elif self._cb == self._plain and self.pages:
+            print(f"{self.items} items, {self.pages} pages: done", file=sys.stderr)
+
+
+def _cell(v: Any, width: int = 60) -> str:
+    if isinstance(v, (dict, list)):
+        text = json.dumps(v, default=str, ensure_ascii=False)
+    elif hasattr(v, "to_dict"):
+        text = json.dumps(v.to_dict(), default=str, ensure_ascii=False)
+    else:
+        text = "" if v is None else str(v)
+    if len(text) > width:
+        text = text[: width - 1] + "\u2026"
+    return html.escape(text)
+
+
+def _raw(item: Any) -> dict[str, Any]:
+    data = getattr(item, "_data", item)
+    return data if isinstance(data, dict) else {"value": data}
+
+
+def _html_rows(items: list[Any], limit: int = 10) -> str:
+    """A compact HTML table of items (models or dicts), nested objects flattened one level."""
+    rows: list[dict[str, Any]] = []
+    for item in items[:limit]:
+        row: dict[str, Any] = {}
+        for k, v in _raw(item).items():
+            if isinstance(v, dict) and "edges" not in v:
+                for k2, v2 in v.items():
+                    row[f"{k}.{k2}"] = v2
+            else:
+                row[k] = v
+        rows.append(row)
+    columns: list[str] = []
+    for row in rows:
+        columns.extend(c for c in row if c not in columns)
+    head = "".join(f"<th>{html.escape(c)}</th>" for c in columns)
+    body = "".join("<tr>" + "".join(f"<td>{_cell(r.get(c))}</td>" for c in columns) + "</tr>" for r in rows)
+    more = f"<p>... and {len(items) - limit} more</p>" if len(items) > limit else ""
+    return f"<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>{more}"
 
 
 def _pandas(table: Any) -> Any:
@@ -287,9 +399,22 @@ class Paginator(Generic[T]):
     def __repr__(self) -> str:
         return _repr(self)
 
-    def to_list(self) -> list[T]:
-        """All remaining items, in a list."""
-        return list(self)
+    def _repr_html_(self) -> str:
+        return _repr_html(self)
+
+    def to_list(self, *, progress: Progress = None) -> list[T]:
+        """All remaining items, in a list. ``progress=True`` shows a bar (see :data:`Progress`)."""
+        report = _Progress(progress, self._pages, "to_list")
+        if not report.active:
+            return list(self)
+        items: list[T] = []
+        try:
+            for page in self.pages():
+                items.extend(page.items)
+                report.page(len(page.items))
+        finally:
+            report.close()
+        return items
 
     # Columns. Pages are decoded from the response bytes into Arrow columns in Rust (the next
     # page is fetched meanwhile) and handed over through the Arrow PyCapsule interface: pyarrow,
@@ -298,28 +423,41 @@ class Paginator(Generic[T]):
     # scalars as list columns, JSONString and lists of objects as JSON text); paginate() infers
     # the columns from the data, widening them page by page.
 
-    def _table(self) -> Any:
+    def _table(self, progress: Progress) -> Any:
         self._pos.columns()
-        table = self._pages.read_table()
+        report = _Progress(progress, self._pages, "columns")
+        try:
+            if report.active:
+                seen = [0]
+
+                def on_page(rows: int, pages: int) -> None:
+                    report.page(rows - seen[0])
+                    seen[0] = rows
+
+                table = self._pages.read_table(on_page)
+            else:
+                table = self._pages.read_table()
+        finally:
+            report.close()
         self._done = True
         self._pos.moved(self._pages.cursor)
         return table
 
-    def to_arrow(self) -> Any:
+    def to_arrow(self, *, progress: Progress = None) -> Any:
         """The rest of the walk as a ``pyarrow.Table`` (needs ``secfindings[arrow]``)."""
         pa = _need("pyarrow", "arrow", "to_arrow()")
-        return pa.table(self._table())
+        return pa.table(self._table(progress))
 
-    def to_pandas(self) -> Any:
+    def to_pandas(self, *, progress: Progress = None) -> Any:
         """The rest of the walk as a pandas DataFrame with real types: tz-aware UTC timestamps,
         nullable ints and bools, nested fields as dotted columns (needs ``secfindings[pandas]``)."""
         _need("pandas", "pandas", "to_pandas()")
-        return _pandas(self.to_arrow())
+        return _pandas(self.to_arrow(progress=progress))
 
-    def to_polars(self) -> Any:
+    def to_polars(self, *, progress: Progress = None) -> Any:
         """The rest of the walk as a polars DataFrame (needs ``secfindings[polars]``; not pyarrow)."""
         pl = _need("polars", "polars", "to_polars()")
-        return pl.DataFrame(self._table())
+        return pl.DataFrame(self._table(progress))
 
     def to_arrow_batches(self) -> Iterator[Any]:
         """The rest of the walk as ``pyarrow.RecordBatch`` es, one per page, as they arrive:
@@ -343,9 +481,12 @@ class Paginator(Generic[T]):
         self._done = True
         return self._pages.batch_reader().__arrow_c_stream__(requested_schema)
 
-    def _export(self, path: str | os.PathLike[str], fmt: str, append: bool) -> ExportResult:
+    def _export(
+        self, path: str | os.PathLike[str], fmt: str, append: bool, progress: Progress
+    ) -> ExportResult:
         out = _Export(path, fmt, append)
         self._pos.columns()
+        report = _Progress(progress, self._pages, f"write_{fmt}")
         pending: str | None = None
         try:
             while not self._done:
@@ -355,8 +496,10 @@ class Paginator(Generic[T]):
                     break
                 data, cursor = got
                 pending = cursor
+                before = out.rows + out._pending_rows
                 if out.write(data):
                     self._pos.moved(cursor)
+                report.page(out.rows + out._pending_rows - before)
         finally:
             # What was read before a failure is written too; the cursor stands after it.
             try:
@@ -364,25 +507,30 @@ class Paginator(Generic[T]):
                     self._pos.moved(pending)
             finally:
                 out.close()
+                report.close()
         return ExportResult(out.path, out.rows, out.pages, self._pos.cursor())
 
-    def write_parquet(self, path: str | os.PathLike[str]) -> ExportResult:
+    def write_parquet(self, path: str | os.PathLike[str], *, progress: Progress = None) -> ExportResult:
         """Streams the rest of the walk into a Parquet file (zstd), a page at a time: memory stays
         at about a page. After a failure the file holds the pages written (it is closed
         properly) and ``cursor`` is after the last of them: continue into a new file with
         ``after=paginator.cursor``. Needs ``secfindings[arrow]``."""
-        return self._export(path, "parquet", False)
+        return self._export(path, "parquet", False, progress)
 
-    def write_csv(self, path: str | os.PathLike[str], *, append: bool = False) -> ExportResult:
+    def write_csv(
+        self, path: str | os.PathLike[str], *, append: bool = False, progress: Progress = None
+    ) -> ExportResult:
         """Streams the rest of the walk into a CSV file (a header unless appending to a non-empty
         file; lists and objects as JSON text). Resume an interrupted export with
         ``after=paginator.cursor`` and ``append=True``. Needs ``secfindings[arrow]``."""
-        return self._export(path, "csv", append)
+        return self._export(path, "csv", append, progress)
 
-    def write_jsonl(self, path: str | os.PathLike[str], *, append: bool = False) -> ExportResult:
+    def write_jsonl(
+        self, path: str | os.PathLike[str], *, append: bool = False, progress: Progress = None
+    ) -> ExportResult:
         """Streams the rest of the walk into a JSON-lines file, each node exactly as the server
         sent it (no dependency). Resume with ``after=paginator.cursor`` and ``append=True``."""
-        return self._export(path, "jsonl", append)
+        return self._export(path, "jsonl", append, progress)
 
 
 class AsyncPaginator(Generic[T]):
@@ -444,31 +592,55 @@ class AsyncPaginator(Generic[T]):
     def __repr__(self) -> str:
         return _repr(self)
 
-    async def to_list(self) -> list[T]:
-        """All remaining items, in a list."""
-        return [item async for item in self]
+    def _repr_html_(self) -> str:
+        return _repr_html(self)
 
-    async def _table(self) -> Any:
+    async def to_list(self, *, progress: Progress = None) -> list[T]:
+        """All remaining items, in a list (``progress``: see :meth:`Paginator.to_list`)."""
+        report = _Progress(progress, self._pages, "to_list")
+        if not report.active:
+            return [item async for item in self]
+        items: list[T] = []
+        try:
+            async for page in self.pages():
+                items.extend(page.items)
+                report.page(len(page.items))
+        finally:
+            report.close()
+        return items
+
+    async def _table(self, progress: Progress) -> Any:
         self._pos.columns()
-        table = await self._pages.read_table_async()
+        report = _Progress(progress, self._pages, "columns")
+        try:
+            if report.active:
+                batches = []
+                while (got := await self._pages.next_batch_async(False)) is not None:
+                    batches.append(got[0])
+                    report.page(got[0].num_rows)
+                table = self._pages.finish_table(batches)
+            else:
+                table = await self._pages.read_table_async()
+        finally:
+            report.close()
         self._done = True
         self._pos.moved(self._pages.cursor)
         return table
 
-    async def to_arrow(self) -> Any:
+    async def to_arrow(self, *, progress: Progress = None) -> Any:
         """The rest of the walk as a ``pyarrow.Table`` (see :meth:`Paginator.to_arrow`)."""
         pa = _need("pyarrow", "arrow", "to_arrow()")
-        return pa.table(await self._table())
+        return pa.table(await self._table(progress))
 
-    async def to_pandas(self) -> Any:
+    async def to_pandas(self, *, progress: Progress = None) -> Any:
         """The rest of the walk as a pandas DataFrame (see :meth:`Paginator.to_pandas`)."""
         _need("pandas", "pandas", "to_pandas()")
-        return _pandas(await self.to_arrow())
+        return _pandas(await self.to_arrow(progress=progress))
 
-    async def to_polars(self) -> Any:
+    async def to_polars(self, *, progress: Progress = None) -> Any:
         """The rest of the walk as a polars DataFrame (see :meth:`Paginator.to_polars`)."""
         pl = _need("polars", "polars", "to_polars()")
-        return pl.DataFrame(await self._table())
+        return pl.DataFrame(await self._table(progress))
 
     async def to_arrow_batches(self) -> AsyncIterator[Any]:
         """The rest of the walk as ``pyarrow.RecordBatch`` es, one per page, as they arrive."""

@@ -32,6 +32,8 @@ pub struct SettingsInput {
     pub refresh_mandatory: Option<f64>,
     /// The largest response body read, after decompression (default 256 MiB).
     pub max_response_bytes: Option<i64>,
+    /// A client-side limit: at most this many requests per this many seconds.
+    pub rate_limit: Option<(i64, f64)>,
 }
 
 /// How the client gets its bearer token.
@@ -58,6 +60,8 @@ pub struct Settings {
     pub refresh_mandatory: Duration,
     /// The largest response body read, counted after decompression.
     pub max_response_bytes: usize,
+    /// A client-side limit on API requests: (requests, per).
+    pub rate_limit: Option<(u32, Duration)>,
     pub redactor: Redactor,
 }
 
@@ -202,6 +206,18 @@ impl Settings {
                 .ok_or_else(|| Error::config(format!("max_response_bytes must be at least 1024, got {n}")))?,
         };
 
+        let rate_limit = match input.rate_limit {
+            None => None,
+            Some((n, per)) => {
+                let max = super::limit::MAX_REQUESTS;
+                let n = u32::try_from(n).ok().filter(|n| (1..=max).contains(n)).ok_or_else(|| {
+                    Error::config(format!("rate_limit requests must be between 1 and {max}, got {n}"))
+                })?;
+                let per = seconds("rate_limit per_seconds", per, 0.001)?;
+                Some((n, per))
+            }
+        };
+
         let mut redactor = Redactor::default();
         match &credential {
             Credential::ApiToken(t) => t.secrets().cloned().for_each(|s| redactor.add(s)),
@@ -221,6 +237,7 @@ impl Settings {
             refresh_advisory,
             refresh_mandatory,
             max_response_bytes,
+            rate_limit,
             redactor,
         })
     }
@@ -307,6 +324,10 @@ mod tests {
             .contains("max_retries"));
         assert!(bad(SettingsInput { max_response_bytes: Some(10), ..input("https://x.example/api/v1") })
             .contains("max_response_bytes"));
+        for limit in [(0, 1.0), (-1, 1.0), (5, 0.0), (5, f64::NAN), (5_000_000, 1.0)] {
+            assert!(bad(SettingsInput { rate_limit: Some(limit), ..input("https://x.example/api/v1") })
+                .contains("rate_limit"));
+        }
         assert!(bad(SettingsInput { api_token: Some("%%%".into()), ..input("https://x.example/api/v1") })
             .contains("base64"));
         assert!(bad(SettingsInput {

@@ -8,6 +8,7 @@ pub mod config;
 pub mod error;
 pub mod graphql;
 pub mod ids;
+pub mod limit;
 pub mod operations;
 pub mod paging;
 pub mod retry;

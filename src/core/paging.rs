@@ -313,6 +313,11 @@ impl PageStream {
         self.walker.node()
     }
 
+    /// The client's transport (for its counters).
+    pub fn transport(&self) -> &Arc<Transport> {
+        &self.transport
+    }
+
     /// The next page, or `None` at the end. Starts fetching the page after it before returning.
     pub async fn next_page(&mut self) -> Result<Option<RawPage>> {
         let path = self.walker.path().cloned();

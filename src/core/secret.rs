@@ -75,6 +75,11 @@ impl ApiToken {
         Ok(Self { text: Secret::new(compact), body: body.into(), inner })
     }
 
+    /// The token's text, for the one place that must hand it on (pickling a client).
+    pub fn expose_text(&self) -> &str {
+        self.text.expose()
+    }
+
     /// The decoded bytes, sent unchanged as the InitiateAuth body.
     pub fn body(&self) -> &[u8] {
         &self.body

@@ -1,6 +1,6 @@
 //! The one async send loop every call goes through: token -> POST -> classify -> retry -> body.
 
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Instant, SystemTime};
 
@@ -11,6 +11,7 @@ use super::auth::{classify, transport_error, TokenProvider};
 use super::config::Settings;
 use super::error::{secs, Error, Result};
 use super::graphql::{decode_response, PreparedRequest};
+use super::limit::{Pace, RateLimiter};
 use super::retry::{Decision, Outcome, RetryPolicy};
 use super::secret::Redactor;
 
@@ -28,6 +29,30 @@ pub struct Transport {
     tokens: Arc<TokenProvider>,
     policy: RetryPolicy,
     closed: AtomicBool,
+    limiter: Option<RateLimiter>,
+    stats: Stats,
+}
+
+/// What a client has done so far, for logs and progress (`client.stats()`).
+#[derive(Debug, Default)]
+pub struct Stats {
+    /// API requests sent (every attempt).
+    pub requests: AtomicU64,
+    /// Attempts that were retries.
+    pub retries: AtomicU64,
+    /// 429 answers received.
+    pub rate_limited: AtomicU64,
+    /// Time slept before retries, in microseconds.
+    pub retry_wait_us: AtomicU64,
+    /// Requests the client-side rate limit held back, and for how long in all (microseconds).
+    pub limiter_waits: AtomicU64,
+    pub limiter_wait_us: AtomicU64,
+    /// Response body bytes read (after decompression).
+    pub bytes_received: AtomicU64,
+}
+
+fn add_micros(counter: &AtomicU64, d: std::time::Duration) {
+    counter.fetch_add(u64::try_from(d.as_micros()).unwrap_or(u64::MAX), Ordering::Relaxed);
 }
 
 fn install_crypto_provider() {
@@ -132,7 +157,20 @@ impl Transport {
         let http = build_http(&settings)?;
         let tokens = Arc::new(TokenProvider::new(&settings, http.clone())?);
         let policy = RetryPolicy::new(settings.max_retries, settings.max_retry_wait);
-        Ok(Self { http, settings, tokens, policy, closed: AtomicBool::new(false) })
+        let limiter = settings.rate_limit.and_then(|(n, per)| Pace::new(n, per)).map(RateLimiter::new);
+        Ok(Self {
+            http,
+            settings,
+            tokens,
+            policy,
+            closed: AtomicBool::new(false),
+            limiter,
+            stats: Stats::default(),
+        })
+    }
+
+    pub fn stats(&self) -> &Stats {
+        &self.stats
     }
 
     pub fn settings(&self) -> &Settings {
@@ -167,6 +205,14 @@ impl Transport {
                 return Err(Error::Closed("the client is closed".into()));
             }
             let token = self.tokens.get().await?;
+            if let Some(limiter) = &self.limiter {
+                let waited = limiter.acquire().await;
+                if !waited.is_zero() {
+                    self.stats.limiter_waits.fetch_add(1, Ordering::Relaxed);
+                    add_micros(&self.stats.limiter_wait_us, waited);
+                }
+            }
+            self.stats.requests.fetch_add(1, Ordering::Relaxed);
             let started = Instant::now();
             let sent = self
                 .http
@@ -194,7 +240,10 @@ impl Transport {
                 BODY_KEEP + BODY_MARGIN
             };
             let (body, more) = match read_capped(&mut resp, cap).await {
-                Ok(b) => b,
+                Ok(b) => {
+                    self.stats.bytes_received.fetch_add(b.0.len() as u64, Ordering::Relaxed);
+                    b
+                }
                 Err(e) => {
                     let err = transport_error(&self.settings.redactor, "API", &e);
                     let outcome = if e.is_timeout() { Outcome::TimedOut } else { Outcome::ConnectionLost };
@@ -254,6 +303,9 @@ impl Transport {
             let pairs = header_pairs(&headers);
             let retry_after = headers.get(RETRY_AFTER).and_then(|v| v.to_str().ok()).map(str::to_string);
             let outcome = Outcome::Status { code: status, retry_after: retry_after.as_deref() };
+            if status == 429 {
+                self.stats.rate_limited.fetch_add(1, Ordering::Relaxed);
+            }
             let err = if status == 429 {
                 Error::RateLimit {
                     status,
@@ -285,6 +337,8 @@ impl Transport {
         match self.policy.decide(*retries, outcome, class, SystemTime::now(), fastrand::f64()) {
             Decision::RetryAfter(wait) => {
                 *retries += 1;
+                self.stats.retries.fetch_add(1, Ordering::Relaxed);
+                add_micros(&self.stats.retry_wait_us, wait);
                 log::info!("{label}: {err}; retry {} of {} in {}", retries, self.policy.max_retries, secs(wait));
                 tokio::time::sleep(wait).await;
                 Ok(())

@@ -42,7 +42,7 @@ impl NativeClient {
     #[pyo3(signature = (
         api_token=None, *, base_url=None, region=None, auth_url=None, jwt=None, timeout=None,
         max_retries=None, max_retry_wait=None, proxy=None, ca_bundle=None,
-        refresh_advisory=None, refresh_mandatory=None, max_response_bytes=None
+        refresh_advisory=None, refresh_mandatory=None, max_response_bytes=None, rate_limit=None
     ))]
     #[allow(clippy::too_many_arguments)]
     fn new(
@@ -59,8 +59,19 @@ impl NativeClient {
         refresh_advisory: Option<f64>,
         refresh_mandatory: Option<f64>,
         max_response_bytes: Option<Bound<'_, PyAny>>,
+        rate_limit: Option<Bound<'_, PyAny>>,
     ) -> PyResult<Self> {
         let config = |m: String| err(Error::Configuration(m));
+        let rate_limit = match rate_limit.filter(|r| !r.is_none()) {
+            None => None,
+            Some(r) => {
+                let (n, per) = r.extract::<(Bound<'_, PyAny>, f64)>().map_err(|_| {
+                    config("rate_limit must be a (requests, per_seconds) pair, e.g. (100, 60.0)".into())
+                })?;
+                let n = int_arg(Some(&n), "rate_limit requests").map_err(config)?.unwrap_or(0);
+                Some((n, per))
+            }
+        };
         let max_retries = int_arg(max_retries.as_ref(), "max_retries").map_err(config)?;
         let max_response_bytes =
             int_arg(max_response_bytes.as_ref(), "max_response_bytes").map_err(config)?;
@@ -78,6 +89,7 @@ impl NativeClient {
             refresh_advisory,
             refresh_mandatory,
             max_response_bytes,
+            rate_limit,
         };
         let rt = runtime().map_err(err)?;
         // reqwest's connector belongs to the runtime it is built in.
@@ -114,6 +126,65 @@ impl NativeClient {
 
     fn close(&self) {
         self.core.close();
+    }
+
+    /// The JWT the client would send now (obtained or refreshed if needed), for a shell user's
+    /// curl (`secfindings token`). Anything holding it can act as the API token's owner.
+    fn current_jwt(&self, py: Python<'_>) -> PyResult<String> {
+        let core = self.check()?.clone();
+        let token = block_on(py, async move { core.transport().tokens().get().await })?.map_err(err)?;
+        let header = token.header.to_str().map_err(|_| {
+            err(Error::Authentication { error_type: None, message: "the JWT is not text".into() })
+        })?;
+        Ok(header.strip_prefix("Bearer ").unwrap_or(header).to_string())
+    }
+
+    /// What this client has done so far: requests, retries, waits, token exchanges, bytes.
+    fn stats<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
+        use std::sync::atomic::Ordering::Relaxed;
+        let s = self.core.transport().stats();
+        let secs = |us: u64| us as f64 / 1e6;
+        let d = PyDict::new(py);
+        d.set_item("requests", s.requests.load(Relaxed))?;
+        d.set_item("retries", s.retries.load(Relaxed))?;
+        d.set_item("retry_wait_seconds", secs(s.retry_wait_us.load(Relaxed)))?;
+        d.set_item("rate_limited", s.rate_limited.load(Relaxed))?;
+        d.set_item("limiter_waits", s.limiter_waits.load(Relaxed))?;
+        d.set_item("limiter_wait_seconds", secs(s.limiter_wait_us.load(Relaxed)))?;
+        d.set_item("token_exchanges", self.core.exchanges())?;
+        d.set_item("bytes_received", s.bytes_received.load(Relaxed))?;
+        Ok(d)
+    }
+
+    /// The settings a pickled client is rebuilt from: the API token and the options, never a
+    /// JWT. A client made with `jwt=` cannot be pickled (the JWT would travel with it).
+    fn pickle_state<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
+        use crate::core::config::Credential;
+        let s = self.core.settings();
+        let token = match &s.credential {
+            Credential::ApiToken(t) => t.expose_text().to_string(),
+            Credential::Jwt(_) => {
+                return Err(pyo3::exceptions::PyTypeError::new_err(
+                    "a client made with jwt= cannot be pickled (the JWT would travel with it); \
+                     make it with api_token= instead",
+                ))
+            }
+        };
+        let d = PyDict::new(py);
+        d.set_item("api_token", token)?;
+        d.set_item("base_url", s.base_url.as_str())?;
+        d.set_item("auth_url", s.auth_url.as_str())?;
+        d.set_item("region", &s.region)?;
+        d.set_item("timeout", s.timeout.as_secs_f64())?;
+        d.set_item("max_retries", s.max_retries)?;
+        d.set_item("max_retry_wait", s.max_retry_wait.as_secs_f64())?;
+        d.set_item("proxy", s.proxy.as_ref().map(url::Url::as_str))?;
+        d.set_item("ca_bundle", s.ca_bundle.as_ref().map(|p| p.display().to_string()))?;
+        d.set_item("refresh_advisory", s.refresh_advisory.as_secs_f64())?;
+        d.set_item("refresh_mandatory", s.refresh_mandatory.as_secs_f64())?;
+        d.set_item("max_response_bytes", s.max_response_bytes)?;
+        d.set_item("rate_limit", s.rate_limit.map(|(n, per)| (n, per.as_secs_f64())))?;
+        Ok(d)
     }
 
     #[pyo3(signature = (query, variables=None, operation_name=None))]

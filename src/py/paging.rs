@@ -158,6 +158,15 @@ impl BatchSource {
         Ok(Some((batch.map_err(|e| e.redact(&self.redactor))?, cursor)))
     }
 
+    /// Batches of this walk brought to the widest schema seen.
+    fn finish(&self, batches: Vec<RecordBatch>) -> crate::core::Result<(Vec<RecordBatch>, SchemaRef)> {
+        let guard = self.columnar.lock().map_err(|_| poisoned())?;
+        match guard.as_ref() {
+            Some(c) => c.finish(batches),
+            None => Columnar::new(None)?.finish(batches),
+        }
+    }
+
     /// Every remaining page, as one table of the widest schema.
     pub(crate) async fn all(&self) -> crate::core::Result<(Vec<RecordBatch>, SchemaRef)> {
         let mut batches = Vec::new();
@@ -265,28 +274,65 @@ impl NativePages {
     /// The next page as a record batch (an object with `__arrow_c_array__`) and the cursor after
     /// it, or None at the end. Decoded from the response bytes in Rust, with the GIL released.
     /// The batches of a stream share one schema: the first batch fixes it.
-    fn next_batch(&self, py: Python<'_>) -> PyResult<Py<PyAny>> {
+    /// `freeze=False` lets later batches widen the schema (for `finish_table`).
+    #[pyo3(signature = (freeze=true))]
+    fn next_batch(&self, py: Python<'_>, freeze: bool) -> PyResult<Py<PyAny>> {
         let source = self.source();
-        let freeze = source.clone();
+        let after = source.clone();
         let batch = block_on(py, async move { source.next().await })?.map_err(err)?;
-        freeze.freeze();
+        if freeze {
+            after.freeze();
+        }
         batch_to_py(py, batch)
     }
 
-    fn next_batch_async<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
+    #[pyo3(signature = (freeze=true))]
+    fn next_batch_async<'py>(&self, py: Python<'py>, freeze: bool) -> PyResult<Bound<'py, PyAny>> {
         let source = self.source();
         completions::submit(py, async move {
             let batch = source.next().await;
-            source.freeze();
+            if freeze {
+                source.freeze();
+            }
             batch.map(Outcome::Batch)
         })
     }
 
     /// Every remaining page as one table (`__arrow_c_stream__`), its schema widened over them.
-    fn read_table(&self, py: Python<'_>) -> PyResult<Py<PyAny>> {
+    /// `on_page(rows, pages)` is called after each page (for progress), with the GIL.
+    #[pyo3(signature = (on_page=None))]
+    fn read_table(&self, py: Python<'_>, on_page: Option<Py<PyAny>>) -> PyResult<Py<PyAny>> {
         let source = self.source();
-        let (batches, schema) = block_on(py, async move { source.all().await })?.map_err(err)?;
+        let Some(on_page) = on_page else {
+            let (batches, schema) = block_on(py, async move { source.all().await })?.map_err(err)?;
+            return table_to_py(py, batches, schema);
+        };
+        let mut batches = Vec::new();
+        let mut rows = 0usize;
+        loop {
+            let s = source.clone();
+            let Some((b, _)) = block_on(py, async move { s.next().await })?.map_err(err)? else { break };
+            rows = rows.saturating_add(b.num_rows());
+            batches.push(b);
+            on_page.call1(py, (rows, batches.len()))?;
+        }
+        let (batches, schema) = source.finish(batches).map_err(err)?;
         table_to_py(py, batches, schema)
+    }
+
+    /// The batches of `next_batch(freeze=False)` as one table of the widest schema.
+    fn finish_table(&self, py: Python<'_>, batches: Vec<PyRecordBatch>) -> PyResult<Py<PyAny>> {
+        let batches = batches.into_iter().map(PyRecordBatch::into_inner).collect();
+        let (batches, schema) = self.source().finish(batches).map_err(err)?;
+        table_to_py(py, batches, schema)
+    }
+
+    /// What the client has done so far (as `Client.stats()`), for progress reports.
+    fn waits(&self) -> (u64, u64) {
+        use std::sync::atomic::Ordering::Relaxed;
+        let Ok(s) = self.stream.try_lock() else { return (0, 0) };
+        let stats = s.transport().stats();
+        (stats.limiter_waits.load(Relaxed), stats.rate_limited.load(Relaxed))
     }
 
     fn read_table_async<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {

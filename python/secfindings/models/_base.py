@@ -189,6 +189,18 @@ class Model(metaclass=_ModelMeta):
     def __repr__(self) -> str:
         return _repr_model(self, 6, nested=True)
 
+    def _repr_html_(self) -> str:
+        """A two-column table of the fields the server sent (notebooks; nothing is fetched)."""
+        import html
+
+        from secfindings._paging import _cell
+
+        rows = "".join(
+            f"<tr><th style='text-align:left'>{html.escape(k)}</th><td>{_cell(v, 100)}</td></tr>"
+            for k, v in self._data.items()
+        )
+        return f"<p><b>{html.escape(type(self).__name__)}</b></p><table>{rows}</table>"
+
     def to_dict(self) -> dict[str, Any]:
         """A JSON-ready deep copy of the data: JSONString fields decoded, DateTimes as ISO text."""
         return _dump_model(type(self), self._data)
