@@ -211,7 +211,7 @@ class _Progress:
 
 def _cell(v: Any, width: int = 60) -> str:
     if isinstance(v, (dict, list)):
-        text = json.dumps(v, default=str, ensure_ascii=False)
+        text = json.dumps(v, default=str, ensure_ascii=False, separators=(",", ":"))
     elif hasattr(v, "to_dict"):
         text = json.dumps(v.to_dict(), default=str, ensure_ascii=False)
     else:
@@ -270,7 +270,8 @@ def _csv_cell(v: Any) -> Any:
     if v is None:
         return ""
     if isinstance(v, (list, dict)):
-        return json.dumps(v, default=str)
+        # Compact, as the JSON-text columns (nested objects) already are.
+        return json.dumps(v, default=str, separators=(",", ":"))
     if isinstance(v, dt.datetime):
         return v.isoformat()
     return v
