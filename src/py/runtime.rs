@@ -4,8 +4,10 @@
 
 use std::future::Future;
 use std::pin::pin;
-use std::sync::{Mutex, OnceLock};
-use std::time::Duration;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex, OnceLock};
+use std::task::{Context, Poll, Wake, Waker};
+use std::time::{Duration, Instant};
 
 use pyo3::prelude::*;
 use tokio::runtime::Runtime;
@@ -70,29 +72,73 @@ pub fn async_usable() -> bool {
     }
 }
 
-/// Runs `fut` to completion on the runtime with the GIL released, checking for Ctrl-C every
-/// 100 ms so a long call can be interrupted (the request is dropped, which cancels it).
+/// How long a waiting caller keeps looking for its result (yielding its core to anyone who needs
+/// it) before it parks. On an idle machine a parked thread takes tens of microseconds to run
+/// again after it is woken; a call's answer usually comes back within this window.
+/// `SECFINDINGS_SPIN_US` overrides it (0: park at once).
+fn spin() -> Duration {
+    static SPIN: OnceLock<Duration> = OnceLock::new();
+    *SPIN.get_or_init(|| {
+        let us = std::env::var("SECFINDINGS_SPIN_US").ok().and_then(|v| v.parse().ok()).unwrap_or(150u64);
+        Duration::from_micros(us.min(10_000))
+    })
+}
+
+/// Wakes the caller that polls a future by hand: a flag it looks at while it spins, and an
+/// unpark for when it has parked.
+struct Signal {
+    woken: AtomicBool,
+    thread: std::thread::Thread,
+}
+
+impl Wake for Signal {
+    fn wake(self: Arc<Self>) {
+        self.wake_by_ref();
+    }
+    fn wake_by_ref(self: &Arc<Self>) {
+        self.woken.store(true, Ordering::Release);
+        self.thread.unpark();
+    }
+}
+
+/// Runs `fut` to completion with the GIL released: polled on the calling thread inside the
+/// runtime's context (the I/O itself is driven by the runtime's worker), spinning briefly before
+/// parking, and checking for Ctrl-C every 100 ms so a long call can be interrupted (the request
+/// is dropped, which cancels it). A panic becomes an error.
 pub fn block_on<F, T>(py: Python<'_>, fut: F) -> PyResult<T>
 where
     F: Future<Output = T> + Send,
     T: Send,
 {
+    use futures_util::FutureExt as _;
     let rt = runtime().map_err(crate::py::errors::to_py)?;
     py.detach(|| {
-        rt.block_on(async {
-            use futures_util::FutureExt as _;
-            let mut fut = pin!(std::panic::AssertUnwindSafe(fut).catch_unwind());
-            loop {
-                tokio::select! {
-                    out = &mut fut => {
-                        return out.map_err(|panic| crate::py::errors::to_py(panic_error(&*panic)));
-                    }
-                    () = tokio::time::sleep(Duration::from_millis(100)) => {
-                        Python::attach(|py| py.check_signals())?;
-                    }
+        let _entered = rt.enter();
+        let signal = Arc::new(Signal { woken: AtomicBool::new(true), thread: std::thread::current() });
+        let waker = Waker::from(Arc::clone(&signal));
+        let mut cx = Context::from_waker(&waker);
+        let mut fut = pin!(std::panic::AssertUnwindSafe(fut).catch_unwind());
+        let mut checked = Instant::now();
+        let spin = spin();
+        loop {
+            if signal.woken.swap(false, Ordering::Acquire) {
+                if let Poll::Ready(out) = fut.as_mut().poll(&mut cx) {
+                    return out.map_err(|panic| crate::py::errors::to_py(panic_error(&*panic)));
                 }
+                continue;
             }
-        })
+            let waiting = Instant::now();
+            while !signal.woken.load(Ordering::Acquire) && waiting.elapsed() < spin {
+                std::thread::yield_now();
+            }
+            if !signal.woken.load(Ordering::Acquire) {
+                std::thread::park_timeout(Duration::from_millis(100));
+            }
+            if checked.elapsed() >= Duration::from_millis(100) {
+                checked = Instant::now();
+                Python::attach(|py| py.check_signals())?;
+            }
+        }
     })
 }
 
