@@ -1,4 +1,4 @@
-.PHONY: help dev test lint demo bench reliability emulator fmt generate clean
+.PHONY: help dev test lint demo bench reliability dist wheel-test emulator fmt generate clean
 
 help:  ## list the targets
 	@grep -E '^[a-z]+:.*##' Makefile | sed 's/:.*## /\t/'
@@ -33,9 +33,15 @@ bench:  ## benchmarks against httpx, requests, gql, aiohttp (see benches/)
 reliability:  ## hostile servers, bad inputs, properties, concurrency, fuzz: prints the README's table
 	bash scripts/reliability.sh
 
+dist:  ## release artefacts in dist/: sdist and a manylinux2014 abi3 wheel (zig, LTO, stripped)
+	bash scripts/dist.sh
+
+wheel-test:  ## install a wheel into a fresh venv without Rust on PATH; quickstart and a test smoke
+	bash scripts/wheel_test.sh $(WHEEL)
+
 emulator:  ## run the emulator standalone on port 8080
 	.venv/bin/python -m secfindings.emulator --port 8080
 
 clean:
 	cargo clean
-	rm -rf .venv python/secfindings/*.so
+	rm -rf .venv dist python/secfindings/*.so

@@ -5,5 +5,13 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 source scripts/_venv.sh
-install_package
+# The first run compiles the Rust core: say so, and how long it takes, so nobody thinks it hung.
+if ! "$PY" -c "import secfindings" 2>/dev/null; then
+  echo "Building the Rust core into .venv (first run: about 4 minutes on 2 cores; later runs take seconds)..."
+  started=$(date +%s)
+  install_package
+  echo "built in $(( $(date +%s) - started )) s"
+else
+  install_package
+fi
 exec "$PY" examples/quickstart.py "$@"

@@ -30,6 +30,9 @@ step "mypy and stubtest"
 step "pytest"
 "$PY" -m pytest -q "$@"
 
+step "the wheel, installed without Rust on PATH (quickstart and a test smoke)"
+bash scripts/wheel_test.sh
+
 # A smoke run of the benchmark harness (tiny counts, about a minute with the floor's build): it
 # proves `make bench` still works end to end. Its figures are not judged; results go to a temp dir.
 if [ -z "${SECFINDINGS_SKIP_BENCH_SMOKE:-}" ]; then

@@ -32,3 +32,22 @@ def test_rate_limit_error_fields():
 
 def test_version():
     assert secfindings.__version__.count(".") == 2
+
+
+def test_the_version_comes_from_one_place():
+    import importlib.metadata
+    import re
+    from pathlib import Path
+
+    import pytest
+
+    root = Path(__file__).resolve().parent.parent
+    if not (root / "Cargo.toml").exists():
+        pytest.skip("run from outside the source tree (the installed-wheel smoke)")
+    cargo = (root / "Cargo.toml").read_text()
+    version = re.search(r'\[workspace\.package\]\s*\nversion = "([^"]+)"', cargo)
+    assert version is not None
+    assert secfindings.__version__ == version.group(1)
+    assert importlib.metadata.version("secfindings") == version.group(1)
+    changelog = (root / "CHANGELOG.md").read_text()
+    assert "## [Unreleased]" in changelog or f"## [{version.group(1)}]" in changelog

@@ -17,7 +17,13 @@ from types import TracebackType
 from typing import Any, Literal
 
 from secfindings._client import AsyncClient, Client
-from secfindings._native import NativeEmulator
+try:
+    from secfindings._native import NativeEmulator
+except ImportError as exc:  # a build without the emulator (cargo feature "emulator" off)
+    raise ImportError(
+        "this build of secfindings has no emulator: install the published wheel, or build from "
+        "source with the default features"
+    ) from exc
 
 __all__ = ["Emulator"]
 
