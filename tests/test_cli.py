@@ -133,6 +133,13 @@ def test_an_interrupted_export_prints_where_to_resume(tmp_path):
     assert [json.loads(line)["id"] for line in path.read_text().splitlines()] == list(range(6))
 
 
+def test_an_unwritable_output_is_one_line_and_exit_1(creds, tmp_path):
+    out = run(["export", "--out", str(tmp_path / "missing" / "f.jsonl"), "--no-progress"], creds)
+    assert out.returncode == 1
+    assert "Traceback" not in out.stderr
+    assert out.stderr.count("\n") <= 2
+
+
 def test_token_prints_only_a_working_jwt(emulator, creds):
     out = run(["token"], creds)
     assert out.returncode == 0, out.stderr

@@ -257,3 +257,86 @@ def pages_of(rows: list[dict[str, Any]], page_size: int, fail_on_page: int | Non
         return Response(status=200, body=body, headers=[("Content-Type", "application/json")])
 
     return answer
+
+
+# -- regressions found by review -----------------------------------------------------------
+
+
+def test_a_failed_column_read_refuses_to_go_on_and_says_where_to_resume():
+    rows = [{"id": i} for i in range(10)]
+    with HostileServer() as server:
+        server.api = pages_of(rows, page_size=2, fail_on_page=3)
+        with hostile.client(server, max_retries=0) as c:
+            pager = c.paginate(PAGE_DOC, path="items", page_size=2)
+            with pytest.raises(APIStatusError):
+                pager.to_arrow()
+            # The pages read before the failure went with the call: going on would skip them.
+            with pytest.raises(secfindings.PaginationError) as info:
+                pager.to_arrow()
+            assert info.value.cursor is None  # nothing was delivered: resume from the start
+            assert c.paginate(PAGE_DOC, path="items", page_size=2).to_arrow().num_rows == 10
+
+
+@pytest.mark.asyncio
+async def test_a_cancelled_async_column_read_refuses_to_go_on(async_client):
+    import asyncio
+
+    pager = async_client.findings_view(page_size=10)
+    task = asyncio.ensure_future(pager.to_arrow())
+    await asyncio.sleep(0)  # let it start; then cancel it while pages are on their way
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await task
+    with pytest.raises(secfindings.PaginationError):
+        await pager.to_arrow()
+
+
+def test_an_interrupted_csv_page_is_taken_out_again(client, tmp_path, monkeypatch):
+    # An interruption in the middle of writing a page's rows: the file keeps whole pages only,
+    # and the cursor stands after the last of them, so the resume repeats nothing.
+    from secfindings import _paging
+
+    calls = {"n": 0}
+    real = _paging._csv_cell
+
+    def flaky(v):
+        calls["n"] += 1
+        if calls["n"] == 100 * 5 + 7:  # part-way into the second page
+            raise KeyboardInterrupt
+        return real(v)
+
+    monkeypatch.setattr(_paging, "_csv_cell", flaky)
+    path = tmp_path / "f.csv"
+    pager = client.findings_view(fields="id id_int title score age", page_size=100)
+    with pytest.raises(KeyboardInterrupt):
+        pager.write_csv(path)
+    monkeypatch.setattr(_paging, "_csv_cell", real)
+    client.findings_view(fields="id id_int title score age", after=pager.cursor).write_csv(path, append=True)
+    assert pd.read_csv(path)["id_int"].tolist() == list(range(1, 301))
+
+
+def test_parquet_widens_a_column_that_is_null_on_the_first_page(tmp_path):
+    rows = [{"id": i, "closed_at": None if i < 3 else f"day {i}"} for i in range(8)]
+    with HostileServer() as server:
+        server.api = pages_of(rows, page_size=2)
+        with hostile.client(server) as c:
+            c.paginate(PAGE_DOC, path="items", page_size=2).write_parquet(tmp_path / "f.parquet")
+    table = pq.read_table(tmp_path / "f.parquet")
+    assert table.schema.field("closed_at").type == pa.string()
+    assert table.column("closed_at").to_pylist()[2:4] == [None, "day 3"]
+
+
+def test_the_cursor_follows_a_capsule_consumer(client):
+    pager = client.findings_view(fields="id id_int", limit=150)
+    assert pa.table(pager).num_rows == 150
+    assert pager.cursor is not None
+    assert client.findings_view(fields="id_int", after=pager.cursor, limit=1).to_list()[0].id_int == 151
+
+
+def test_json_lines_keep_big_integers_exactly(tmp_path):
+    rows = [{"id": 1, "big": 12345678901234567890123}]
+    with HostileServer() as server:
+        server.api = pages_of(rows, page_size=2)
+        with hostile.client(server) as c:
+            c.paginate(PAGE_DOC, path="items", page_size=2).write_jsonl(tmp_path / "f.jsonl")
+    assert '"big":12345678901234567890123' in (tmp_path / "f.jsonl").read_text()

@@ -129,3 +129,15 @@ def test_dask_reads_every_finding_exactly_once(emulator, client, dask_cluster):
     part = sfd.read_findings(client, filters=severe, partitions=3, fields="id_int").compute()
     one_walk = [m.id_int for m in client.findings_view(filters=severe, fields="id_int").to_list()]
     assert sorted(part["id_int"].tolist()) == sorted(one_walk)
+
+
+def test_unpickled_clients_are_shared_per_process(emulator):
+    # dask sends the client pickled with every task; the tasks of a worker process must share
+    # one client, so one JWT and one rate limit per process, not per task.
+    token = emulator.create_api_token()
+    c = secfindings.Client(token, base_url=emulator.base_url, auth_url=emulator.auth_url, rate_limit=(5, 1.0))
+    data = pickle.dumps(c)
+    first, second = pickle.loads(data), pickle.loads(data)
+    assert first is second
+    first.close()
+    assert pickle.loads(data) is not first  # a closed one is replaced

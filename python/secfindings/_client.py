@@ -95,8 +95,20 @@ class _Base:
         return self._native.paginate(query, variables, operation_name, path, page_size, limit)
 
 
+#: Clients unpickled in this process, by their settings: every task a worker runs (dask sends the
+#: client pickled with each one) shares one client, so one JWT, one connection pool and one
+#: ``rate_limit`` per process instead of per task.
+_UNPICKLED: dict[tuple[Any, ...], _Base] = {}
+
+
 def _rebuild(cls: type[_Base], state: dict[str, Any]) -> _Base:
-    return cls(**state)
+    import os
+
+    key = (os.getpid(), cls, *sorted((k, repr(v)) for k, v in state.items()))
+    client = _UNPICKLED.get(key)
+    if client is None or client.closed:
+        client = _UNPICKLED[key] = cls(**state)
+    return client
 
 
 class Client(_Base, SyncOperations):

@@ -10,6 +10,7 @@ import csv
 import datetime as dt
 import html
 import importlib
+import io
 import json
 import os
 import sys
@@ -281,7 +282,8 @@ class _Export:
     """One streaming export: opens the file, writes page after page, records the cursor after
     each page written (so an interrupted export resumes with nothing lost or repeated)."""
 
-    def __init__(self, path: str | os.PathLike[str], fmt: str, append: bool) -> None:
+    def __init__(self, path: str | os.PathLike[str], fmt: str, append: bool, native: Any = None) -> None:
+        self.native = native
         self.path = os.fspath(path)
         self.fmt = fmt
         self.rows = 0
@@ -290,6 +292,8 @@ class _Export:
         self._csv_header = False
         self._pending: list[Any] = []
         self._pending_rows = 0
+        self._mark: int | None = None
+        self._header: list[str] | None = None
         if fmt == "parquet":
             self._pq = _need("pyarrow.parquet", "arrow", "write_parquet()")
             self._pa = _need("pyarrow", "arrow", "write_parquet()")
@@ -308,34 +312,61 @@ class _Export:
 
     def write(self, data: Any) -> bool:
         """Writes a page; True when everything given so far is in the file (Parquet buffers up
-        to a row group)."""
+        to a row group). A page of CSV or JSON lines goes in with one write, and an interruption
+        part-way through it takes it out again (see :meth:`rollback`), so a resumed export
+        neither repeats nor skips rows."""
+        if self._file is not None:
+            self._mark = self._file.tell()
         if self.fmt == "jsonl":
             self._file.write(data)
+            self._file.flush()
             self.rows += data.count(b"\n")
         elif self.fmt == "parquet":
-            batch = self._pa.record_batch(data)
-            self._pending.append(batch)
-            self._pending_rows += batch.num_rows
+            # Kept as the native batches: finish_table widens them into one schema.
+            self._pending.append(data)
+            self._pending_rows += data.num_rows
             self.pages += 1
-            return self._pending_rows >= self.ROW_GROUP and self.flush()
+            return self._pending_rows >= self.ROW_GROUP and self.flush(self.native)
         else:
             batch = self._pa.record_batch(data)
-            if self._writer is None:
-                self._writer = csv.writer(self._file)
+            text = io.StringIO()
+            writer = csv.writer(text)
+            if self._header is None:
+                self._header = batch.schema.names
                 if self._csv_header:
-                    self._writer.writerow(batch.schema.names)
+                    writer.writerow(self._header)
+            elif batch.schema.names != self._header:
+                raise ValidationError(
+                    f"the columns changed after the CSV header was written ({self._header} -> "
+                    f"{batch.schema.names}); select the fields explicitly, or write Parquet"
+                )
             names = batch.schema.names
             for row in batch.to_pylist():
-                self._writer.writerow([_csv_cell(row[n]) for n in names])
+                writer.writerow([_csv_cell(row[n]) for n in names])
+            self._file.write(text.getvalue())
+            self._file.flush()
             self.rows += batch.num_rows
         self.pages += 1
         return True
 
-    def flush(self) -> bool:
-        """Writes the buffered pages (Parquet): True when there were any."""
+    def rollback(self) -> None:
+        """Takes out a page whose write was interrupted (CSV, JSON lines)."""
+        if self._file is not None and self._mark is not None:
+            self._file.seek(self._mark)
+            self._file.truncate()
+            self._mark = None
+
+    def flush(self, pages: Any = None) -> bool:
+        """Writes the buffered pages (Parquet): True when there were any. The first row group
+        fixes the file's schema, widened over every page buffered so far (`pages.finish_table`):
+        a column null on the first page and filled later still gets its type."""
         if self.fmt != "parquet" or not self._pending:
             return False
-        table = self._pa.Table.from_batches(self._pending)
+        if self._writer is None and pages is not None:
+            table = self._pa.table(pages.finish_table(self._pending))
+            pages.freeze()
+        else:
+            table = self._pa.Table.from_batches([self._pa.record_batch(b) for b in self._pending])
         if self._writer is None:
             self._writer = self._pq.ParquetWriter(self.path, table.schema, compression="zstd")
         self._writer.write_table(table)
@@ -364,6 +395,8 @@ class Paginator(Generic[T]):
         self._pages = pages
         self._wrap = wrap
         self._done = False
+        self._interrupted = False
+        self._streamed = False
         self._pos = _Position(pages.cursor)
 
     @property
@@ -371,9 +404,21 @@ class Paginator(Generic[T]):
         """Where to resume (``after=paginator.cursor``): the cursor of the last item handed out,
         mid-page too, when the query selects the edges' cursors (the typed methods do); otherwise
         the end cursor of the last page fully consumed. Nothing is skipped on resume."""
+        if self._streamed:
+            return self._pages.cursor
         return self._pos.cursor()
 
+    def _check_usable(self) -> None:
+        if self._interrupted:
+            shown = None if self.cursor is None else self._pages.redact(self.cursor)
+            raise PaginationError(
+                "this paginator was interrupted while it read pages into columns or a file, so going "
+                f"on could skip rows; start a new one with after={shown!r} (paginator.cursor)",
+                cursor=self.cursor,
+            )
+
     def _next_raw(self) -> Any:
+        self._check_usable()
         # The page fetched ahead, when it has arrived; otherwise wait for it on the I/O thread.
         raw = self._pages.try_next_page()
         return self._pages.next_page() if raw is False else raw
@@ -425,6 +470,7 @@ class Paginator(Generic[T]):
     # the columns from the data, widening them page by page.
 
     def _table(self, progress: Progress) -> Any:
+        self._check_usable()
         self._pos.columns()
         report = _Progress(progress, self._pages, "columns")
         try:
@@ -438,6 +484,10 @@ class Paginator(Generic[T]):
                 table = self._pages.read_table(on_page)
             else:
                 table = self._pages.read_table()
+        except BaseException:
+            # The pages read so far are gone with the call; the cursor still stands before them.
+            self._interrupted = True
+            raise
         finally:
             report.close()
         self._done = True
@@ -465,6 +515,7 @@ class Paginator(Generic[T]):
         memory stays at about a page however long the walk. ``cursor`` moves with each batch.
         The schema is fixed by the first page (typed methods: by the selection)."""
         pa = _need("pyarrow", "arrow", "to_arrow_batches()")
+        self._check_usable()
         self._pos.columns()
         while not self._done:
             got = self._pages.next_batch()
@@ -478,33 +529,49 @@ class Paginator(Generic[T]):
     def __arrow_c_stream__(self, requested_schema: object | None = None) -> object:
         """The rest of the walk for any Arrow consumer (``polars.DataFrame(p)``,
         ``pyarrow.table(p)``, ``duckdb.sql("select * from p")``), one batch per page, pulled as read."""
+        self._check_usable()
         self._pos.columns()
         self._done = True
+        # The consumer pulls pages as it reads: the cursor is the walk's own from here on.
+        self._streamed = True
         return self._pages.batch_reader().__arrow_c_stream__(requested_schema)
 
     def _export(
         self, path: str | os.PathLike[str], fmt: str, append: bool, progress: Progress
     ) -> ExportResult:
-        out = _Export(path, fmt, append)
+        self._check_usable()
+        out = _Export(path, fmt, append, self._pages)
         self._pos.columns()
         report = _Progress(progress, self._pages, f"write_{fmt}")
         pending: str | None = None
         try:
             while not self._done:
-                got = self._pages.next_jsonl() if fmt == "jsonl" else self._pages.next_batch()
+                # Parquet fixes its schema at its first row group (widened over the pages
+                # buffered until then); CSV keeps its header's columns (types may widen).
+                got = self._pages.next_jsonl() if fmt == "jsonl" else self._pages.next_batch(False)
                 if got is None:
                     self._done = True
                     break
                 data, cursor = got
                 pending = cursor
                 before = out.rows + out._pending_rows
-                if out.write(data):
+                try:
+                    written = out.write(data)
+                except BaseException:
+                    out.rollback()
+                    raise
+                if written:
                     self._pos.moved(cursor)
                 report.page(out.rows + out._pending_rows - before)
+        except BaseException:
+            # The walk has moved past what was written: this paginator cannot go on, only a
+            # new one from `cursor`.
+            self._interrupted = True
+            raise
         finally:
             # What was read before a failure is written too; the cursor stands after it.
             try:
-                if out.flush():
+                if out.flush(self._pages):
                     self._pos.moved(pending)
             finally:
                 out.close()
@@ -611,6 +678,8 @@ class AsyncPaginator(Generic[T]):
         return items
 
     async def _table(self, progress: Progress) -> Any:
+        if self._interrupted:
+            await self._next_raw()  # raises the PaginationError that says where to resume
         self._pos.columns()
         report = _Progress(progress, self._pages, "columns")
         try:
@@ -622,6 +691,9 @@ class AsyncPaginator(Generic[T]):
                 table = self._pages.finish_table(batches)
             else:
                 table = await self._pages.read_table_async()
+        except BaseException:
+            self._interrupted = True
+            raise
         finally:
             report.close()
         self._done = True

@@ -89,6 +89,9 @@ def _errors() -> Iterator[None]:
     except ImportError as exc:
         click.echo(f"error: {exc}", err=True)
         sys.exit(2)
+    except OSError as exc:  # the output file cannot be written, and the like
+        click.echo(f"error: {exc.strerror or exc}: {exc.filename or ''}".rstrip(": "), err=True)
+        sys.exit(1)
 
 
 def _value(text: str) -> Any:

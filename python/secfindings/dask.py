@@ -8,13 +8,14 @@
 Each partition is one task: a ``findings_view`` walk over a contiguous range of finding ids (the
 ``id`` filter with ``gte`` / ``lte``, within your own ``filters``), decoded into columns in Rust
 and returned as a pandas DataFrame. The client travels to the workers pickled (its settings and
-API token, never a JWT or a connection); each worker process builds its own connection and JWT.
+API token, never a JWT or a connection); each worker process unpickles it once and every task
+there shares that client: one connection pool, one JWT and one ``rate_limit`` per process.
 
 The API's rate limit is per token and holds across every worker. The client's ``rate_limit`` is
-enforced per process, so give each worker its share: with a token limit of R requests per W
-seconds and K tasks running at once, ``rate_limit=(R // K, W)``. One task pages at roughly
-20 to 50 pages per second (100 findings each), so a token limit of R per W seconds sustains about
-``R / W / 20`` busy workers; more workers only wait. Needs ``pip install 'secfindings[dask]'``.
+enforced per worker process, so give each its share, with a margin: with a token limit of R
+requests per W seconds and P worker processes, ``rate_limit=(int(R * 0.9) // P, W)``. One task
+pages at roughly 20 to 50 pages per second (100 findings each), so a token limit of R per W
+seconds sustains about ``R / W / 20`` busy workers; more workers only wait. Needs ``pip install 'secfindings[dask]'``.
 """
 
 from __future__ import annotations

@@ -15,7 +15,7 @@ use arrow_array::builder::{
     ArrayBuilder, BooleanBuilder, Date32Builder, Float64Builder, Int64Builder, ListBuilder, NullBuilder,
     StringBuilder, TimestampMicrosecondBuilder,
 };
-use arrow_array::{new_null_array, ArrayRef, RecordBatch, RecordBatchOptions};
+use arrow_array::{new_null_array, Array, ArrayRef, RecordBatch, RecordBatchOptions};
 use arrow_schema::{DataType, Field, Schema, SchemaRef, TimeUnit};
 use serde_json::Value;
 
@@ -110,6 +110,10 @@ impl Kind {
             (a, Self::Null) => Some(a.clone()),
             (Self::Int, Self::Float) | (Self::Float, Self::Int) => Some(Self::Float),
             (Self::List(a), Self::List(b)) => a.widen(b).map(|k| Self::List(Box::new(k))),
+            // Empty lists so far, then a list of objects: JSON text ("[]" for the empty ones).
+            (Self::List(a), Self::Json) | (Self::Json, Self::List(a)) if **a == Self::Null => {
+                Some(Self::Json)
+            }
             _ => None,
         }
     }
@@ -383,6 +387,11 @@ pub fn unify(batches: Vec<RecordBatch>, layout: &Layout) -> Result<(Vec<RecordBa
             let array = match batch.column_by_name(field.name()) {
                 Some(a) if a.data_type() == field.data_type() => Arc::clone(a),
                 Some(a) if a.data_type() == &DataType::Null => new_null_array(field.data_type(), rows),
+                Some(a) if empty_lists_as_json(a, field.data_type()) => {
+                    let texts: arrow_array::StringArray =
+                        (0..a.len()).map(|i| (!a.is_null(i)).then_some("[]")).collect();
+                    Arc::new(texts)
+                }
                 Some(a) => arrow_cast::cast(a, field.data_type()).map_err(|e| {
                     Error::Transport(format!("column {:?} cannot be widened: {e}", field.name()))
                 })?,
@@ -463,7 +472,6 @@ mod fast {
     use serde::de::{
         self, Deserialize, DeserializeSeed, Deserializer, IgnoredAny, MapAccess, SeqAccess, Visitor,
     };
-    use serde_json::value::RawValue;
     use serde_json::Value;
 
     use super::{append_item, datetime_str, Builder, Column, Kind, Layout, Slot, Trie};
@@ -846,20 +854,24 @@ mod fast {
             if matches!(self.ctx.builders[self.col], Builder::Json(_)) {
                 // JSON text is kept as sent: the raw value (a JSON string's content, as a
                 // JSONString scalar carries JSON text in a string).
-                let raw = <&RawValue>::deserialize(d)?;
-                let text = raw.get();
+                // The same text the slow route makes (compact, serde_json's escaping), whatever
+                // the server's spacing and escapes: equal values give equal cells.
+                let value = Value::deserialize(d)?;
                 let ctx = self.ctx;
+                if ctx.builders[self.col].len() > ctx.taken {
+                    return Err(ctx.relearn());
+                }
                 if let Builder::Json(b) = &mut ctx.builders[self.col] {
-                    if text == "null" {
-                        b.append_null();
-                    } else if text.starts_with('"') {
-                        let s: String = serde_json::from_str(text).map_err(de::Error::custom)?;
-                        b.append_value(s);
-                    } else {
-                        b.append_value(text);
+                    match value {
+                        Value::Null => b.append_null(),
+                        other => b.append_value(super::json_text(&other)),
                     }
                 }
                 return Ok(());
+            }
+            // A key twice in one object: the slow route reads it, the last one wins as in a dict.
+            if self.ctx.builders[self.col].len() > self.ctx.taken {
+                return Err(self.ctx.relearn());
             }
             d.deserialize_any(self)
         }
@@ -973,6 +985,12 @@ mod fast {
             Err(self.misfit("an object"))
         }
     }
+}
+
+/// A column of lists of nothing (only empty lists or nulls so far) that is now JSON text.
+fn empty_lists_as_json(a: &ArrayRef, target: &DataType) -> bool {
+    matches!(a.data_type(), DataType::List(f) if f.data_type() == &DataType::Null)
+        && target == &DataType::Utf8
 }
 
 /// One column being built.
@@ -1192,7 +1210,15 @@ fn parse_date(s: &str) -> Option<i64> {
         return None;
     }
     let (y, m, d) = (digits(s.get(..4)?)?, digits(s.get(5..7)?)?, digits(s.get(8..10)?)?);
-    ((1..=12).contains(&m) && (1..=31).contains(&d)).then(|| days_from_civil(y, m, d))
+    let leap = y % 4 == 0 && (y % 100 != 0 || y % 400 == 0);
+    let days_in_month = match m {
+        1 | 3 | 5 | 7 | 8 | 10 | 12 => 31,
+        4 | 6 | 9 | 11 => 30,
+        2 if leap => 29,
+        2 => 28,
+        _ => return None,
+    };
+    (1..=days_in_month).contains(&d).then(|| days_from_civil(y, m, d))
 }
 
 /// An ISO 8601 datetime (`2024-05-01T12:30:00`, fractions, `Z` or `+HH:MM`; a space for the
@@ -1241,7 +1267,7 @@ pub fn parse_datetime_us(s: &str) -> Option<i64> {
         }
         _ => return None,
     };
-    if h > 23 || mi > 59 || sec > 60 {
+    if h > 23 || mi > 59 || sec > 59 {
         return None;
     }
     let secs = days.checked_mul(86_400)? + h * 3600 + mi * 60 + sec - offset_secs;
@@ -1533,18 +1559,85 @@ impl Columnar {
     }
 }
 
-/// One page's nodes as JSON lines, exactly as the server sent them (a null node is `null`).
+/// One page's nodes as JSON lines, as the server sent them: the raw text of each node with the
+/// spacing between tokens taken out, so numbers (an integer beyond 64 bits too) and strings are
+/// kept exactly. A null node is `null`.
 pub fn page_jsonl(page: &RawPage) -> Result<Vec<u8>> {
-    let data: Value = serde_json::from_slice(&page.body).map_err(|e| {
+    use std::borrow::Cow;
+    use std::collections::HashMap;
+
+    use serde_json::value::RawValue;
+
+    type Object<'a> = HashMap<Cow<'a, str>, &'a RawValue>;
+    let bad = |e: serde_json::Error| {
         Error::Transport(format!("the response body is not the JSON a GraphQL server sends ({e})"))
-    })?;
+    };
+    let vanished = || Error::pagination("the connection vanished from the page");
+    let text = std::str::from_utf8(&page.body)
+        .map_err(|_| Error::Transport("the response body is not UTF-8 text".into()))?;
+    let envelope: Object<'_> = serde_json::from_str(text).map_err(bad)?;
+    let mut conn: &RawValue = envelope.get("data").copied().ok_or_else(vanished)?;
+    match page.path.as_deref() {
+        Some(path) => {
+            for key in path {
+                let obj: Object<'_> = serde_json::from_str(conn.get()).map_err(bad)?;
+                conn = obj.get(key.as_str()).copied().ok_or_else(vanished)?;
+            }
+        }
+        None => {
+            let obj: Object<'_> = serde_json::from_str(conn.get()).map_err(bad)?;
+            conn = obj.values().next().copied().ok_or_else(vanished)?;
+        }
+    }
+    let conn: Object<'_> = serde_json::from_str(conn.get()).map_err(bad)?;
+    let nodes: Vec<&RawValue> = match (conn.get("edges"), conn.get("nodes")) {
+        (Some(edges), _) => {
+            let edges: Option<Vec<Option<Object<'_>>>> = serde_json::from_str(edges.get()).map_err(bad)?;
+            let none: &RawValue = null();
+            edges
+                .unwrap_or_default()
+                .into_iter()
+                .map(|e| e.and_then(|e| e.get("node").copied()).unwrap_or(none))
+                .collect()
+        }
+        (None, Some(nodes)) => {
+            let nodes: Option<Vec<&RawValue>> = serde_json::from_str(nodes.get()).map_err(bad)?;
+            nodes.unwrap_or_default()
+        }
+        (None, None) => Vec::new(),
+    };
     let mut out = Vec::with_capacity(page.body.len());
-    for node in page_nodes(&data, page.path.as_deref(), page.take)? {
-        serde_json::to_writer(&mut out, node)
-            .map_err(|e| Error::Transport(format!("cannot write a JSON line: {e}")))?;
+    for node in nodes.into_iter().take(page.take) {
+        minify_into(node.get(), &mut out);
         out.push(b'\n');
     }
     Ok(out)
+}
+
+/// The JSON `null`, as a raw value.
+fn null() -> &'static serde_json::value::RawValue {
+    static NULL: OnceLock<Box<serde_json::value::RawValue>> = OnceLock::new();
+    NULL.get_or_init(|| serde_json::value::RawValue::from_string("null".into()).unwrap_or_default())
+}
+
+/// JSON text without the whitespace between its tokens (strings untouched).
+fn minify_into(json: &str, out: &mut Vec<u8>) {
+    let (mut in_string, mut escaped) = (false, false);
+    for &b in json.as_bytes() {
+        if in_string {
+            out.push(b);
+            if escaped {
+                escaped = false;
+            } else if b == b'\\' {
+                escaped = true;
+            } else if b == b'"' {
+                in_string = false;
+            }
+        } else if !b.is_ascii_whitespace() {
+            out.push(b);
+            in_string = b == b'"';
+        }
+    }
 }
 
 #[cfg(test)]
@@ -1571,6 +1664,10 @@ mod tests {
         assert_eq!(parse_datetime_us("1969-12-31T23:59:59.999999Z"), Some(-1));
         assert_eq!(parse_datetime_us("2024-01-01"), Some(1_704_067_200_000_000));
         for bad in [
+            "2024-02-30",
+            "2023-02-29T00:00:00",
+            "2024-04-31",
+            "2024-01-01T23:59:60",
             "",
             "2024",
             "2024-13-01T00:00:00",
@@ -1726,6 +1823,63 @@ mod tests {
         // A float where ints were: the fast route defers to learning.
         let body = page(json!([{"a": 2.5, "o": {"x": "t"}}]));
         assert!(fast::page(&body, None, 10, &l, &trie, 1).unwrap().is_none());
+    }
+
+    #[test]
+    fn json_lines_keep_numbers_and_strings_exactly() {
+        let body = br#"{"data": {"items": {"edges": [
+            {"cursor": "a", "node": {"n": 12345678901234567890123, "f": 1.10, "s": "a  b\"c", "x": [1, 2]}},
+            {"cursor": "b", "node": null}, null
+        ], "pageInfo": {"hasNextPage": false}}}}"#;
+        let page = RawPage { body: body.to_vec().into(), take: 10, info: Default::default(), path: None };
+        let text = String::from_utf8(page_jsonl(&page).unwrap()).unwrap();
+        assert_eq!(
+            text,
+            "{\"n\":12345678901234567890123,\"f\":1.10,\"s\":\"a  b\\\"c\",\"x\":[1,2]}\nnull\nnull\n"
+        );
+        let cut = RawPage { take: 1, ..page };
+        assert_eq!(String::from_utf8(page_jsonl(&cut).unwrap()).unwrap().lines().count(), 1);
+    }
+
+    #[test]
+    fn impossible_dates_and_duplicate_keys() {
+        let mut l = Layout::typed("FindingsView", "id_int due_date title").unwrap();
+        let e = page_batch(
+            &page(json!([{"id_int": 1, "due_date": "2024-02-30T00:00:00Z"}])),
+            None,
+            10,
+            &mut l,
+            0,
+        );
+        assert!(e.unwrap_err().to_string().contains("due_date"));
+        // A key twice: the last one wins, as in a dict, and the next row keeps its own values.
+        let body = br#"{"data":{"v":{"edges":[{"node":{"title":"first","title":"second"}},{"node":{"id_int":2}}],"pageInfo":{"hasNextPage":false}}}}"#;
+        let b = page_batch(body, None, 10, &mut l, 0).unwrap();
+        let titles = b.column(2).as_string::<i32>();
+        assert_eq!((titles.value(0), titles.is_null(1)), ("second", true));
+    }
+
+    #[test]
+    fn empty_lists_then_objects_become_json_text() {
+        let mut l = Layout::inferred();
+        let b1 = page_batch(&page(json!([{"t": {"edges": []}}])), None, 10, &mut l, 0).unwrap();
+        let b2 = page_batch(&page(json!([{"t": {"edges": [{"node": {"id": "x"}}]}}])), None, 10, &mut l, 1)
+            .unwrap();
+        let (batches, schema) = unify(vec![b1, b2], &l).unwrap();
+        assert_eq!(schema.field(0).data_type(), &DataType::Utf8);
+        assert_eq!(batches[0].column(0).as_string::<i32>().value(0), "[]");
+        assert_eq!(batches[1].column(0).as_string::<i32>().value(0), r#"[{"node":{"id":"x"}}]"#);
+    }
+
+    #[test]
+    fn json_text_is_the_same_on_both_routes() {
+        let sel = "tickets { edges { node { id } } }";
+        let body = br#"{"data":{"v":{"edges":[{"node":{"tickets": {"edges": [ {"node": {"id": "T\u00e9"}} ]}}}],"pageInfo":{"hasNextPage":false}}}}"#;
+        let mut a = Layout::typed("FindingsView", sel).unwrap();
+        let fast = page_batch(body, None, 10, &mut a, 0).unwrap();
+        let slow = slow_page_batch(body, None, 10, &mut a.clone(), 0).unwrap();
+        assert_eq!(fast, slow);
+        assert_eq!(fast.column(0).as_string::<i32>().value(0), r#"{"edges":[{"node":{"id":"Té"}}]}"#);
     }
 
     #[test]

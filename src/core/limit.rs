@@ -3,7 +3,8 @@
 //!
 //! A sliding window: a request goes when fewer than `requests` went in the last `per` seconds,
 //! else when the oldest of them is `per` old, so no window of that length ever holds more than
-//! the limit (a server's fixed or sliding window alike). The policy is pure (`reserve` takes the
+//! the limit of *sends*. Requests reach the server a little later and unevenly, so set the limit
+//! with a margin below the server's (10 % is plenty on a LAN). The policy is pure (`reserve` takes the
 //! time and returns the wait), so the schedule is tested without sleeping; every thread and task
 //! of a client shares one [`RateLimiter`].
 

@@ -362,6 +362,11 @@ impl NativePages {
         Ok(Bound::new(py, PyRecordBatchReader::new(Box::new(reader)))?.into_any().unbind())
     }
 
+    /// Fixes the walk's columns as they stand: later pages must fit them (a stream's schema).
+    fn freeze(&self) {
+        self.source().freeze();
+    }
+
     /// `text` with the client's secrets masked (for messages and reprs that quote a server's
     /// cursor).
     fn redact(&self, text: &str) -> String {

@@ -17,6 +17,7 @@ from types import TracebackType
 from typing import Any, Literal
 
 from secfindings._client import AsyncClient, Client
+
 try:
     from secfindings._native import NativeEmulator
 except ImportError as exc:  # a build without the emulator (cargo feature "emulator" off)
