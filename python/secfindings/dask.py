@@ -15,7 +15,8 @@ The API's rate limit is per token and holds across every worker. The client's ``
 enforced per worker process, so give each its share, with a margin: with a token limit of R
 requests per W seconds and P worker processes, ``rate_limit=(int(R * 0.9) // P, W)``. One task
 pages at roughly 20 to 50 pages per second (100 findings each), so a token limit of R per W
-seconds sustains about ``R / W / 20`` busy workers; more workers only wait. Needs ``pip install 'secfindings[dask]'``.
+seconds sustains about ``R / W / 20`` busy workers; more workers only wait.
+Needs ``pip install 'secfindings[dask]'``.
 """
 
 from __future__ import annotations
