@@ -236,3 +236,26 @@ def test_sync_client_works_inside_a_running_event_loop(client):
 
     assert asyncio.run(in_kernel()) == 2
     assert isinstance(secfindings.Client, type)
+
+
+def test_progress_gives_the_total_when_the_query_selects_the_count():
+    rows = [{"id": i} for i in range(5)]
+
+    def api(req: Any) -> Response:
+        after = int(json.loads(req.body)["variables"].get("after") or 0)
+        chunk = rows[after : after + 2]
+        edges = [{"cursor": str(after + i + 1), "node": n} for i, n in enumerate(chunk)]
+        info = {"hasNextPage": after + 2 < len(rows), "endCursor": str(after + len(chunk))}
+        return Response.of_json({"data": {"items": {"edges": edges, "pageInfo": info, "total_count": 5}}})
+
+    doc = (
+        "query Q($first: Int, $after: String) { items(first: $first, after: $after) "
+        "{ total_count edges { cursor node { id } } pageInfo { hasNextPage endCursor } } }"
+    )
+    seen: list[dict[str, Any]] = []
+    with HostileServer() as server:
+        server.api = api
+        with hostile.client(server) as c:
+            assert len(c.paginate(doc, page_size=2).to_list(progress=seen.append)) == 5
+    assert [s["total"] for s in seen] == [5, 5, 5]
+    assert [s["items"] for s in seen] == [2, 4, 5]

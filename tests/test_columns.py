@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import datetime as dt
 import json
+import os
 import sys
 from typing import Any
 
@@ -340,3 +341,55 @@ def test_json_lines_keep_big_integers_exactly(tmp_path):
         with hostile.client(server) as c:
             c.paginate(PAGE_DOC, path="items", page_size=2).write_jsonl(tmp_path / "f.jsonl")
     assert '"big":12345678901234567890123' in (tmp_path / "f.jsonl").read_text()
+
+
+def test_a_million_findings_stream_to_parquet_in_bounded_memory(tmp_path):
+    """The export streams: 1,000,000 findings to Parquet with peak RSS measured in the exporting
+    process (the emulator runs in a process of its own)."""
+    import re
+    import subprocess
+    import time
+
+    emu = subprocess.Popen(
+        [sys.executable, "-u", "-m", "secfindings.emulator", "--port", "0", "--findings", "1000000"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
+    try:
+        env: dict[str, str] = {}
+        deadline = time.monotonic() + 300
+        assert emu.stdout is not None
+        while time.monotonic() < deadline:
+            line = emu.stdout.readline()
+            if m := re.match(r"export (SECFINDINGS_\w+)=(\S+)", line):
+                env[m.group(1)] = m.group(2)
+            if line.startswith("serving") or not line:
+                break
+        assert len(env) == 3, env
+        code = (
+            "import secfindings, sys\n"
+            "c = secfindings.Client()\n"
+            "r = c.findings_view(fields='id id_int title score severity due_date actual_status { category }')"
+            ".write_parquet(sys.argv[1])\n"
+            "peak = [l for l in open('/proc/self/status') if l.startswith('VmHWM:')][0].split()[1]\n"
+            "print(r.rows, int(peak) // 1024)\n"
+        )
+        out = subprocess.run(
+            [sys.executable, "-c", code, str(tmp_path / "all.parquet")],
+            env={**os.environ, **env},
+            capture_output=True,
+            text=True,
+            timeout=600,
+        )
+        assert out.returncode == 0, out.stderr[-2000:]
+        rows, peak_mb = map(int, out.stdout.split())
+        print(f"1,000,000 findings to Parquet: peak RSS {peak_mb} MB")
+        assert rows == 1_000_000
+        assert peak_mb < 300
+        assert pq.ParquetFile(tmp_path / "all.parquet").metadata.num_rows == 1_000_000
+    finally:
+        emu.terminate()
+        emu.wait(30)
+        if emu.stdout is not None:
+            emu.stdout.close()

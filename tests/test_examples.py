@@ -226,6 +226,9 @@ def test_triage_notebook_runs_and_draws_the_chart(tmp_path):
     assert len(pngs) == 1
     assert base64.b64decode(pngs[0]).startswith(b"\x89PNG\r\n\x1a\n")
     assert chart.read_bytes().startswith(b"\x89PNG\r\n\x1a\n")
+    # Top-level await with the async client, in the kernel's running event loop.
+    awaited = next(c for c in cells if "await asyncio.gather" in c.source)
+    assert "[1, 2, 3, 4, 5, 6, 7, 8, 9, 10]" in "".join(_text(o) for o in awaited.outputs)
 
 
 def test_the_examples_use_only_public_names():

@@ -156,7 +156,9 @@ def _need(module: str, extra: str, what: str) -> Any:
 
 
 #: ``progress=``: True (a tqdm.auto bar where tqdm is installed, else a line on stderr every few
-#: seconds), or a callable given ``{"items", "pages", "waits", "total"}`` after each page.
+#: seconds), or a callable given ``{"items", "pages", "waits", "total"}`` after each page;
+#: ``total`` is the connection's count when the query selects it (``totalCount`` /
+#: ``total_count``), else None.
 Progress = bool | Callable[[dict[str, Any]], object] | None
 
 
@@ -188,20 +190,24 @@ class _Progress:
     def page(self, rows: int) -> None:
         self.items += rows
         self.pages += 1
+        total = self._pages.total
         if self._bar is not None:
+            if total is not None and self._bar.total != total:
+                self._bar.total = total
             self._bar.update(rows)
             waits = sum(self._pages.waits())
             if waits:
                 self._bar.set_postfix(pages=self.pages, waits=waits, refresh=False)
         elif self._cb is not None:
             waits = sum(self._pages.waits())
-            self._cb({"items": self.items, "pages": self.pages, "waits": waits, "total": None})
+            self._cb({"items": self.items, "pages": self.pages, "waits": waits, "total": total})
 
     def _plain(self, info: dict[str, Any]) -> None:
         now = time.monotonic()
         if now - self._last >= 2.0:
             self._last = now
-            print(f"{info['items']} items, {info['pages']} pages, {info['waits']} waits", file=sys.stderr)
+            of = f" of {info['total']}" if info["total"] is not None else ""
+            print(f"{info['items']}{of} items, {info['pages']} pages, {info['waits']} waits", file=sys.stderr)
 
     def close(self) -> None:
         if self._bar is not None:

@@ -77,6 +77,8 @@ pub struct Walker {
     /// The cursor after the last page that brought items: where a stuck walk resumes.
     resume: Option<String>,
     yielded: u64,
+    /// The connection's own count of its items (`totalCount` / `total_count`), when selected.
+    total: Option<u64>,
     done: bool,
 }
 
@@ -130,6 +132,7 @@ impl Walker {
             seen_edges: HashSet::new(),
             empty_run: 0,
             yielded: 0,
+            total: None,
             done,
         })
     }
@@ -162,6 +165,11 @@ impl Walker {
     /// The node's type and selection, for a catalog operation.
     pub fn node(&self) -> Option<(&str, &str)> {
         self.spec.node.as_ref().map(|(t, s)| (t.as_str(), s.as_str()))
+    }
+
+    /// The connection's count of its items, as the last page gave it (when selected).
+    pub fn total(&self) -> Option<u64> {
+        self.total
     }
 
     /// Where the connection is in `data`.
@@ -231,6 +239,9 @@ impl Walker {
             }
         } else if meta.items > 0 {
             self.empty_run = 0;
+        }
+        if meta.total.is_some() {
+            self.total = meta.total;
         }
         if let Some(total) = meta.total {
             // A walk far past the connection's own count is a server that does not advance
@@ -311,6 +322,11 @@ impl PageStream {
     /// The node's type and selection, for a catalog operation.
     pub fn node(&self) -> Option<(&str, &str)> {
         self.walker.node()
+    }
+
+    /// The connection's count of its items, when the query selects it.
+    pub fn total(&self) -> Option<u64> {
+        self.walker.total()
     }
 
     /// The client's transport (for its counters).

@@ -362,6 +362,13 @@ impl NativePages {
         Ok(Bound::new(py, PyRecordBatchReader::new(Box::new(reader)))?.into_any().unbind())
     }
 
+    /// The connection's count of its items (`totalCount` / `total_count`) when the query selects
+    /// it, as the last page gave it; None otherwise (or while a page is being fetched).
+    #[getter]
+    fn total(&self) -> Option<u64> {
+        self.stream.try_lock().ok().and_then(|s| s.total())
+    }
+
     /// Fixes the walk's columns as they stand: later pages must fit them (a stream's schema).
     fn freeze(&self) {
         self.source().freeze();
