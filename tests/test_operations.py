@@ -707,3 +707,14 @@ def test_fields_star_in_a_list_and_bad_fields(client: secfindings.Client) -> Non
         client.scoring_rules(fields=["*", "id"])
     with pytest.raises(ValidationError, match="list of str"):
         client.scoring_rules(fields=[1])  # type: ignore[list-item]
+
+
+def test_a_finding_that_does_not_exist_is_not_found(client):
+    with pytest.raises(secfindings.NotFoundError, match="does not exist") as info:
+        client.finding(99999)
+    assert isinstance(info.value, secfindings.GraphQLError)
+    assert info.value.errors[0]["path"] == ["finding"]
+    # Other GraphQL errors stay plain GraphQLErrors.
+    with pytest.raises(secfindings.GraphQLError) as info:
+        client.execute("{ no_such_field }")
+    assert not isinstance(info.value, secfindings.NotFoundError)

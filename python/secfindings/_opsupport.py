@@ -9,7 +9,7 @@ import warnings
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from secfindings.errors import GraphQLError, ValidationError
+from secfindings.errors import NotFoundError, ValidationError
 
 if TYPE_CHECKING:
     from secfindings._native import NativeClient
@@ -76,5 +76,5 @@ def deprecated(name: str, successor: str) -> None:
 def wrap(operation: str, model: type[M], raw: Any) -> M:
     """The typed result; a null result (with no error) is raised, never returned as None."""
     if raw is None:
-        raise GraphQLError(f"{operation}() returned null (no object, and no error from the server)")
+        raise NotFoundError(f"{operation}() returned null (no object, and no error from the server)")
     return model(raw)

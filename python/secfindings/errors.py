@@ -17,6 +17,7 @@ __all__ = [
     "ClientClosedError",
     "ConfigurationError",
     "GraphQLError",
+    "NotFoundError",
     "PaginationError",
     "RateLimitError",
     "SecFindingsError",
@@ -121,6 +122,11 @@ class GraphQLError(SecFindingsError):
         super().__init__(message)
         self.errors = list(errors or [])
         self.data = data
+
+
+class NotFoundError(GraphQLError):
+    """The object asked for does not exist: the server said so (graphene-django's "... matching
+    query does not exist"), or a typed method's result came back null with no error."""
 
 
 class PaginationError(SecFindingsError):

@@ -481,6 +481,31 @@ mod fast {
     /// The message of the error that stops the fast route so the slow one can learn.
     const RELEARN: &str = "(the layout must learn from this page)";
 
+    /// The visits of a value that should be an object (or null) but is not: the slow route
+    /// learns what it is instead (a scalar where a nested object's columns were, and the like).
+    macro_rules! not_an_object {
+        () => {
+            fn visit_bool<E: de::Error>(self, _: bool) -> std::result::Result<(), E> {
+                Err(self.ctx.relearn())
+            }
+            fn visit_i64<E: de::Error>(self, _: i64) -> std::result::Result<(), E> {
+                Err(self.ctx.relearn())
+            }
+            fn visit_u64<E: de::Error>(self, _: u64) -> std::result::Result<(), E> {
+                Err(self.ctx.relearn())
+            }
+            fn visit_f64<E: de::Error>(self, _: f64) -> std::result::Result<(), E> {
+                Err(self.ctx.relearn())
+            }
+            fn visit_str<E: de::Error>(self, _: &str) -> std::result::Result<(), E> {
+                Err(self.ctx.relearn())
+            }
+            fn visit_seq<A: SeqAccess<'de>>(self, _: A) -> std::result::Result<(), A::Error> {
+                Err(self.ctx.relearn())
+            }
+        };
+    }
+
     struct Ctx<'c> {
         columns: &'c [Column],
         builders: Vec<Builder>,
@@ -759,24 +784,7 @@ mod fast {
             }
             Ok(())
         }
-        fn visit_bool<E: de::Error>(self, _: bool) -> std::result::Result<(), E> {
-            Err(self.ctx.relearn())
-        }
-        fn visit_i64<E: de::Error>(self, _: i64) -> std::result::Result<(), E> {
-            Err(self.ctx.relearn())
-        }
-        fn visit_u64<E: de::Error>(self, _: u64) -> std::result::Result<(), E> {
-            Err(self.ctx.relearn())
-        }
-        fn visit_f64<E: de::Error>(self, _: f64) -> std::result::Result<(), E> {
-            Err(self.ctx.relearn())
-        }
-        fn visit_str<E: de::Error>(self, _: &str) -> std::result::Result<(), E> {
-            Err(self.ctx.relearn())
-        }
-        fn visit_seq<A: SeqAccess<'de>>(self, _: A) -> std::result::Result<(), A::Error> {
-            Err(self.ctx.relearn())
-        }
+        not_an_object!();
     }
 
     /// An object of the node (the node itself, or a nested one whose fields are columns).
@@ -822,24 +830,7 @@ mod fast {
             }
             Ok(())
         }
-        fn visit_bool<E: de::Error>(self, _: bool) -> std::result::Result<(), E> {
-            Err(self.ctx.relearn())
-        }
-        fn visit_i64<E: de::Error>(self, _: i64) -> std::result::Result<(), E> {
-            Err(self.ctx.relearn())
-        }
-        fn visit_u64<E: de::Error>(self, _: u64) -> std::result::Result<(), E> {
-            Err(self.ctx.relearn())
-        }
-        fn visit_f64<E: de::Error>(self, _: f64) -> std::result::Result<(), E> {
-            Err(self.ctx.relearn())
-        }
-        fn visit_str<E: de::Error>(self, _: &str) -> std::result::Result<(), E> {
-            Err(self.ctx.relearn())
-        }
-        fn visit_seq<A: SeqAccess<'de>>(self, _: A) -> std::result::Result<(), A::Error> {
-            Err(self.ctx.relearn())
-        }
+        not_an_object!();
     }
 
     /// One value into its column.

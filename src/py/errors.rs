@@ -62,7 +62,15 @@ fn build(py: Python<'_>, err: Error) -> PyResult<PyErr> {
                     None => py.None().into_bound(py),
                 },
             )?;
-            ("GraphQLError", message)
+            // Every error says the object does not exist (graphene-django's DoesNotExist text):
+            // the subclass a caller catches for "no such finding".
+            let not_found = !errors.is_empty()
+                && errors.iter().all(|e| {
+                    e.get("message")
+                        .and_then(serde_json::Value::as_str)
+                        .is_some_and(|m| m.contains("matching query does not exist"))
+                });
+            (if not_found { "NotFoundError" } else { "GraphQLError" }, message)
         }
         Error::Pagination { message, cursor } => {
             kw.set_item("cursor", cursor)?;
