@@ -11,7 +11,7 @@ if ! "$PY" -c "import secfindings, hypothesis" 2>/dev/null; then
 fi
 report="$(mktemp)"
 printf '== Rust: fuzz of the page scanner and the response decoder\n'
-cargo test --no-default-features --lib --quiet fuzz
+cargo test --no-default-features --features arrow --lib --quiet fuzz
 printf '\n== pytest: reliability markers\n'
 SECFINDINGS_RELIABILITY_REPORT="$report" "$PY" -m pytest -q -p no:cacheprovider \
   -m "reliability_fault or reliability_hostile or reliability_input or reliability_concurrency" "$@"
