@@ -127,7 +127,16 @@ def method(op: dict[str, Any], inputs: dict[str, Any], *, is_async: bool) -> lis
         lines.append("        pages = self._native.paginate_operation(")
         lines.append(f'            "{name}", {args}, {fields}, page_size, limit')
         lines.append("        )")
-        lines.append(f"        return {pager}(pages, {model})")
+        if has_filters:
+            # The paginator can run the same walk again with other filters and order (watch()).
+            again = ", ".join(f'"{a}": {a}' for a, _ in op["args"])
+            lines.append(
+                f"        again = {{{again}, "
+                + '"filters": filters, "page_size": page_size, "fields": fields}'
+            )
+            lines.append(f"        return {pager}(pages, {model}, replay=(self.{name}, again))")
+        else:
+            lines.append(f"        return {pager}(pages, {model})")
     else:
         call = "await self._native.call_async" if is_async else "self._native.call"
         lines.append(f'        raw = {call}("{name}", {args}, {fields})')

@@ -227,7 +227,14 @@ class SyncOperations(OperationsBase):
             page_size,
             limit,
         )
-        return Paginator(pages, FindingsView)
+        again = {
+            "filters_config": filters_config,
+            "sort": sort,
+            "filters": filters,
+            "page_size": page_size,
+            "fields": fields,
+        }
+        return Paginator(pages, FindingsView, replay=(self.findings_view, again))
 
     def get_resources(
         self,
@@ -1203,7 +1210,14 @@ class AsyncOperations(OperationsBase):
             page_size,
             limit,
         )
-        return AsyncPaginator(pages, FindingsView)
+        again = {
+            "filters_config": filters_config,
+            "sort": sort,
+            "filters": filters,
+            "page_size": page_size,
+            "fields": fields,
+        }
+        return AsyncPaginator(pages, FindingsView, replay=(self.findings_view, again))
 
     def get_resources(
         self,

@@ -24,7 +24,7 @@ from secfindings.errors import PaginationError, ValidationError
 if TYPE_CHECKING:
     from secfindings._native import NativePages
 
-__all__ = ["AsyncPaginator", "ExportResult", "Page", "PageInfo", "Paginator"]
+__all__ = ["AsyncPaginator", "AsyncWatch", "ExportResult", "Page", "PageInfo", "Paginator", "Watch"]
 
 T = TypeVar("T")
 
@@ -397,9 +397,15 @@ class Paginator(Generic[T]):
     ``cursor`` is the end cursor of the last page fetched; pass it as ``after=`` to resume later.
     """
 
-    def __init__(self, pages: NativePages, wrap: Callable[[Any], T] | None = None) -> None:
+    def __init__(
+        self,
+        pages: NativePages,
+        wrap: Callable[[Any], T] | None = None,
+        replay: tuple[Callable[..., Paginator[T]], dict[str, Any]] | None = None,
+    ) -> None:
         self._pages = pages
         self._wrap = wrap
+        self._replay = replay
         self._done = False
         self._interrupted = False
         self._streamed = False
@@ -542,6 +548,21 @@ class Paginator(Generic[T]):
         self._streamed = True
         return self._pages.batch_reader().__arrow_c_stream__(requested_schema)
 
+    def watch(
+        self,
+        *,
+        interval: float = 60.0,
+        watermark: str | int | None = None,
+        by: str = "last_reported_time",
+        max_polls: int | None = None,
+    ) -> Watch[T]:
+        """New and changed findings, as they come: polls this walk's query every ``interval``
+        seconds for findings past a watermark and yields each once (see :class:`Watch`)."""
+        if self._replay is None:
+            raise ValidationError("watch() needs a findings_view(...) paginator")
+        method, args = self._replay
+        return Watch(method, args, interval=interval, watermark=watermark, by=by, max_polls=max_polls)
+
     def _export(
         self, path: str | os.PathLike[str], fmt: str, append: bool, progress: Progress
     ) -> ExportResult:
@@ -610,9 +631,15 @@ class Paginator(Generic[T]):
 class AsyncPaginator(Generic[T]):
     """The asyncio twin of :class:`Paginator`: ``async for``, ``pages()``, ``await to_list()``."""
 
-    def __init__(self, pages: NativePages, wrap: Callable[[Any], T] | None = None) -> None:
+    def __init__(
+        self,
+        pages: NativePages,
+        wrap: Callable[[Any], T] | None = None,
+        replay: tuple[Callable[..., AsyncPaginator[T]], dict[str, Any]] | None = None,
+    ) -> None:
         self._pages = pages
         self._wrap = wrap
+        self._replay = replay
         self._done = False
         self._interrupted = False
         self._pos = _Position(pages.cursor)
@@ -721,6 +748,20 @@ class AsyncPaginator(Generic[T]):
         pl = _need("polars", "polars", "to_polars()")
         return pl.DataFrame(await self._table(progress))
 
+    def watch(
+        self,
+        *,
+        interval: float = 60.0,
+        watermark: str | int | None = None,
+        by: str = "last_reported_time",
+        max_polls: int | None = None,
+    ) -> AsyncWatch[T]:
+        """The asyncio twin of :meth:`Paginator.watch`: ``async for f in pager.watch(...)``."""
+        if self._replay is None:
+            raise ValidationError("watch() needs a findings_view(...) paginator")
+        method, args = self._replay
+        return AsyncWatch(method, args, interval=interval, watermark=watermark, by=by, max_polls=max_polls)
+
     async def to_arrow_batches(self) -> AsyncIterator[Any]:
         """The rest of the walk as ``pyarrow.RecordBatch`` es, one per page, as they arrive."""
         pa = _need("pyarrow", "arrow", "to_arrow_batches()")
@@ -733,3 +774,228 @@ class AsyncPaginator(Generic[T]):
             batch, cursor = got
             self._pos.moved(cursor)
             yield pa.record_batch(batch)
+
+
+# -- watch(): a live feed by polling --------------------------------------------------------
+
+_WATCH_KEYS = {"last_reported_time": "LAST_REPORTED_TIME_ASC", "id": "ID_ASC"}
+
+
+class _WatchState:
+    """The watermark of a watch: the highest key seen (a finding's ``last_reported_time`` or its
+    integer id) and which findings were already yielded at exactly that key."""
+
+    def __init__(self, by: str, watermark: str | int | None) -> None:
+        if by not in _WATCH_KEYS:
+            raise ValidationError(f"by must be one of {sorted(_WATCH_KEYS)}, got {by!r}")
+        self.by = by
+        self.key: Any = None
+        self.ids: set[Any] = set()
+        if watermark is not None:
+            self.key = self._parse(watermark)
+
+    def _parse(self, value: Any) -> Any:
+        if self.by == "id":
+            if isinstance(value, bool) or not isinstance(value, int):
+                raise ValidationError(f"a watermark by id is an int, got {value!r}")
+            return value
+        if isinstance(value, dt.datetime):
+            parsed = value
+        else:
+            try:
+                parsed = dt.datetime.fromisoformat(str(value).replace("Z", "+00:00"))
+            except ValueError:
+                raise ValidationError(f"the watermark is not an ISO 8601 datetime: {value!r}") from None
+        if parsed.tzinfo is None:
+            raise ValidationError("the watermark needs a timezone (e.g. 2026-01-01T00:00:00+00:00)")
+        return parsed
+
+    @property
+    def value(self) -> str | int | None:
+        """The watermark to keep across restarts (pass it back as ``watermark=``)."""
+        if self.key is None:
+            return None
+        if self.by == "id":
+            return int(self.key)
+        return str(self.key.isoformat())
+
+    def of(self, item: Any) -> Any:
+        raw = item.id_int if self.by == "id" else item.last_reported_time
+        if raw is None:
+            return None
+        return raw
+
+    def seen(self, item: Any) -> bool:
+        """Whether the item is at or behind the watermark and was yielded already; else it moves
+        the watermark and counts as yielded."""
+        key = self.of(item)
+        if key is None:
+            return False
+        ident = getattr(item, "id", None)
+        if self.key is not None and key < self.key:
+            return True
+        if self.key is not None and key == self.key:
+            if ident in self.ids:
+                return True
+            self.ids.add(ident)
+            return False
+        self.key, self.ids = key, {ident}
+        return False
+
+    def arguments(self, base: dict[str, Any]) -> dict[str, Any]:
+        """The walk's arguments with the watermark ANDed into its filters, ordered by the key."""
+        from secfindings.filters import Filter, Tree, all_of, field, filter_tree
+
+        args = dict(base)
+        parts: list[Any] = []
+        user = args.pop("filters", None)
+        config = dict(args.get("filters_config") or {})
+        text = config.pop("filtersjson", None)
+        for part in (user, text):
+            if part is None:
+                continue
+            parts.append(part if isinstance(part, Filter) else Tree(filter_tree(part)))
+        if self.key is not None:
+            name = "id" if self.by == "id" else "last_reported_time"
+            parts.append(field(name).gte(self.value))
+        args["filters"] = all_of(*parts) if len(parts) > 1 else (parts[0] if parts else None)
+        args["filters_config"] = config or None
+        args["sort"] = _WATCH_KEYS[self.by]
+        fields = args.get("fields")
+        if fields is not None:
+            text_fields = fields if isinstance(fields, str) else " ".join(fields)
+            if text_fields.strip() != "*":
+                args["fields"] = f"{text_fields} id id_int last_reported_time"
+        else:
+            from secfindings._native import catalog
+
+            default = next(op["selection"] for op in catalog() if op["name"] == "findings_view")
+            args["fields"] = f"{default} id_int last_reported_time"
+        return args
+
+
+def _backoff(exc: BaseException, failures: int) -> float:
+    retry_after = getattr(exc, "retry_after", None)
+    if isinstance(retry_after, (int, float)) and retry_after >= 0:
+        return float(retry_after)
+    return float(min(60.0, 2.0**failures))
+
+
+class Watch(Generic[T]):
+    """A live feed of findings by polling (for servers without subscriptions).
+
+    Every ``interval`` seconds it walks the findings past the watermark (their
+    ``last_reported_time``, or the id with ``by="id"``), oldest first, and yields each new or
+    changed finding once. ``watermark`` is where it stands: keep it (a string or an int) and pass
+    it back as ``watermark=`` after a restart, and the feed goes on from there (findings
+    reported at exactly that instant may come again once). Without one it starts from the
+    newest finding now. A 429 makes it wait as the server asks (``retry_after``) instead of
+    spinning; other errors are raised. ``max_polls`` bounds the number of polls (for tests and
+    batch jobs); by default it polls until you stop iterating.
+    """
+
+    def __init__(
+        self,
+        method: Callable[..., Any],
+        args: dict[str, Any],
+        *,
+        interval: float,
+        watermark: str | int | None,
+        by: str,
+        max_polls: int | None,
+    ) -> None:
+        if not (interval >= 0):
+            raise ValidationError(f"interval must be >= 0 seconds, got {interval!r}")
+        self._method, self._args = method, args
+        self._state = _WatchState(by, watermark)
+        self._interval = float(interval)
+        self._max_polls = max_polls
+        self.polls = 0
+        self._started = watermark is not None
+
+    @property
+    def watermark(self) -> str | int | None:
+        return self._state.value
+
+    def _start(self) -> None:
+        # From now on: the newest finding sets the watermark and is not yielded.
+        sort = "LAST_REPORTED_TIME_DESC" if self._state.by == "last_reported_time" else "ID_DESC"
+        newest = self._method(**{**self._state.arguments(self._args), "sort": sort, "limit": 1})
+        for item in newest:
+            self._state.seen(item)
+        self._started = True
+
+    def __iter__(self) -> Iterator[T]:
+        from secfindings.errors import RateLimitError
+
+        failures = 0
+        while self._max_polls is None or self.polls < self._max_polls:
+            try:
+                if not self._started:
+                    self._start()
+                for item in self._method(**self._state.arguments(self._args)):
+                    if not self._state.seen(item):
+                        yield item
+                failures = 0
+            except RateLimitError as exc:
+                failures += 1
+                self.polls += 1
+                time.sleep(_backoff(exc, failures))
+                continue
+            self.polls += 1
+            if self._max_polls is None or self.polls < self._max_polls:
+                time.sleep(self._interval)
+
+
+class AsyncWatch(Generic[T]):
+    """The asyncio twin of :class:`Watch` (``async for``)."""
+
+    def __init__(
+        self,
+        method: Callable[..., Any],
+        args: dict[str, Any],
+        *,
+        interval: float,
+        watermark: str | int | None,
+        by: str,
+        max_polls: int | None,
+    ) -> None:
+        if not (interval >= 0):
+            raise ValidationError(f"interval must be >= 0 seconds, got {interval!r}")
+        self._method, self._args = method, args
+        self._state = _WatchState(by, watermark)
+        self._interval = float(interval)
+        self._max_polls = max_polls
+        self.polls = 0
+        self._started = watermark is not None
+
+    @property
+    def watermark(self) -> str | int | None:
+        return self._state.value
+
+    async def __aiter__(self) -> AsyncIterator[T]:
+        import asyncio
+
+        from secfindings.errors import RateLimitError
+
+        failures = 0
+        while self._max_polls is None or self.polls < self._max_polls:
+            try:
+                if not self._started:
+                    sort = "LAST_REPORTED_TIME_DESC" if self._state.by == "last_reported_time" else "ID_DESC"
+                    newest = self._method(**{**self._state.arguments(self._args), "sort": sort, "limit": 1})
+                    async for item in newest:
+                        self._state.seen(item)
+                    self._started = True
+                async for item in self._method(**self._state.arguments(self._args)):
+                    if not self._state.seen(item):
+                        yield item
+                failures = 0
+            except RateLimitError as exc:
+                failures += 1
+                self.polls += 1
+                await asyncio.sleep(_backoff(exc, failures))
+                continue
+            self.polls += 1
+            if self._max_polls is None or self.polls < self._max_polls:
+                await asyncio.sleep(self._interval)

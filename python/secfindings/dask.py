@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING, Any
 
 from secfindings._paging import _need
 from secfindings.errors import ValidationError
-from secfindings.filters import Filter, all_of, field
+from secfindings.filters import Filter, Tree, all_of, field, filter_tree
 
 if TYPE_CHECKING:
     from collections.abc import Mapping
@@ -63,20 +63,8 @@ def _partition(
     lo, hi = bounds
     scope: Filter = field("id").gte(lo) & field("id").lte(hi)
     if filters is not None:
-        scope = all_of(scope, filters if isinstance(filters, Filter) else _Raw(filters))
+        scope = all_of(scope, filters if isinstance(filters, Filter) else Tree(filter_tree(filters)))
     return client.findings_view(filters=scope, fields=fields, page_size=page_size).to_pandas()
-
-
-class _Raw(Filter):
-    """A filter given as a plain dict tree, to combine with built ones."""
-
-    __slots__ = ("_tree",)
-
-    def __init__(self, tree: Mapping[str, Any]) -> None:
-        self._tree = dict(tree)
-
-    def to_dict(self) -> dict[str, Any]:
-        return dict(self._tree)
 
 
 def read_findings(

@@ -32,6 +32,7 @@ __all__ = [
     "Field",
     "Filter",
     "Group",
+    "Tree",
     "all_of",
     "any_of",
     "field",
@@ -456,3 +457,16 @@ def _check_leaf(node: Mapping[str, Any], path: str) -> dict[str, Any]:
     if not _is_scalar(value):
         raise _fail(where, f"condition {condition!r} takes one value, got {type(value).__name__}")
     return {"field": name, "condition": condition, "value": value}
+
+
+class Tree(Filter):
+    """A filter tree kept as the plain dict it was given in (checked by :func:`filter_tree`),
+    to combine with built filters: ``all_of(Tree(tree), field("severity").in_(["5"]))``."""
+
+    __slots__ = ("_tree",)
+
+    def __init__(self, tree: Mapping[str, Any]) -> None:
+        self._tree = dict(tree)
+
+    def to_dict(self) -> dict[str, Any]:
+        return dict(self._tree)

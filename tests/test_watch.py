@@ -1,0 +1,181 @@
+"""watch(): a live feed of findings by polling, for servers without subscriptions. A small
+findings server of the tests' own (the emulator cannot add or change findings) applies the
+watermark filter and order the client sends; findings appear and change between polls."""
+
+from __future__ import annotations
+
+import base64
+import datetime as dt
+import json
+from typing import Any
+
+import pytest
+from tests import hostile
+from tests.hostile import HostileServer, Response
+
+import secfindings
+from secfindings import ValidationError, field
+
+T0 = dt.datetime(2026, 1, 1, tzinfo=dt.timezone.utc)
+
+
+def finding(n: int, minute: int, severity: int = 3) -> dict[str, Any]:
+    return {
+        "id": base64.b64encode(f"FindingsView:{n}".encode()).decode(),
+        "id_int": n,
+        "title": f"finding {n}",
+        "severity": severity,
+        "last_reported_time": (T0 + dt.timedelta(minutes=minute)).isoformat(),
+    }
+
+
+def matches(node: dict[str, Any], tree: dict[str, Any] | None) -> bool:
+    if tree is None:
+        return True
+    if "operator" in tree:
+        results = [matches(node, json.loads(o) if isinstance(o, str) else o) for o in tree["operands"]]
+        return all(results) if tree["operator"] == "and" else any(results)
+    name, cond, value = tree["field"], tree["condition"], tree["value"]
+    have = node["id_int"] if name == "id" else node[name]
+    if cond == "gte":
+        if name == "last_reported_time":
+            return dt.datetime.fromisoformat(have) >= dt.datetime.fromisoformat(value)
+        return int(have) >= int(value)
+    if cond == "in":
+        return str(have) in [str(v) for v in value]
+    raise AssertionError(f"the fake does not know {cond}")
+
+
+class Findings:
+    """The store, and a script of changes applied before the n-th ascending (polling) walk."""
+
+    def __init__(self, rows: list[dict[str, Any]]) -> None:
+        self.rows = {r["id_int"]: r for r in rows}
+        self.script: dict[int, Any] = {}
+        self.polls = 0
+        self.requests = 0
+        self.fail_next: int = 0
+
+    def api(self, req: Any) -> Response:
+        self.requests += 1
+        if self.fail_next:
+            self.fail_next -= 1
+            return Response.of_json({"error": "rate_limited"}, status=429, headers=[("Retry-After", "0")])
+        variables = json.loads(req.body)["variables"]
+        config = variables.get("filters_config") or {}
+        tree = config.get("filtersjson")
+        tree = json.loads(tree) if isinstance(tree, str) else tree
+        sort = variables.get("sort") or ["ID_ASC"]
+        sort = sort[0] if isinstance(sort, list) else sort
+        if sort.endswith("_ASC") and not variables.get("after"):
+            self.polls += 1
+            if self.polls in self.script:
+                self.script[self.polls](self)
+        key = "last_reported_time" if sort.startswith("LAST_REPORTED_TIME") else "id_int"
+        rows = sorted(
+            (r for r in self.rows.values() if matches(r, tree)),
+            key=lambda r: (r[key], r["id_int"]),
+            reverse=sort.endswith("_DESC"),
+        )
+        start = int(variables.get("after") or 0)
+        chunk = rows[start : start + int(variables["first"])]
+        edges = [{"cursor": str(start + i + 1), "node": n} for i, n in enumerate(chunk)]
+        info = {"hasNextPage": start + len(chunk) < len(rows), "endCursor": str(start + len(chunk))}
+        return Response.of_json({"data": {"findings_view": {"edges": edges, "pageInfo": info}}})
+
+
+def test_new_and_changed_findings_come_once_and_a_restart_goes_on(tmp_path):
+    store = Findings([finding(1, 0), finding(2, 1), finding(3, 2)])
+    # Before the second poll: a new finding, and finding 2 reported again (changed).
+    store.script[2] = lambda s: s.rows.update({4: finding(4, 3), 2: finding(2, 4)})
+    with HostileServer() as server:
+        server.api = store.api
+        with hostile.client(server) as c:
+            watch = c.findings_view().watch(interval=0, max_polls=3)
+            got = [f.id_int for f in watch]
+            assert got == [4, 2]  # oldest first, each once; nothing from before the watch
+            assert watch.watermark == finding(2, 4)["last_reported_time"]
+            assert watch.polls == 3
+            # A restart with the kept watermark: nothing older comes back.
+            again = c.findings_view().watch(interval=0, max_polls=1, watermark=watch.watermark)
+            assert [f.id_int for f in again] in ([], [2])  # at most what is at the watermark itself
+            store.rows[5] = finding(5, 9)
+            again = c.findings_view().watch(interval=0, max_polls=1, watermark=watch.watermark)
+            assert [f.id_int for f in again][-1] == 5
+
+
+def test_a_watch_combines_with_the_callers_filters():
+    store = Findings([finding(1, 0, severity=5)])
+    store.script[2] = lambda s: s.rows.update({2: finding(2, 1, severity=3), 3: finding(3, 2, severity=5)})
+    with HostileServer() as server:
+        server.api = store.api
+        with hostile.client(server) as c:
+            severe = field("severity").in_(["5"])
+            assert [f.id_int for f in c.findings_view(filters=severe).watch(interval=0, max_polls=2)] == [3]
+            # ... and with the filter as filters_config JSON too.
+            store.script = {store.polls + 2: lambda s: s.rows.update({4: finding(4, 5, severity=5)})}
+            config = {"filtersjson": severe.to_dict()}
+            watch = c.findings_view(filters_config=config).watch(interval=0, max_polls=2)
+            assert [f.id_int for f in watch] == [4]
+
+
+def test_a_watch_by_id_and_its_watermark():
+    store = Findings([finding(1, 0), finding(2, 0)])
+    store.script[2] = lambda s: s.rows.update({3: finding(3, 0)})
+    with HostileServer() as server:
+        server.api = store.api
+        with hostile.client(server) as c:
+            watch = c.findings_view().watch(interval=0, max_polls=2, by="id")
+            assert [f.id_int for f in watch] == [3]
+            assert watch.watermark == 3
+
+
+def test_a_watch_waits_out_429s_instead_of_failing_or_spinning():
+    store = Findings([finding(1, 0)])
+
+    def new_and_throttled(s: Findings) -> None:
+        s.rows[2] = finding(2, 1)
+        s.fail_next = 2  # the next two requests (this poll's own page) answer 429
+
+    store.script[2] = new_and_throttled
+    with HostileServer() as server:
+        server.api = store.api
+        with hostile.client(server, max_retries=0) as c:
+            watch = c.findings_view().watch(interval=0, max_polls=6)
+            assert [f.id_int for f in watch] == [2]
+            assert store.requests <= 10  # bounded: a wait per 429, not a loop
+
+
+def test_bad_watermarks_and_keys_are_refused(client):
+    with pytest.raises(ValidationError, match="timezone"):
+        client.findings_view().watch(watermark="2026-01-01T00:00:00")
+    with pytest.raises(ValidationError, match="by must be"):
+        client.findings_view().watch(by="title")
+    with pytest.raises(ValidationError, match="interval"):
+        client.findings_view().watch(interval=-1)
+    with pytest.raises(ValidationError, match="findings_view"):
+        client.scoring_rules().watch()
+
+
+@pytest.mark.asyncio
+async def test_async_watch():
+    store = Findings([finding(1, 0)])
+    store.script[2] = lambda s: s.rows.update({2: finding(2, 1)})
+    with HostileServer() as server:
+        server.api = store.api
+        ac = hostile.async_client(server)
+        watch = ac.findings_view().watch(interval=0, max_polls=2)
+        assert [f.id_int async for f in watch] == [2]
+        await ac.aclose()
+
+
+def test_watch_against_the_emulator_starts_from_now(client, emulator):
+    # The emulator's findings do not change: a watch from now yields nothing, from the start
+    # (a watermark before every finding) it yields each one once, oldest first.
+    assert list(client.findings_view().watch(interval=0, max_polls=2)) == []
+    early = "2000-01-01T00:00:00+00:00"
+    got = list(client.findings_view(fields="id").watch(interval=0, max_polls=2, watermark=early))
+    assert len(got) == len({f.id for f in got}) == 300
+    times = [f.last_reported_time for f in got]
+    assert times == sorted(times)
+    assert isinstance(secfindings.Paginator, type)
