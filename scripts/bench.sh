@@ -13,3 +13,5 @@ cargo build --release --quiet --manifest-path benches/floor/Cargo.toml
 "$PY" benches/bench.py "$@"
 # Findings as data: DataFrames and exports (results/frames.md, or --output-dir).
 "$PY" benches/frames.py "$@"
+# Sequential latency on an idle and a loaded machine (results/latency.md).
+"$PY" benches/latency.py "$@"

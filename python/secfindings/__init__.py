@@ -21,7 +21,7 @@ from secfindings._operations import (
     StatusRuleInput,
     TicketSLAInput,
 )
-from secfindings._paging import AsyncPaginator, Page, PageInfo, Paginator
+from secfindings._paging import AsyncPaginator, AsyncWatch, ExportResult, Page, PageInfo, Paginator, Watch
 from secfindings.errors import (
     APIStatusError,
     AuthenticationError,
@@ -43,10 +43,12 @@ __all__ = [
     "APIStatusError",
     "AsyncClient",
     "AsyncPaginator",
+    "AsyncWatch",
     "AuthenticationError",
     "Client",
     "ClientClosedError",
     "ConfigurationError",
+    "ExportResult",
     "Filter",
     "FiltersConfigInput",
     "Finding",
@@ -67,6 +69,7 @@ __all__ = [
     "TimeoutError",
     "TransportError",
     "ValidationError",
+    "Watch",
     "__version__",
     "all_of",
     "any_of",
