@@ -765,9 +765,19 @@ class AsyncPaginator(Generic[T]):
     async def to_arrow_batches(self) -> AsyncIterator[Any]:
         """The rest of the walk as ``pyarrow.RecordBatch`` es, one per page, as they arrive."""
         pa = _need("pyarrow", "arrow", "to_arrow_batches()")
+        if self._interrupted:
+            await self._next_raw()  # raises the PaginationError that says where to resume
         self._pos.columns()
         while not self._done:
-            got = await self._pages.next_batch_async()
+            try:
+                got = await self._pages.next_batch_async()
+            except BaseException as exc:
+                import asyncio
+
+                if isinstance(exc, asyncio.CancelledError):
+                    # The page may have left the walk already; it must not be skipped silently.
+                    self._interrupted = True
+                raise
             if got is None:
                 self._done = True
                 return
