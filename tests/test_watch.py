@@ -37,6 +37,10 @@ def matches(node: dict[str, Any], tree: dict[str, Any] | None) -> bool:
         return all(results) if tree["operator"] == "and" else any(results)
     name, cond, value = tree["field"], tree["condition"], tree["value"]
     have = node["id_int"] if name == "id" else node[name]
+    if have is None:
+        return False  # as SQL compares with NULL
+    if cond == "gt":
+        return int(have) > int(value)
     if cond == "gte":
         if name == "last_reported_time":
             return dt.datetime.fromisoformat(have) >= dt.datetime.fromisoformat(value)
@@ -72,9 +76,10 @@ class Findings:
             if self.polls in self.script:
                 self.script[self.polls](self)
         key = "last_reported_time" if sort.startswith("LAST_REPORTED_TIME") else "id_int"
+        # NULLS LAST ascending and FIRST descending, as PostgreSQL orders them.
         rows = sorted(
             (r for r in self.rows.values() if matches(r, tree)),
-            key=lambda r: (r[key], r["id_int"]),
+            key=lambda r: (r[key] is None, r[key] or "", r["id_int"]),
             reverse=sort.endswith("_DESC"),
         )
         start = int(variables.get("after") or 0)
@@ -128,22 +133,88 @@ def test_a_watch_by_id_and_its_watermark():
             watch = c.findings_view().watch(interval=0, max_polls=2, by="id")
             assert [f.id_int for f in watch] == [3]
             assert watch.watermark == 3
+            store.rows[4] = finding(4, 0)
+            again = c.findings_view().watch(interval=0, max_polls=1, by="id", watermark="3")
+            assert [f.id_int for f in again] == [4]
 
 
-def test_a_watch_waits_out_429s_instead_of_failing_or_spinning():
+class FakeTime:
+    """Stands in for the time module in secfindings._paging: records waits instead of sleeping."""
+
+    def __init__(self) -> None:
+        self.waits: list[float] = []
+
+    def sleep(self, seconds: float) -> None:
+        self.waits.append(seconds)
+
+    @staticmethod
+    def monotonic() -> float:
+        import time
+
+        return time.monotonic()
+
+
+def test_a_watch_waits_out_429s_without_spinning(monkeypatch):
+    from secfindings import _paging
+
+    clock = FakeTime()
+    monkeypatch.setattr(_paging, "time", clock)
     store = Findings([finding(1, 0)])
 
     def new_and_throttled(s: Findings) -> None:
         s.rows[2] = finding(2, 1)
-        s.fail_next = 2  # the next two requests (this poll's own page) answer 429
+        s.fail_next = 3  # the next requests answer 429 with Retry-After: 0
 
     store.script[2] = new_and_throttled
     with HostileServer() as server:
         server.api = store.api
         with hostile.client(server, max_retries=0) as c:
-            watch = c.findings_view().watch(interval=0, max_polls=6)
+            watch = c.findings_view().watch(interval=5, max_polls=6)
             assert [f.id_int for f in watch] == [2]
-            assert store.requests <= 10  # bounded: a wait per 429, not a loop
+    # Retry-After: 0 is not a licence to spin: the waits grow and are never below the interval.
+    throttled = clock.waits[1:4]
+    assert all(w >= 5 for w in clock.waits), clock.waits
+    assert throttled == sorted(throttled)
+    assert store.requests <= 12
+
+
+def test_findings_that_move_while_a_poll_walks_are_not_lost():
+    # Offset cursors shift when a finding moves during a walk; the watch goes on from its
+    # watermark instead, so the finding that would have been skipped still comes.
+    store = Findings([finding(1, 0)])
+
+    def burst(s: Findings) -> None:
+        s.rows.update({n: finding(n, n) for n in range(2, 8)})
+
+    store.script[2] = burst
+    moved = {"done": False}
+    real = store.api
+
+    def api(req: Any) -> Response:
+        answer = real(req)
+        variables = json.loads(req.body)["variables"]
+        if variables.get("after") == "2" and not moved["done"]:
+            moved["done"] = True  # finding 2, already handed out, is reported again
+            store.rows[2] = finding(2, 30)
+        return answer
+
+    with HostileServer() as server:
+        server.api = api
+        with hostile.client(server) as c:
+            got = [f.id_int for f in c.findings_view(page_size=2).watch(interval=0, max_polls=2)]
+    assert sorted(set(got)) == [2, 3, 4, 5, 6, 7]
+    assert got.count(2) == 2  # once new, once reported again
+
+
+def test_the_start_skips_findings_without_a_time_and_ties_at_the_newest():
+    no_time = {**finding(9, 0), "last_reported_time": None}
+    store = Findings([finding(1, 0), finding(2, 5), finding(3, 5), no_time])
+    store.script[2] = lambda s: s.rows.update({4: finding(4, 6)})
+    with HostileServer() as server:
+        server.api = store.api
+        with hostile.client(server) as c:
+            got = [f.id_int for f in c.findings_view().watch(interval=0, max_polls=3)]
+    assert got == [4]
 
 
 def test_bad_watermarks_and_keys_are_refused(client):

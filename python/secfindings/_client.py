@@ -97,7 +97,8 @@ class _Base:
 
 #: Clients unpickled in this process, by their settings: every task a worker runs (dask sends the
 #: client pickled with each one) shares one client, so one JWT, one connection pool and one
-#: ``rate_limit`` per process instead of per task.
+#: ``rate_limit`` per process instead of per task. Copies unpickled in one process are that one
+#: client: closing one closes it for all (a closed one is replaced on the next unpickling).
 _UNPICKLED: dict[tuple[Any, ...], _Base] = {}
 
 

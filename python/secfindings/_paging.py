@@ -308,9 +308,11 @@ class _Export:
             self._pa = _need("pyarrow", "arrow", "write_csv()")
             exists = append and os.path.exists(self.path) and os.path.getsize(self.path) > 0
             self._csv_header = not exists
-            self._file = open(self.path, "a" if append else "w", newline="", encoding="utf-8")  # noqa: SIM115
+            # Unbuffered bytes: a page goes in with one write and comes out with one truncate,
+            # with no buffer in between that a failed write could leave half flushed.
+            self._file = open(self.path, "ab" if append else "wb", buffering=0)  # noqa: SIM115
         else:
-            self._file = open(self.path, "ab" if append else "wb")  # noqa: SIM115
+            self._file = open(self.path, "ab" if append else "wb", buffering=0)  # noqa: SIM115
 
     #: Parquet row groups of about this many rows: one per page would make thousands of tiny
     #: groups whose metadata the writer keeps until the file is closed.
@@ -322,10 +324,9 @@ class _Export:
         part-way through it takes it out again (see :meth:`rollback`), so a resumed export
         neither repeats nor skips rows."""
         if self._file is not None:
-            self._mark = self._file.tell()
+            self._mark = self._file.seek(0, os.SEEK_END)
         if self.fmt == "jsonl":
-            self._file.write(data)
-            self._file.flush()
+            self._write_all(data)
             self.rows += data.count(b"\n")
         elif self.fmt == "parquet":
             # Kept as the native batches: finish_table widens them into one schema.
@@ -349,17 +350,22 @@ class _Export:
             names = batch.schema.names
             for row in batch.to_pylist():
                 writer.writerow([_csv_cell(row[n]) for n in names])
-            self._file.write(text.getvalue())
-            self._file.flush()
+            self._write_all(text.getvalue().encode("utf-8"))
             self.rows += batch.num_rows
         self.pages += 1
         return True
 
+    def _write_all(self, data: bytes) -> None:
+        view = memoryview(data)
+        while view:
+            n = self._file.write(view)
+            view = view[n:]
+
     def rollback(self) -> None:
         """Takes out a page whose write was interrupted (CSV, JSON lines)."""
         if self._file is not None and self._mark is not None:
+            os.ftruncate(self._file.fileno(), self._mark)
             self._file.seek(self._mark)
-            self._file.truncate()
             self._mark = None
 
     def flush(self, pages: Any = None) -> bool:
@@ -806,6 +812,8 @@ class _WatchState:
 
     def _parse(self, value: Any) -> Any:
         if self.by == "id":
+            if isinstance(value, str) and value.strip().isdigit():
+                return int(value)
             if isinstance(value, bool) or not isinstance(value, int):
                 raise ValidationError(f"a watermark by id is an int, got {value!r}")
             return value
@@ -830,17 +838,26 @@ class _WatchState:
         return str(self.key.isoformat())
 
     def of(self, item: Any) -> Any:
-        raw = item.id_int if self.by == "id" else item.last_reported_time
-        if raw is None:
-            return None
-        return raw
+        return item.id_int if self.by == "id" else item.last_reported_time
 
-    def seen(self, item: Any) -> bool:
-        """Whether the item is at or behind the watermark and was yielded already; else it moves
-        the watermark and counts as yielded."""
+    def begin(self, item: Any) -> bool:
+        """Takes one item of the newest-first walk that starts a watch from now: the newest key
+        and every finding at it count as seen. False when the walk has passed them."""
         key = self.of(item)
         if key is None:
-            return False
+            return True  # no key: not watchable, and not where "now" is
+        if self.key is None or key == self.key:
+            self.key = key
+            self.ids.add(getattr(item, "id", None))
+            return True
+        return False
+
+    def seen(self, item: Any) -> bool:
+        """Whether the item is behind the watermark or was yielded already at it (or has no key,
+        which a watch cannot place); else it moves the watermark and counts as yielded."""
+        key = self.of(item)
+        if key is None:
+            return True
         ident = getattr(item, "id", None)
         if self.key is not None and key < self.key:
             return True
@@ -852,7 +869,7 @@ class _WatchState:
         self.key, self.ids = key, {ident}
         return False
 
-    def arguments(self, base: dict[str, Any]) -> dict[str, Any]:
+    def arguments(self, base: dict[str, Any], newest_first: bool = False) -> dict[str, Any]:
         """The walk's arguments with the watermark ANDed into its filters, ordered by the key."""
         from secfindings.filters import Filter, Tree, all_of, field, filter_tree
 
@@ -866,11 +883,16 @@ class _WatchState:
                 continue
             parts.append(part if isinstance(part, Filter) else Tree(filter_tree(part)))
         if self.key is not None:
-            name = "id" if self.by == "id" else "last_reported_time"
-            parts.append(field(name).gte(self.value))
+            # Ids are unique: past the watermark exactly. Times tie: from it, and the ids seen
+            # at it are skipped.
+            if self.by == "id":
+                parts.append(field("id").gt(self.value))
+            else:
+                parts.append(field("last_reported_time").gte(self.value))
         args["filters"] = all_of(*parts) if len(parts) > 1 else (parts[0] if parts else None)
         args["filters_config"] = config or None
-        args["sort"] = _WATCH_KEYS[self.by]
+        order = _WATCH_KEYS[self.by]
+        args["sort"] = order.replace("_ASC", "_DESC") if newest_first else order
         fields = args.get("fields")
         if fields is not None:
             text_fields = fields if isinstance(fields, str) else " ".join(fields)
@@ -884,25 +906,38 @@ class _WatchState:
         return args
 
 
-def _backoff(exc: BaseException, failures: int) -> float:
+#: The shortest wait after a 429 that gives no Retry-After (or 0), doubling per failure.
+_MIN_BACKOFF = 0.5
+
+
+def _backoff(exc: BaseException, failures: int, interval: float) -> float:
+    """How long a watch waits after a 429: what the server asks, never less than the polling
+    interval or a backoff that doubles with each failure in a row (so it cannot spin)."""
     retry_after = getattr(exc, "retry_after", None)
-    if isinstance(retry_after, (int, float)) and retry_after >= 0:
-        return float(retry_after)
-    return float(min(60.0, 2.0**failures))
+    asked = float(retry_after) if isinstance(retry_after, (int, float)) and retry_after > 0 else 0.0
+    grown = min(60.0, _MIN_BACKOFF * 2.0 ** max(0, failures - 1))
+    return max(asked, interval, grown)
+
+
+_WATCH_DOC = """A live feed of findings by polling (for servers without subscriptions).
+
+    Every ``interval`` seconds it walks the findings past the watermark (their
+    ``last_reported_time``, or their id with ``by="id"``), oldest first, and yields each finding
+    once per key: with ``last_reported_time``, new findings and findings reported again (a
+    scanner saw them again; a status change alone does not move it); with ``by="id"``, new
+    findings only. Within a poll it goes on from the moved watermark rather than from a page
+    cursor, so findings that move while it walks are not skipped. ``watermark`` is where it
+    stands: keep it and pass it back as ``watermark=`` after a restart to go on from there
+    (by time, findings reported at exactly that instant come again once; by id, exactly).
+    Without one it starts, at the first iteration, from the newest finding then. Findings
+    without the key are not watched. A 429 makes it wait as the server asks (at least
+    ``interval``, and longer with each 429 in a row); other errors are raised. ``max_polls``
+    bounds the polls (tests, batch jobs).
+    """
 
 
 class Watch(Generic[T]):
-    """A live feed of findings by polling (for servers without subscriptions).
-
-    Every ``interval`` seconds it walks the findings past the watermark (their
-    ``last_reported_time``, or the id with ``by="id"``), oldest first, and yields each new or
-    changed finding once. ``watermark`` is where it stands: keep it (a string or an int) and pass
-    it back as ``watermark=`` after a restart, and the feed goes on from there (findings
-    reported at exactly that instant may come again once). Without one it starts from the
-    newest finding now. A 429 makes it wait as the server asks (``retry_after``) instead of
-    spinning; other errors are raised. ``max_polls`` bounds the number of polls (for tests and
-    batch jobs); by default it polls until you stop iterating.
-    """
+    __doc__ = _WATCH_DOC
 
     def __init__(
         self,
@@ -927,13 +962,20 @@ class Watch(Generic[T]):
     def watermark(self) -> str | int | None:
         return self._state.value
 
-    def _start(self) -> None:
-        # From now on: the newest finding sets the watermark and is not yielded.
-        sort = "LAST_REPORTED_TIME_DESC" if self._state.by == "last_reported_time" else "ID_DESC"
-        newest = self._method(**{**self._state.arguments(self._args), "sort": sort, "limit": 1})
-        for item in newest:
-            self._state.seen(item)
-        self._started = True
+    def _poll(self) -> Iterator[T]:
+        while True:
+            restart = False
+            for page in self._method(**self._state.arguments(self._args)).pages():
+                moved = False
+                for item in page.items:
+                    if not self._state.seen(item):
+                        moved = True
+                        yield item
+                if moved and page.page_info.has_next_page:
+                    restart = True  # on from the moved watermark, not from a page cursor
+                    break
+            if not restart:
+                return
 
     def __iter__(self) -> Iterator[T]:
         from secfindings.errors import RateLimitError
@@ -942,15 +984,16 @@ class Watch(Generic[T]):
         while self._max_polls is None or self.polls < self._max_polls:
             try:
                 if not self._started:
-                    self._start()
-                for item in self._method(**self._state.arguments(self._args)):
-                    if not self._state.seen(item):
-                        yield item
+                    for item in self._method(**self._state.arguments(self._args, newest_first=True)):
+                        if not self._state.begin(item):
+                            break
+                    self._started = True
+                yield from self._poll()
                 failures = 0
             except RateLimitError as exc:
                 failures += 1
                 self.polls += 1
-                time.sleep(_backoff(exc, failures))
+                time.sleep(_backoff(exc, failures, self._interval))
                 continue
             self.polls += 1
             if self._max_polls is None or self.polls < self._max_polls:
@@ -958,7 +1001,7 @@ class Watch(Generic[T]):
 
 
 class AsyncWatch(Generic[T]):
-    """The asyncio twin of :class:`Watch` (``async for``)."""
+    __doc__ = "The asyncio twin of :class:`Watch` (``async for``).\n\n    " + _WATCH_DOC
 
     def __init__(
         self,
@@ -982,6 +1025,21 @@ class AsyncWatch(Generic[T]):
     @property
     def watermark(self) -> str | int | None:
         return self._state.value
+
+    async def _poll(self) -> AsyncIterator[T]:
+        while True:
+            restart = False
+            async for page in self._method(**self._state.arguments(self._args)).pages():
+                moved = False
+                for item in page.items:
+                    if not self._state.seen(item):
+                        moved = True
+                        yield item
+                if moved and page.page_info.has_next_page:
+                    restart = True
+                    break
+            if not restart:
+                return
 
     async def __aiter__(self) -> AsyncIterator[T]:
         import asyncio
@@ -992,19 +1050,17 @@ class AsyncWatch(Generic[T]):
         while self._max_polls is None or self.polls < self._max_polls:
             try:
                 if not self._started:
-                    sort = "LAST_REPORTED_TIME_DESC" if self._state.by == "last_reported_time" else "ID_DESC"
-                    newest = self._method(**{**self._state.arguments(self._args), "sort": sort, "limit": 1})
-                    async for item in newest:
-                        self._state.seen(item)
+                    async for item in self._method(**self._state.arguments(self._args, newest_first=True)):
+                        if not self._state.begin(item):
+                            break
                     self._started = True
-                async for item in self._method(**self._state.arguments(self._args)):
-                    if not self._state.seen(item):
-                        yield item
+                async for item in self._poll():
+                    yield item
                 failures = 0
             except RateLimitError as exc:
                 failures += 1
                 self.polls += 1
-                await asyncio.sleep(_backoff(exc, failures))
+                await asyncio.sleep(_backoff(exc, failures, self._interval))
                 continue
             self.polls += 1
             if self._max_polls is None or self.polls < self._max_polls:

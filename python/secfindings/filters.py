@@ -460,8 +460,9 @@ def _check_leaf(node: Mapping[str, Any], path: str) -> dict[str, Any]:
 
 
 class Tree(Filter):
-    """A filter tree kept as the plain dict it was given in (checked by :func:`filter_tree`),
-    to combine with built filters: ``all_of(Tree(tree), field("severity").in_(["5"]))``."""
+    """A filter tree kept as the plain dict it was given in, to combine with built filters:
+    ``all_of(Tree(filter_tree(tree)), field("severity").in_(["5"]))`` (``filter_tree`` checks
+    it; this class does not)."""
 
     __slots__ = ("_tree",)
 
