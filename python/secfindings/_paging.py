@@ -936,8 +936,8 @@ _WATCH_DOC = """A live feed of findings by polling (for servers without subscrip
     """
 
 
-class Watch(Generic[T]):
-    __doc__ = _WATCH_DOC
+class _WatchBase:
+    """What the sync and async watches share: their settings and state."""
 
     def __init__(
         self,
@@ -961,6 +961,13 @@ class Watch(Generic[T]):
     @property
     def watermark(self) -> str | int | None:
         return self._state.value
+
+    def _more(self) -> bool:
+        return self._max_polls is None or self.polls < self._max_polls
+
+
+class Watch(_WatchBase, Generic[T]):
+    __doc__ = _WATCH_DOC
 
     def _poll(self) -> Iterator[T]:
         while True:
@@ -981,7 +988,7 @@ class Watch(Generic[T]):
         from secfindings.errors import RateLimitError
 
         failures = 0
-        while self._max_polls is None or self.polls < self._max_polls:
+        while self._more():
             try:
                 if not self._started:
                     for item in self._method(**self._state.arguments(self._args, newest_first=True)):
@@ -996,35 +1003,12 @@ class Watch(Generic[T]):
                 time.sleep(_backoff(exc, failures, self._interval))
                 continue
             self.polls += 1
-            if self._max_polls is None or self.polls < self._max_polls:
+            if self._more():
                 time.sleep(self._interval)
 
 
-class AsyncWatch(Generic[T]):
+class AsyncWatch(_WatchBase, Generic[T]):
     __doc__ = "The asyncio twin of :class:`Watch` (``async for``).\n\n    " + _WATCH_DOC
-
-    def __init__(
-        self,
-        method: Callable[..., Any],
-        args: dict[str, Any],
-        *,
-        interval: float,
-        watermark: str | int | None,
-        by: str,
-        max_polls: int | None,
-    ) -> None:
-        if not (interval >= 0):
-            raise ValidationError(f"interval must be >= 0 seconds, got {interval!r}")
-        self._method, self._args = method, args
-        self._state = _WatchState(by, watermark)
-        self._interval = float(interval)
-        self._max_polls = max_polls
-        self.polls = 0
-        self._started = watermark is not None
-
-    @property
-    def watermark(self) -> str | int | None:
-        return self._state.value
 
     async def _poll(self) -> AsyncIterator[T]:
         while True:
@@ -1047,7 +1031,7 @@ class AsyncWatch(Generic[T]):
         from secfindings.errors import RateLimitError
 
         failures = 0
-        while self._max_polls is None or self.polls < self._max_polls:
+        while self._more():
             try:
                 if not self._started:
                     async for item in self._method(**self._state.arguments(self._args, newest_first=True)):
@@ -1063,5 +1047,5 @@ class AsyncWatch(Generic[T]):
                 await asyncio.sleep(_backoff(exc, failures, self._interval))
                 continue
             self.polls += 1
-            if self._max_polls is None or self.polls < self._max_polls:
+            if self._more():
                 await asyncio.sleep(self._interval)
