@@ -718,3 +718,18 @@ def test_a_finding_that_does_not_exist_is_not_found(client):
     with pytest.raises(secfindings.GraphQLError) as info:
         client.execute("{ no_such_field }")
     assert not isinstance(info.value, secfindings.NotFoundError)
+
+
+def test_a_misspelt_keyword_names_the_client_and_suggests_the_right_one(client):
+    with pytest.raises(TypeError, match=r"^Client\.findings_view\(\) .* \(did you mean 'filters'\?\)$"):
+        client.findings_view(filter={})
+    with pytest.raises(TypeError, match=r"^Client\.finding\(\) missing 1 required"):
+        client.finding()  # type: ignore[call-arg]
+    assert client.finding(1).id_int == 1
+
+
+@pytest.mark.asyncio
+async def test_a_misspelt_keyword_names_the_async_client(async_client):
+    with pytest.raises(TypeError, match=r"^AsyncClient\.findings_view\(\) .* \(did you mean 'sort'\?\)"):
+        async_client.findings_view(sortt="SCORE_DESC")
+    assert (await async_client.finding(1)).id_int == 1

@@ -65,11 +65,12 @@ def with_filters(
 
 
 def deprecated(name: str, successor: str) -> None:
-    # stacklevel 3: the warning points at the caller of the typed method.
+    # stacklevel 4: the warning points at the caller of the typed method (past the method and
+    # the wrapper that names it after Client / AsyncClient).
     warnings.warn(
         f"{name}() is deprecated by the API; use {successor}() instead",
         DeprecationWarning,
-        stacklevel=3,
+        stacklevel=4,
     )
 
 
