@@ -393,3 +393,16 @@ def test_a_million_findings_stream_to_parquet_in_bounded_memory(tmp_path):
         emu.wait(30)
         if emu.stdout is not None:
             emu.stdout.close()
+
+
+def test_a_page_that_fails_to_decode_does_not_move_a_streamed_cursor():
+    # Read through the capsule interface, the cursor is the walk's own: a page whose values do
+    # not fit the stream's schema must leave it before that page, so a resume does not skip it.
+    server_pages = [{"id": 1, "n": 1}, {"id": 2, "n": "text"}]
+    with HostileServer() as server:
+        server.api = pages_of(server_pages, page_size=1)
+        with hostile.client(server) as c:
+            pager = c.paginate(PAGE_DOC, path="items", page_size=1)
+            with pytest.raises(Exception, match="n"):
+                pa.table(pager)
+            assert pager.cursor == "1"

@@ -145,9 +145,6 @@ impl BatchSource {
         let mut s = self.stream.lock().await;
         let Some(page) = s.next_page().await? else { return Ok(None) };
         let cursor = s.cursor().map(str::to_string);
-        if let Ok(mut c) = self.cursor.lock() {
-            c.clone_from(&cursor);
-        }
         let batch = {
             let mut guard = self.columnar.lock().map_err(|_| poisoned())?;
             if guard.is_none() {
@@ -155,7 +152,13 @@ impl BatchSource {
             }
             guard.as_mut().ok_or_else(poisoned)?.batch(&page)
         };
-        Ok(Some((batch.map_err(|e| e.redact(&self.redactor))?, cursor)))
+        let batch = batch.map_err(|e| e.redact(&self.redactor))?;
+        // Only a page that became a batch moves the walk's cursor: resuming from it after a
+        // page that failed to decode must not skip that page.
+        if let Ok(mut c) = self.cursor.lock() {
+            c.clone_from(&cursor);
+        }
+        Ok(Some((batch, cursor)))
     }
 
     /// Batches of this walk brought to the widest schema seen.
@@ -190,10 +193,11 @@ impl BatchSource {
         let mut s = self.stream.lock().await;
         let Some(page) = s.next_page().await? else { return Ok(None) };
         let cursor = s.cursor().map(str::to_string);
+        let lines = page_jsonl(&page)?;
         if let Ok(mut c) = self.cursor.lock() {
             c.clone_from(&cursor);
         }
-        Ok(Some((page_jsonl(&page)?, cursor)))
+        Ok(Some((lines, cursor)))
     }
 
     fn freeze(&self) {
