@@ -16,6 +16,7 @@ fn _native(m: &pyo3::Bound<'_, pyo3::types::PyModule>) -> pyo3::PyResult<()> {
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
     m.add_class::<py::client::NativeClient>()?;
     m.add_class::<py::paging::NativePages>()?;
+    m.add_class::<py::subscribe::NativeSubscription>()?;
     #[cfg(feature = "emulator")]
     m.add_class::<py::emulator::NativeEmulator>()?;
     m.add_function(wrap_pyfunction!(py::client::prepare_request, m)?)?;

@@ -69,8 +69,12 @@ async fn serve(stream: TcpStream, shared: Arc<Shared>) {
         let conn = conn.clone();
         async move { route(&conn, req).await }
     });
-    let _ =
-        http1::Builder::new().keep_alive(true).header_read_timeout(None).serve_connection(io, service).await;
+    let _ = http1::Builder::new()
+        .keep_alive(true)
+        .header_read_timeout(None)
+        .serve_connection(io, service)
+        .with_upgrades()
+        .await;
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -82,6 +86,9 @@ pub(crate) struct ResetConnection;
 pub(crate) struct Truncated;
 
 async fn route(conn: &Conn, req: Request<Incoming>) -> Result<Response<RespBody>, ResetConnection> {
+    if matches!(req.uri().path(), "/api/v1" | "/api/v1/") && crate::ws::is_upgrade(&req) {
+        return Ok(crate::ws::accept(&conn.shared, req));
+    }
     let (parts, body) = req.into_parts();
     let is_api = match parts.uri.path() {
         "/api/v1" | "/api/v1/" => true,

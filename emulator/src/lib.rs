@@ -21,6 +21,7 @@ mod http;
 mod idp;
 mod limits;
 mod stats;
+mod ws;
 
 use std::net::{IpAddr, SocketAddr};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
@@ -32,6 +33,7 @@ pub use crate::caller::Caller;
 pub use crate::config::{EmulatorConfig, LimitScope, RateLimit};
 pub use crate::fault::{Fault, FaultTarget};
 pub use crate::stats::{LoggedRequest, Stats};
+pub use crate::ws::WsProtocols;
 
 use crate::auth::Auth;
 use crate::fault::FaultQueue;
@@ -64,6 +66,7 @@ pub(crate) struct Shared {
     log: RequestLog,
     /// `Some` when `EmulatorConfig::response_cache` is on.
     cache: Option<cache::ResponseCache>,
+    ws: ws::WsState,
 }
 
 /// A running emulator. Dropping it shuts it down.
@@ -96,6 +99,7 @@ impl Emulator {
             counters: Counters::default(),
             log: RequestLog::default(),
             cache: config.response_cache.then(cache::ResponseCache::default),
+            ws: ws::WsState::default(),
         });
         let runtime = tokio::runtime::Builder::new_multi_thread()
             .worker_threads(config.worker_threads.max(1))
@@ -202,6 +206,36 @@ impl Emulator {
 
     pub fn clear_request_log(&self) {
         self.shared.log.clear();
+    }
+
+    /// Test hook: a new finding of `severity` (1-5), published to `finding_created`
+    /// subscribers. Returns the finding's id and the event's cursor.
+    pub fn create_finding(&self, severity: u8) -> Result<(u64, String), String> {
+        self.shared.graphql.create_finding(severity)
+    }
+
+    /// Test hook: publishes a `finding_changed` event of `kind` for finding `id`; returns its cursor.
+    pub fn change_finding(&self, id: u64, kind: &str) -> Result<String, String> {
+        self.shared.graphql.change_finding(id, kind)
+    }
+
+    /// Subscriptions open on the server, and WebSocket connections open and accepted so far.
+    pub fn subscription_stats(&self) -> (usize, u64, u64) {
+        (
+            self.shared.graphql.active_subscriptions(),
+            self.shared.ws.open.load(std::sync::atomic::Ordering::Acquire),
+            self.shared.ws.accepted.load(std::sync::atomic::Ordering::Acquire),
+        )
+    }
+
+    /// Test hook: drops every open WebSocket connection without a close frame.
+    pub fn drop_websockets(&self) {
+        self.shared.ws.drop_all();
+    }
+
+    /// Which WebSocket subprotocols the server accepts from now on.
+    pub fn set_ws_protocols(&self, protocols: WsProtocols) {
+        self.shared.ws.set_protocols(protocols);
     }
 
     /// The GraphQL schema in SDL.

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import functools
 import inspect
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from types import TracebackType
 from typing import Any
 
@@ -13,6 +13,8 @@ from secfindings import _logging
 from secfindings._native import NativeClient, NativePages
 from secfindings._operations import AsyncOperations, SyncOperations
 from secfindings._paging import AsyncPaginator, Paginator
+from secfindings._subscribe import SUBSCRIPTIONS, AsyncSubscription, Subscription, subscription_document
+from secfindings.errors import ValidationError
 from secfindings.models._base import did_you_mean
 
 __all__ = ["AsyncClient", "Client"]
@@ -98,6 +100,39 @@ class _Base:
         # One walk for both clients; only the iterator around it differs.
         return self._native.paginate(query, variables, operation_name, path, page_size, limit)
 
+    def _subscription(
+        self,
+        document: str,
+        variables: Mapping[str, Any] | None,
+        operation_name: str | None,
+        fields: str | None,
+        resume: str | None,
+        queue_size: int,
+        max_reconnects: int,
+    ) -> Any:
+        text = document.strip()
+        if text.isidentifier():
+            if text not in SUBSCRIPTIONS:
+                raise ValidationError(
+                    f"unknown subscription field {text!r}{did_you_mean(text, SUBSCRIPTIONS)}; "
+                    f"known: {', '.join(sorted(SUBSCRIPTIONS))} (or pass a subscription document)"
+                )
+            document, variables = subscription_document(text, variables, fields)
+        elif fields is not None:
+            raise ValidationError("fields= applies to a subscription field name, not to a document")
+        if isinstance(queue_size, bool) or not isinstance(queue_size, int) or queue_size < 1:
+            raise ValidationError(f"queue_size must be an int of at least 1, not {queue_size!r}")
+        if isinstance(max_reconnects, bool) or not isinstance(max_reconnects, int) or max_reconnects < 0:
+            raise ValidationError(f"max_reconnects must be an int of at least 0, not {max_reconnects!r}")
+        return self._native.subscribe(
+            document,
+            dict(variables) if variables is not None else None,
+            operation_name,
+            resume,
+            min(queue_size, 1 << 20),
+            min(max_reconnects, 1 << 20),
+        )
+
 
 #: Clients unpickled in this process, by their settings: every task a worker runs (dask sends the
 #: client pickled with each one) shares one client, so one JWT, one connection pool and one
@@ -114,6 +149,7 @@ def _rebuild(cls: type[_Base], state: dict[str, Any]) -> _Base:
     if client is None or client.closed:
         client = _UNPICKLED[key] = cls(**state)
     return client
+
 
 
 class Client(_Base, SyncOperations):
@@ -153,6 +189,38 @@ class Client(_Base, SyncOperations):
         top-level field). Every other variable is sent with every page.
         """
         return Paginator(self._pages(query, variables, path, page_size, limit, operation_name))
+
+    def subscribe(
+        self,
+        document: str,
+        variables: Mapping[str, Any] | None = None,
+        *,
+        operation_name: str | None = None,
+        fields: str | None = None,
+        resume: str | None = "after",
+        queue_size: int = 256,
+        max_reconnects: int = 10,
+    ) -> Subscription[Any]:
+        """Subscribe over WebSocket and iterate over the events as they come.
+
+        ``document`` is a subscription document, or the name of a subscription field the
+        package knows (``"finding_created"``, ``"finding_changed"``, ``"rule_changed"``), whose
+        arguments are then ``variables`` and whose selection ``fields`` may replace. Events of a
+        known field (not aliased) are typed models (:class:`~secfindings.models.FindingEvent`,
+        ...); others are the ``data`` dicts.
+
+        The socket speaks graphql-transport-ws (graphql-ws when the server picks it), sends the
+        JWT in ``connection_init`` and answers pings. When the socket drops, the server closes
+        it, or the JWT is about to lapse, the client connects again with a fresh JWT and
+        subscribes again with the variable named by ``resume`` (``$after``) set to the last
+        event's ``cursor``, so a server that holds recent events loses none. After
+        ``max_reconnects`` failed attempts in a row it raises
+        :class:`~secfindings.SubscriptionError`. At most ``queue_size`` events wait for a slow
+        consumer; then the client stops reading the socket (nothing is dropped).
+        """
+        return Subscription(
+            self._subscription(document, variables, operation_name, fields, resume, queue_size, max_reconnects)
+        )
 
     def close(self) -> None:
         """Stop the client; later calls raise ClientClosedError."""
@@ -195,6 +263,38 @@ class AsyncClient(_Base, AsyncOperations):
     ) -> AsyncPaginator[dict[str, Any]]:
         """Walk any Relay connection lazily with ``async for`` (see :meth:`Client.paginate`)."""
         return AsyncPaginator(self._pages(query, variables, path, page_size, limit, operation_name))
+
+    def subscribe(
+        self,
+        document: str,
+        variables: Mapping[str, Any] | None = None,
+        *,
+        operation_name: str | None = None,
+        fields: str | None = None,
+        resume: str | None = "after",
+        queue_size: int = 256,
+        max_reconnects: int = 10,
+    ) -> AsyncSubscription[Any]:
+        """Subscribe over WebSocket; ``async for`` over the events (see :meth:`Client.subscribe`).
+
+        ``document`` is a subscription document, or the name of a subscription field the
+        package knows (``"finding_created"``, ``"finding_changed"``, ``"rule_changed"``), whose
+        arguments are then ``variables`` and whose selection ``fields`` may replace. Events of a
+        known field (not aliased) are typed models (:class:`~secfindings.models.FindingEvent`,
+        ...); others are the ``data`` dicts.
+
+        The socket speaks graphql-transport-ws (graphql-ws when the server picks it), sends the
+        JWT in ``connection_init`` and answers pings. When the socket drops, the server closes
+        it, or the JWT is about to lapse, the client connects again with a fresh JWT and
+        subscribes again with the variable named by ``resume`` (``$after``) set to the last
+        event's ``cursor``, so a server that holds recent events loses none. After
+        ``max_reconnects`` failed attempts in a row it raises
+        :class:`~secfindings.SubscriptionError`. At most ``queue_size`` events wait for a slow
+        consumer; then the client stops reading the socket (nothing is dropped).
+        """
+        return AsyncSubscription(
+            self._subscription(document, variables, operation_name, fields, resume, queue_size, max_reconnects)
+        )
 
     async def aclose(self) -> None:
         """Stop the client; later calls raise ClientClosedError."""

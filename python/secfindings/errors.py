@@ -19,6 +19,7 @@ __all__ = [
     "GraphQLError",
     "NotFoundError",
     "PaginationError",
+    "SubscriptionError",
     "RateLimitError",
     "SecFindingsError",
     "TimeoutError",
@@ -136,6 +137,20 @@ class PaginationError(SecFindingsError):
 
     ``cursor`` is where to resume from (pass it as ``after=``) when the walk got that far: the
     end cursor of the last page that brought items. None means from the start (or unknown).
+    """
+
+    def __init__(self, message: str, *, cursor: str | None = None) -> None:
+        super().__init__(message)
+        self.cursor = cursor
+
+
+class SubscriptionError(TransportError):
+    """A subscription ended because it could not go on: connecting again failed too many times
+    in a row (the server is down, refuses the upgrade, or never acknowledges), or the server
+    judged the subscription itself invalid.
+
+    ``cursor`` is the cursor of the last event delivered (None when none carried one): pass it
+    as the resume variable (``after``) of a new subscription to pick up where this one ended.
     """
 
     def __init__(self, message: str, *, cursor: str | None = None) -> None:

@@ -70,7 +70,19 @@ impl CoreClient {
         operation_name: Option<&str>,
     ) -> Result<Bytes> {
         let req = prepare(query, variables, operation_name)?;
+        if req.operation.kind == super::graphql::OperationKind::Subscription {
+            return Err(Error::validation("a subscription is not run by execute(): use subscribe()"));
+        }
         self.transport.send(&req).await
+    }
+
+    /// Starts a subscription on `handle` (see [`super::subscribe`]).
+    pub fn subscribe(
+        &self,
+        spec: super::subscribe::SubscribeSpec,
+        handle: &tokio::runtime::Handle,
+    ) -> Result<super::subscribe::Subscription> {
+        super::subscribe::Subscription::start(Arc::clone(&self.transport), spec, handle)
     }
 
     /// A lazy, prefetching walk over a connection. Nothing is sent until the first page is asked for.

@@ -49,6 +49,10 @@ pub enum Error {
     /// `cursor` is where to resume from (`after=`), when the walk got that far.
     #[error("{message}")]
     Pagination { message: String, cursor: Option<String> },
+    /// A subscription ended because it could not go on: it could not be resumed (connecting
+    /// failed too often), or the server judged it invalid. `cursor` is the last event's cursor.
+    #[error("{message}")]
+    Subscription { message: String, cursor: Option<String> },
     /// The client was closed, or used in a process other than the one that created it.
     #[error("{0}")]
     Closed(String),
@@ -102,6 +106,9 @@ impl Error {
             }
             Self::Pagination { message, cursor } => {
                 Self::Pagination { message: s(message), cursor: cursor.map(s) }
+            }
+            Self::Subscription { message, cursor } => {
+                Self::Subscription { message: s(message), cursor: cursor.map(s) }
             }
             Self::Closed(m) => Self::Closed(s(m)),
         }

@@ -14,6 +14,7 @@ pub mod paging;
 pub mod retry;
 pub mod scan;
 pub mod secret;
+pub mod subscribe;
 pub mod transport;
 
 pub use client::CoreClient;

@@ -29,6 +29,7 @@ pub struct Transport {
     tokens: Arc<TokenProvider>,
     policy: RetryPolicy,
     closed: AtomicBool,
+    on_close: tokio::sync::watch::Sender<bool>,
     limiter: Option<RateLimiter>,
     stats: Stats,
 }
@@ -164,6 +165,7 @@ impl Transport {
             tokens,
             policy,
             closed: AtomicBool::new(false),
+            on_close: tokio::sync::watch::channel(false).0,
             limiter,
             stats: Stats::default(),
         })
@@ -184,6 +186,13 @@ impl Transport {
     /// Stops new calls; connections close when the last reference goes.
     pub fn close(&self) {
         self.closed.store(true, Ordering::Release);
+        // Subscriptions end on the server too.
+        self.on_close.send_replace(true);
+    }
+
+    /// Becomes true when the client is closed (what long-lived tasks select on).
+    pub fn on_close(&self) -> tokio::sync::watch::Receiver<bool> {
+        self.on_close.subscribe()
     }
 
     pub fn is_closed(&self) -> bool {

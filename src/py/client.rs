@@ -293,6 +293,35 @@ impl NativeClient {
         Ok(NativePages::new(stream, core.settings().redactor.clone()))
     }
 
+    /// Starts a subscription over WebSocket (see `secfindings.Client.subscribe`).
+    #[pyo3(signature = (query, variables=None, operation_name=None, resume=None, queue_size=256, max_reconnects=10))]
+    fn subscribe(
+        &self,
+        query: String,
+        variables: Option<Bound<'_, PyAny>>,
+        operation_name: Option<String>,
+        resume: Option<String>,
+        queue_size: usize,
+        max_reconnects: u32,
+    ) -> PyResult<crate::py::subscribe::NativeSubscription> {
+        let core = self.check()?.clone();
+        let vars = crate::py::convert::variables(variables.as_ref())?.unwrap_or_default();
+        if queue_size == 0 {
+            return Err(err(crate::core::Error::Validation("queue_size must be at least 1".into())));
+        }
+        let spec = crate::core::subscribe::SubscribeSpec {
+            query,
+            variables: vars,
+            operation_name,
+            resume,
+            queue: queue_size,
+            max_reconnects,
+        };
+        let rt = crate::py::runtime::runtime().map_err(err)?;
+        let sub = core.subscribe(spec, rt.handle()).map_err(err)?;
+        Ok(crate::py::subscribe::NativeSubscription::new(sub, core.settings().redactor.clone()))
+    }
+
     fn __repr__(&self) -> String {
         format!("NativeClient(base_url={:?}, region={:?})", self.base_url(), self.region())
     }

@@ -107,6 +107,42 @@ impl NativeEmulator {
         self.inner.expire_jwts();
     }
 
+    /// A new finding of `severity` (1-5), published to `finding_created`: (id, event cursor).
+    fn create_finding(&self, severity: u8) -> PyResult<(u64, String)> {
+        self.inner.create_finding(severity).map_err(PyValueError::new_err)
+    }
+
+    /// Publishes a `finding_changed` event for finding `id`; returns its cursor.
+    #[pyo3(signature = (id, kind="changed"))]
+    fn change_finding(&self, id: u64, kind: &str) -> PyResult<String> {
+        self.inner.change_finding(id, kind).map_err(PyValueError::new_err)
+    }
+
+    /// (subscriptions open on the server, sockets open, sockets accepted so far).
+    fn subscription_stats(&self) -> (usize, u64, u64) {
+        self.inner.subscription_stats()
+    }
+
+    fn drop_websockets(&self) {
+        self.inner.drop_websockets();
+    }
+
+    fn set_ws_protocols(&self, protocols: &str) -> PyResult<()> {
+        use secfindings_emulator::WsProtocols;
+        let p = match protocols {
+            "both" => WsProtocols::Both,
+            "graphql-transport-ws" => WsProtocols::TransportWs,
+            "graphql-ws" => WsProtocols::LegacyOnly,
+            other => {
+                return Err(PyValueError::new_err(format!(
+                    "protocols must be 'both', 'graphql-transport-ws' or 'graphql-ws', got {other:?}"
+                )))
+            }
+        };
+        self.inner.set_ws_protocols(p);
+        Ok(())
+    }
+
     fn set_jwt_lifetime(&self, seconds: f64) -> PyResult<()> {
         self.inner.set_jwt_lifetime(secs("jwt_lifetime", seconds)?);
         Ok(())

@@ -76,6 +76,10 @@ fn build(py: Python<'_>, err: Error) -> PyResult<PyErr> {
             kw.set_item("cursor", cursor)?;
             ("PaginationError", message)
         }
+        Error::Subscription { message, cursor } => {
+            kw.set_item("cursor", cursor)?;
+            ("SubscriptionError", message)
+        }
         Error::Closed(m) => ("ClientClosedError", m),
     };
     let cls = class(py, name)?;

@@ -10,6 +10,7 @@ pub mod errors;
 pub mod operations;
 pub mod paging;
 pub mod runtime;
+pub mod subscribe;
 
 use std::sync::OnceLock;
 

@@ -10,7 +10,8 @@ use std::sync::Arc;
 
 use async_graphql::dynamic::{
     Enum, EnumItem, Field, FieldFuture, FieldValue, InputObject, InputValue, Interface, InterfaceField,
-    Object, ResolverContext, Scalar, Schema, TypeRef,
+    Object, ResolverContext, Scalar, Schema, Subscription, SubscriptionField, SubscriptionFieldFuture,
+    TypeRef,
 };
 use async_graphql::parser::types::{
     BaseType, ConstDirective, FieldDefinition, InputValueDefinition, Type, TypeKind, TypeSystemDefinition,
@@ -18,6 +19,7 @@ use async_graphql::parser::types::{
 use async_graphql::{Positioned, Value};
 
 use super::data::Store;
+use super::events::{Body, Event, EventBus};
 use super::findings::{finding_field, FindingObj, Out, ViewCache};
 use super::paging::{window, PageArgs};
 
@@ -25,6 +27,13 @@ use super::paging::{window, PageArgs};
 pub struct Env {
     pub store: Store,
     pub views: ViewCache,
+    pub events: Arc<EventBus>,
+}
+
+/// The parent value of `FindingEvent` / `RuleEvent` fields.
+pub struct EventObj {
+    pub event: Arc<Event>,
+    pub data: Arc<super::data::Data>,
 }
 
 /// A hand-written root field resolver. `Ok(None)` is GraphQL null.
@@ -183,6 +192,9 @@ fn generic<'a>(plan: &Plan, ctx: &ResolverContext<'a>) -> Result<Option<FieldVal
             _ => None,
         });
     }
+    if let Some(e) = parent.downcast_ref::<EventObj>() {
+        return Ok(event_member(e, plan.name.as_str()));
+    }
     if let Some(e) = parent.downcast_ref::<EdgeObj>() {
         return Ok(match plan.name.as_str() {
             "cursor" => Some(FieldValue::value(Value::String(e.cursor.clone()))),
@@ -195,6 +207,106 @@ fn generic<'a>(plan: &Plan, ctx: &ResolverContext<'a>) -> Result<Option<FieldVal
         });
     }
     Ok(None)
+}
+
+/// `(kind, rule_type)` of a mutation that changes a rule (`add_scoring_rule` -> add, scoring_rule).
+fn rule_mutation(name: &str) -> Option<(&'static str, &'static str)> {
+    let (verb, rest) = name.split_once('_')?;
+    let kind = ["add", "edit", "delete", "activate", "enable"].into_iter().find(|k| *k == verb)?;
+    let rule_type =
+        ["scoring_rule", "status_rule", "sla_rule", "ticket_sla_rule"].into_iter().find(|t| *t == rest)?;
+    Some((kind, rule_type))
+}
+
+/// The first `id` member of a mutation's answer, one or two levels down.
+fn find_id(v: &Value) -> Option<Value> {
+    let Value::Object(m) = v else { return None };
+    if let Some(id) = m.get("id") {
+        return Some(id.clone());
+    }
+    m.values().find_map(|inner| match inner {
+        Value::Object(inner) => inner.get("id").cloned(),
+        _ => None,
+    })
+}
+
+fn event_member<'a>(e: &EventObj, name: &str) -> Option<FieldValue<'a>> {
+    let ev = &e.event;
+    let value = match (name, &ev.body) {
+        ("cursor", _) => Value::String(ev.seq.to_string()),
+        ("kind", _) => Value::String(ev.kind.clone()),
+        ("occurred_at", _) => Value::String(super::util::format_datetime(ev.at)),
+        ("finding", Body::Finding { idx, .. }) => {
+            let idx = *idx;
+            return e
+                .data
+                .finding(idx as usize)
+                .map(|_| FieldValue::owned_any(FindingObj { data: Arc::clone(&e.data), idx, view: false }));
+        }
+        ("rule_type", Body::Rule { rule_type, .. }) => Value::String(rule_type.clone()),
+        ("rule_id", Body::Rule { rule_id: Some(id), .. }) => Value::String(id.clone()),
+        _ => return None,
+    };
+    Some(FieldValue::value(value))
+}
+
+/// A `Subscription` field: the event stream of `name`, resumed after the `after` cursor.
+fn subscription_field(def: &FieldDefinition, env: &Arc<Env>) -> Result<SubscriptionField, String> {
+    let name: &'static str = match def.name.node.as_str() {
+        "finding_created" => "finding_created",
+        "finding_changed" => "finding_changed",
+        "rule_changed" => "rule_changed",
+        other => return Err(format!("no event source for Subscription.{other}")),
+    };
+    let env = Arc::clone(env);
+    let mut field = SubscriptionField::new(name, type_ref(&def.ty.node), move |ctx| {
+        let env = Arc::clone(&env);
+        SubscriptionFieldFuture::new(async move {
+            use futures_util::StreamExt as _;
+            let after = match ctx.args.get("after").map(|v| v.as_value().clone()) {
+                None | Some(Value::Null) => None,
+                Some(Value::String(s)) => Some(
+                    s.parse::<u64>()
+                        .map_err(|_| async_graphql::Error::new(format!("invalid cursor: {s:?}")))?,
+                ),
+                Some(other) => return Err(async_graphql::Error::new(format!("invalid cursor: {other}"))),
+            };
+            let severities: Option<Vec<u8>> = match ctx.args.get("severities").map(|v| v.as_value().clone()) {
+                Some(Value::List(items)) => Some(
+                    items
+                        .iter()
+                        .filter_map(|v| match v {
+                            Value::Number(n) => n.as_u64().and_then(|n| u8::try_from(n).ok()),
+                            _ => None,
+                        })
+                        .collect(),
+                ),
+                _ => None,
+            };
+            let env2 = Arc::clone(&env);
+            let events = env.events.stream(name, after).filter_map(move |event| {
+                let keep = match (&severities, &event.body) {
+                    (Some(wanted), Body::Finding { severity, .. }) => wanted.contains(severity),
+                    _ => true,
+                };
+                let out = keep.then(|| {
+                    Ok::<_, async_graphql::Error>(FieldValue::owned_any(EventObj {
+                        event,
+                        data: env2.store.snapshot(),
+                    }))
+                });
+                std::future::ready(out)
+            });
+            Ok(events)
+        })
+    });
+    if let Some(d) = &def.description {
+        field = field.description(d.node.clone());
+    }
+    for arg in &def.arguments {
+        field = field.argument(input_value(&arg.node));
+    }
+    Ok(field)
 }
 
 fn type_ref(t: &Type) -> TypeRef {
@@ -263,8 +375,30 @@ fn object_field(
     let mut field = if let Some(root) = roots.get(key.as_str()).copied() {
         used.insert(key);
         let env = Arc::clone(env);
+        let rule = (type_name == "Mutation").then(|| rule_mutation(&name)).flatten();
         Field::new(name.clone(), ty, move |ctx| match root(&env, &ctx) {
-            Ok(v) => FieldFuture::Value(v),
+            Ok(v) => {
+                if let Some((kind, rule_type)) = rule {
+                    let id = ctx
+                        .args
+                        .get("id")
+                        .map(|a| a.as_value().clone())
+                        .or_else(|| v.as_ref().and_then(|fv| parent_value(fv)).and_then(find_id));
+                    let rule_id = id.and_then(|id| match id {
+                        Value::String(s) => Some(s),
+                        Value::Number(n) => Some(n.to_string()),
+                        _ => None,
+                    });
+                    let at = env.store.snapshot().today + 12 * 3600;
+                    env.events.publish(
+                        "rule_changed",
+                        kind,
+                        at,
+                        Body::Rule { rule_type: rule_type.into(), rule_id },
+                    );
+                }
+                FieldFuture::Value(v)
+            }
             Err(message) => {
                 report(&ctx, message);
                 FieldFuture::Value(None)
@@ -305,7 +439,7 @@ pub fn build(sdl: &str, env: Arc<Env>, roots: &HashMap<&'static str, RootFn>) ->
             kinds.insert(t.node.name.node.to_string(), is_object);
         }
     }
-    let mut builder = Schema::build("Query", Some("Mutation"), None);
+    let mut builder = Schema::build("Query", Some("Mutation"), Some("Subscription"));
     let mut used = HashSet::new();
     for def in &doc.definitions {
         let TypeSystemDefinition::Type(t) = def else { continue };
@@ -361,6 +495,16 @@ pub fn build(sdl: &str, env: Arc<Env>, roots: &HashMap<&'static str, RootFn>) ->
                     i = i.field(field);
                 }
                 builder = builder.register(i);
+            }
+            TypeKind::Object(ot) if name == "Subscription" => {
+                let mut sub = Subscription::new(name.clone());
+                if let Some(d) = description {
+                    sub = sub.description(d);
+                }
+                for f in &ot.fields {
+                    sub = sub.field(subscription_field(&f.node, &env)?);
+                }
+                builder = builder.register(sub);
             }
             TypeKind::Object(ot) => {
                 let mut obj = Object::new(name.clone());

@@ -16,6 +16,7 @@
 
 mod data;
 mod engine;
+mod events;
 mod filter;
 mod findings;
 mod mutation;
@@ -94,6 +95,7 @@ fn roots() -> HashMap<&'static str, RootFn> {
 /// The GraphQL service: the executable schema over a seeded, shared, mutable store.
 pub struct GraphqlService {
     schema: async_graphql::dynamic::Schema,
+    env: Arc<Env>,
 }
 
 impl GraphqlService {
@@ -101,14 +103,78 @@ impl GraphqlService {
     /// data; timestamps count from a fixed "today" derived from the seed, not the wall clock).
     pub fn new(findings: usize, seed: u64) -> Result<Self, String> {
         let store = data::Store::new(data::seed(findings, seed)?);
-        let env = Arc::new(Env { store, views: findings::ViewCache::new(VIEW_CACHE_ENTRIES) });
-        let schema = engine::build(SCHEMA_SDL, env, &roots())?;
-        Ok(Self { schema })
+        let env = Arc::new(Env {
+            store,
+            views: findings::ViewCache::new(VIEW_CACHE_ENTRIES),
+            events: Arc::new(events::EventBus::default()),
+        });
+        let schema = engine::build(SCHEMA_SDL, Arc::clone(&env), &roots())?;
+        Ok(Self { schema, env })
     }
 
     /// Executes one GraphQL request on behalf of `caller`.
     pub async fn execute(&self, request: async_graphql::Request, caller: Caller) -> async_graphql::Response {
         self.schema.execute(request.data(caller)).await
+    }
+
+    /// The executable schema (a cheap handle), for the WebSocket transport of subscriptions.
+    pub fn schema(&self) -> async_graphql::dynamic::Schema {
+        self.schema.clone()
+    }
+
+    /// Subscriptions open on the server now.
+    pub fn active_subscriptions(&self) -> usize {
+        self.env.events.active()
+    }
+
+    /// Test hook: creates a finding like an existing one (same template, resource and source)
+    /// with `severity` (1-5) and publishes `finding_created`. Returns the new finding's id and
+    /// the event's cursor.
+    pub fn create_finding(&self, severity: u8) -> Result<(u64, String), String> {
+        if !(1..=5).contains(&severity) {
+            return Err(format!("severity must be 1-5, not {severity}"));
+        }
+        let (idx, at) = self.env.store.write(|d| {
+            let template = d
+                .findings
+                .iter()
+                .find(|f| f.severity == severity)
+                .or_else(|| d.findings.first())
+                .copied()
+                .ok_or_else(|| "the store has no finding to copy".to_string())?;
+            let at = d.today + 12 * 3600 + d.version as i64;
+            let mut rec = template;
+            rec.severity = severity;
+            rec.discovered = u32::try_from(at).unwrap_or(u32::MAX);
+            rec.last_reported = rec.discovered;
+            let findings = Arc::make_mut(&mut d.findings);
+            findings.push(rec);
+            Ok((findings.len() - 1, at))
+        })?;
+        let idx32 = u32::try_from(idx).map_err(|_| "too many findings".to_string())?;
+        let seq = self.env.events.publish(
+            "finding_created",
+            "created",
+            at,
+            events::Body::Finding { idx: idx32, severity },
+        );
+        Ok((idx as u64 + 1, seq.to_string()))
+    }
+
+    /// Test hook: publishes `finding_changed` for an existing finding (by id), as a mutation would.
+    pub fn change_finding(&self, id: u64, kind: &str) -> Result<String, String> {
+        let data = self.env.store.snapshot();
+        let idx =
+            usize::try_from(id).ok().and_then(|i| i.checked_sub(1)).filter(|i| *i < data.findings.len());
+        let Some(idx) = idx else { return Err(format!("Finding matching query does not exist (id {id}).")) };
+        let severity = data.findings.get(idx).map_or(0, |f| f.severity);
+        let at = data.today + 12 * 3600 + data.version as i64;
+        let idx = u32::try_from(idx).map_err(|_| "too many findings".to_string())?;
+        Ok(self
+            .env
+            .events
+            .publish("finding_changed", kind, at, events::Body::Finding { idx, severity })
+            .to_string())
     }
 
     /// The schema in SDL, for documentation and tests.

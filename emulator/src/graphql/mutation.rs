@@ -760,9 +760,20 @@ pub fn set_user_sla_and_comment(env: &Env, ctx: &ResolverContext<'_>) -> Res {
                 f.flags |= FLAG_USER_SLA;
             }
         }
-        Ok(targets.len())
+        let severities: Vec<u8> =
+            targets.iter().map(|i| findings.get(*i as usize).map_or(0, |f| f.severity)).collect();
+        Ok((targets, severities, created))
     })?;
-    ok(vec![("updated_count", Value::from(count))])
+    let (targets, severities, at) = count;
+    for (idx, severity) in targets.iter().zip(severities) {
+        env.events.publish(
+            "finding_changed",
+            "sla_and_comment",
+            at,
+            super::events::Body::Finding { idx: *idx, severity },
+        );
+    }
+    ok(vec![("updated_count", Value::from(targets.len()))])
 }
 
 // ------------------------------------------------------------------ finding filters and scopes

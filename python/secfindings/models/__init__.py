@@ -13,6 +13,7 @@ maps each GraphQL type name to its class, and :func:`model_for` looks one up.
 from __future__ import annotations
 
 from secfindings.models._base import Connection, JSONString, Model, did_you_mean
+from secfindings.models.events import FindingEvent, RuleEvent
 from secfindings.models.filters import FiltersConfigOutput, FindingFilter
 from secfindings.models.findings import (
     Attachment,
@@ -93,6 +94,7 @@ __all__ = [
     "FiltersConfigOutput",
     "Finding",
     "FindingAdditionalData",
+    "FindingEvent",
     "FindingFilter",
     "FindingScore",
     "FindingsView",
@@ -107,6 +109,7 @@ __all__ = [
     "ScopeGroup",
     "ScopeHierarchy",
     "ScopeNode",
+    "RuleEvent",
     "ScoringRule",
     "Status",
     "StatusRuleObject",
@@ -152,6 +155,7 @@ registry: dict[str, type[Model]] = {
         FiltersConfigOutput,
         Finding,
         FindingAdditionalData,
+        FindingEvent,
         FindingFilter,
         FindingScore,
         FindingsView,
@@ -163,6 +167,7 @@ registry: dict[str, type[Model]] = {
         SLAPreference,
         ScopeGroup,
         ScopeHierarchy,
+        RuleEvent,
         ScopeNode,
         ScoringRule,
         Status,

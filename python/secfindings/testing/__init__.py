@@ -107,6 +107,30 @@ class Emulator:
         """Make every JWT issued so far answer 401 (clients must refresh)."""
         self._native.expire_jwts()
 
+    def create_finding(self, severity: int = 5) -> tuple[int, str]:
+        """Add a finding of ``severity`` (1-5) and publish it to ``finding_created``
+        subscribers. Returns the finding's numeric id and the event's cursor."""
+        return self._native.create_finding(severity)
+
+    def change_finding(self, id: int, kind: str = "changed") -> str:
+        """Publish a ``finding_changed`` event of ``kind`` for finding ``id`` (numeric); returns
+        the event's cursor."""
+        return self._native.change_finding(id, kind)
+
+    def subscription_stats(self) -> dict[str, int]:
+        """Subscriptions open on the server, WebSocket connections open, and accepted so far."""
+        active, open_, accepted = self._native.subscription_stats()
+        return {"active": active, "open": open_, "accepted": accepted}
+
+    def drop_websockets(self) -> None:
+        """Drop every open WebSocket connection without a close frame (a network failure)."""
+        self._native.drop_websockets()
+
+    def set_ws_protocols(self, protocols: str) -> None:
+        """Which subprotocols the server accepts: ``"both"`` (default),
+        ``"graphql-transport-ws"`` or ``"graphql-ws"`` (the legacy protocol only)."""
+        self._native.set_ws_protocols(protocols)
+
     def set_jwt_lifetime(self, seconds: float) -> None:
         self._native.set_jwt_lifetime(seconds)
 

@@ -1,0 +1,835 @@
+//! GraphQL subscriptions over WebSocket: graphql-transport-ws, or the legacy graphql-ws when the
+//! server picks it.
+//!
+//! One subscription is one socket, driven by one task:
+//! connect (JWT in `connection_init`) -> ack -> subscribe -> events into a bounded queue.
+//! When the socket drops, the server closes it, or the JWT is about to lapse, the task connects
+//! again with a fresh JWT and subscribes again; when the document declares the resume variable
+//! (`$after` by default), it is set to the last event's `cursor`, so a server that holds its
+//! recent events replays what was missed. Consecutive failures back off and, past the limit, end
+//! the subscription with [`Error::Subscription`].
+//!
+//! Backpressure: the queue holds `queue` events. When it is full the task stops reading the
+//! socket, so nothing is dropped by the client and memory stays bounded; the server's buffers and
+//! TCP flow control hold the rest (a server that gives up on a slow reader closes the socket, and
+//! the task resumes from the last queued event's cursor).
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use bytes::Bytes;
+use futures_util::{SinkExt as _, StreamExt as _};
+use serde::Deserialize;
+use serde_json::value::RawValue;
+use serde_json::{Map, Value};
+use tokio::sync::{mpsc, watch};
+use tokio_tungstenite::tungstenite::client::IntoClientRequest as _;
+use tokio_tungstenite::tungstenite::http::{HeaderValue, StatusCode};
+use tokio_tungstenite::tungstenite::protocol::frame::coding::CloseCode;
+use tokio_tungstenite::tungstenite::protocol::{CloseFrame, WebSocketConfig};
+use tokio_tungstenite::tungstenite::{Error as WsError, Message};
+
+use super::auth::{windows, CachedToken};
+use super::error::{Error, Result};
+use super::graphql::{prepare, OperationKind};
+use super::secret::Redactor;
+use super::transport::Transport;
+
+/// A WebSocket-level ping goes out this often; nothing heard for [`SILENCE`] means the socket is
+/// dead even if TCP has not noticed.
+const PING_EVERY: Duration = Duration::from_secs(15);
+const SILENCE: Duration = Duration::from_secs(45);
+/// The first backoff step; it doubles up to the client's `max_retry_wait`.
+const BACKOFF_BASE: Duration = Duration::from_millis(250);
+/// A JWT is replaced at least this long before it lapses, and never sooner than this from now.
+const MIN_RENEW_AHEAD: Duration = Duration::from_secs(1);
+/// A connection that ended sooner than this is followed by a short wait even when it was healthy.
+const MIN_LIFETIME: Duration = Duration::from_secs(1);
+/// Largest message read from the server.
+const MAX_MESSAGE_CAP: usize = 64 * 1024 * 1024;
+/// The id of the one operation on each socket.
+const OP_ID: &str = "1";
+
+/// What to subscribe to and how.
+#[derive(Clone, Debug)]
+pub struct SubscribeSpec {
+    pub query: String,
+    pub variables: Map<String, Value>,
+    pub operation_name: Option<String>,
+    /// The variable set to the last event's cursor when subscribing again (when declared).
+    pub resume: Option<String>,
+    /// Events held for the consumer; at least 1.
+    pub queue: usize,
+    /// Consecutive failed attempts before the subscription ends with an error.
+    pub max_reconnects: u32,
+}
+
+/// Counters of one subscription, for tests and benchmarks.
+#[derive(Debug, Default)]
+pub struct SubStats {
+    pub connects: AtomicU64,
+    pub events: AtomicU64,
+}
+
+/// A running subscription: events (the `{data, errors}` payloads, undecoded) in arrival order.
+/// Dropping it, or calling [`close`](Self::close), ends it on the server.
+pub struct Subscription {
+    rx: tokio::sync::Mutex<mpsc::Receiver<Result<Bytes>>>,
+    stop: watch::Sender<bool>,
+    stats: Arc<SubStats>,
+    cursor: Arc<std::sync::Mutex<Option<String>>>,
+    protocol: Arc<std::sync::Mutex<Option<&'static str>>>,
+}
+
+impl Drop for Subscription {
+    fn drop(&mut self) {
+        let _ = self.stop.send(true);
+    }
+}
+
+impl Subscription {
+    /// Checks the document and starts the subscription's task on `handle`.
+    pub fn start(
+        transport: Arc<Transport>,
+        spec: SubscribeSpec,
+        handle: &tokio::runtime::Handle,
+    ) -> Result<Self> {
+        if transport.is_closed() {
+            return Err(Error::Closed("the client is closed".into()));
+        }
+        let prepared = prepare(&spec.query, Some(&spec.variables), spec.operation_name.as_deref())?;
+        if prepared.operation.kind != OperationKind::Subscription {
+            return Err(Error::validation(
+                "subscribe() needs a subscription operation; run queries and mutations with execute()",
+            ));
+        }
+        let resume = spec.resume.clone().filter(|r| prepared.operation.variables.iter().any(|(n, _)| n == r));
+        let url = ws_url(transport.settings().base_url.as_str())?;
+        let (tx, rx) = mpsc::channel(spec.queue.max(1));
+        let (stop, stopped) = watch::channel(false);
+        let stats = Arc::new(SubStats::default());
+        let cursor = Arc::new(std::sync::Mutex::new(None));
+        let protocol = Arc::new(std::sync::Mutex::new(None));
+        let task = Task {
+            redactor: transport.settings().redactor.clone(),
+            closed: transport.on_close(),
+            transport,
+            spec,
+            resume,
+            url,
+            tx,
+            stopped,
+            stats: Arc::clone(&stats),
+            cursor: Arc::clone(&cursor),
+            protocol: Arc::clone(&protocol),
+        };
+        handle.spawn(task.run());
+        Ok(Self { rx: tokio::sync::Mutex::new(rx), stop, stats, cursor, protocol })
+    }
+
+    /// The next event; `None` once the subscription has ended (completed by the server or
+    /// closed). An error ends it too.
+    pub async fn next(&self) -> Option<Result<Bytes>> {
+        let mut rx = self.rx.lock().await;
+        let stop = self.stop.subscribe();
+        if *stop.borrow() {
+            return None;
+        }
+        rx.recv().await
+    }
+
+    /// Ends the subscription (the server is told) and wakes a waiting [`next`](Self::next).
+    pub fn close(&self) {
+        let _ = self.stop.send(true);
+    }
+
+    pub fn is_closed(&self) -> bool {
+        *self.stop.borrow()
+    }
+
+    pub fn stats(&self) -> &SubStats {
+        &self.stats
+    }
+
+    /// The cursor of the last event queued (what a resume starts after).
+    pub fn cursor(&self) -> Option<String> {
+        self.cursor.lock().ok().and_then(|c| c.clone())
+    }
+
+    /// The subprotocol of the current (or last) connection.
+    pub fn protocol(&self) -> Option<&'static str> {
+        self.protocol.lock().ok().and_then(|p| *p)
+    }
+
+    /// Events waiting in the queue.
+    pub fn buffered(&self) -> usize {
+        self.rx.try_lock().map_or(0, |rx| rx.len())
+    }
+}
+
+/// `http(s)://host/api/v1` -> `ws(s)://host/api/v1`.
+pub fn ws_url(base: &str) -> Result<String> {
+    if let Some(rest) = base.strip_prefix("https://") {
+        Ok(format!("wss://{rest}"))
+    } else if let Some(rest) = base.strip_prefix("http://") {
+        Ok(format!("ws://{rest}"))
+    } else {
+        Err(Error::config(format!("cannot derive a WebSocket URL from {base}")))
+    }
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Proto {
+    /// graphql-transport-ws (the graphql-ws library's protocol).
+    TransportWs,
+    /// subscriptions-transport-ws, whose subprotocol is named graphql-ws.
+    Legacy,
+}
+
+impl Proto {
+    pub fn name(self) -> &'static str {
+        match self {
+            Self::TransportWs => "graphql-transport-ws",
+            Self::Legacy => "graphql-ws",
+        }
+    }
+
+    fn from_header(h: Option<&HeaderValue>) -> Option<Self> {
+        match h.and_then(|v| v.to_str().ok()).map(str::trim) {
+            Some("graphql-transport-ws") => Some(Self::TransportWs),
+            Some("graphql-ws") => Some(Self::Legacy),
+            _ => None,
+        }
+    }
+
+    pub fn init(self, authorization: &str) -> String {
+        serde_json::json!({"type": "connection_init", "payload": {"Authorization": authorization}})
+            .to_string()
+    }
+
+    pub fn subscribe(self, payload: &Value) -> String {
+        let kind = match self {
+            Self::TransportWs => "subscribe",
+            Self::Legacy => "start",
+        };
+        serde_json::json!({"id": OP_ID, "type": kind, "payload": payload}).to_string()
+    }
+
+    pub fn stop(self) -> String {
+        let kind = match self {
+            Self::TransportWs => "complete",
+            Self::Legacy => "stop",
+        };
+        serde_json::json!({"id": OP_ID, "type": kind}).to_string()
+    }
+}
+
+/// A server message, as far as the client needs it.
+#[derive(Debug, PartialEq)]
+pub enum Incoming {
+    Ack,
+    Ping,
+    /// pong, ka (legacy keep-alive): proof of life only.
+    Alive,
+    /// An event of our operation: its `{data, errors}` payload.
+    Next(Bytes),
+    /// Our operation failed: its errors.
+    Error(Vec<Value>),
+    /// The server ended our operation.
+    Complete,
+    /// legacy connection_error (a refused connection_init).
+    ConnectionError(String),
+    /// Another id, or a type the client does not know.
+    Other,
+}
+
+pub fn parse(text: &str) -> std::result::Result<Incoming, String> {
+    #[derive(Deserialize)]
+    struct Msg<'a> {
+        #[serde(rename = "type", borrow)]
+        kind: std::borrow::Cow<'a, str>,
+        #[serde(default, borrow)]
+        id: Option<std::borrow::Cow<'a, str>>,
+        #[serde(default, borrow)]
+        payload: Option<&'a RawValue>,
+    }
+    let msg: Msg<'_> = serde_json::from_str(text).map_err(|e| format!("not a protocol message: {e}"))?;
+    let ours = msg.id.as_deref() == Some(OP_ID);
+    Ok(match msg.kind.as_ref() {
+        "connection_ack" => Incoming::Ack,
+        "ping" => Incoming::Ping,
+        "pong" | "ka" => Incoming::Alive,
+        "next" | "data" if ours => match msg.payload {
+            Some(p) if p.get().trim_start().starts_with('{') => {
+                Incoming::Next(Bytes::copy_from_slice(p.get().as_bytes()))
+            }
+            _ => return Err("an event without a payload object".into()),
+        },
+        "error" if ours => {
+            let errors = match msg.payload.map(|p| serde_json::from_str::<Value>(p.get())) {
+                Some(Ok(Value::Array(errors))) => errors,
+                Some(Ok(one @ Value::Object(_))) => vec![one],
+                _ => vec![serde_json::json!({"message": "the server refused the subscription"})],
+            };
+            Incoming::Error(errors)
+        }
+        "complete" if ours => Incoming::Complete,
+        "connection_error" => {
+            let detail = msg.payload.map(|p| p.get().chars().take(300).collect()).unwrap_or_default();
+            Incoming::ConnectionError(detail)
+        }
+        _ => Incoming::Other,
+    })
+}
+
+/// The `cursor` member of the event's root field: `{"data": {"<field>": {"cursor": "..."}}}`.
+pub fn event_cursor(payload: &[u8]) -> Option<String> {
+    #[derive(Deserialize)]
+    struct Payload {
+        data: Option<Map<String, Value>>,
+    }
+    let p: Payload = serde_json::from_slice(payload).ok()?;
+    let data = p.data?;
+    let (_, root) = data.into_iter().next()?;
+    match root.get("cursor")? {
+        Value::String(s) => Some(s.clone()),
+        Value::Number(n) => Some(n.to_string()),
+        _ => None,
+    }
+}
+
+/// Why a connection ended.
+enum Ended {
+    /// The consumer or the client stopped it: done.
+    Stopped,
+    /// The server completed the operation: done, no error.
+    Completed,
+    /// Cannot go on (the error goes to the consumer).
+    Fatal(Error),
+    /// Connect again: after `wait` when the attempt failed (counted), at once when a healthy
+    /// connection ended (the failure count starts again).
+    Retry { why: String, failed: bool, retry_after: Option<Duration> },
+    /// The JWT was refused: forget it, then connect again (counted).
+    Unauthorized(String),
+}
+
+struct Task {
+    transport: Arc<Transport>,
+    redactor: Redactor,
+    closed: watch::Receiver<bool>,
+    spec: SubscribeSpec,
+    resume: Option<String>,
+    url: String,
+    tx: mpsc::Sender<Result<Bytes>>,
+    stopped: watch::Receiver<bool>,
+    stats: Arc<SubStats>,
+    cursor: Arc<std::sync::Mutex<Option<String>>>,
+    protocol: Arc<std::sync::Mutex<Option<&'static str>>>,
+}
+
+type Socket = tokio_tungstenite::WebSocketStream<tokio_tungstenite::MaybeTlsStream<tokio::net::TcpStream>>;
+
+impl Task {
+    fn stopping(&self) -> bool {
+        *self.stopped.borrow() || *self.closed.borrow()
+    }
+
+    async fn run(mut self) {
+        let mut failures: u32 = 0;
+        loop {
+            if self.stopping() {
+                return;
+            }
+            let ended = self.connection().await;
+            let (why, wait) = match ended {
+                Ended::Stopped | Ended::Completed => return,
+                Ended::Fatal(e) => {
+                    let _ = self.tx.send(Err(e.redact(&self.redactor))).await;
+                    return;
+                }
+                Ended::Retry { why, failed: false, retry_after } => {
+                    failures = 0;
+                    (why, retry_after.unwrap_or_default())
+                }
+                Ended::Retry { why, failed: true, retry_after } => {
+                    failures = failures.saturating_add(1);
+                    let step = backoff(failures, self.transport.settings().max_retry_wait);
+                    (why, retry_after.map_or(step, |r| r.max(step)))
+                }
+                Ended::Unauthorized(why) => {
+                    failures = failures.saturating_add(1);
+                    if !self.transport.tokens().can_refresh() {
+                        let e = Error::Authentication { error_type: None, message: why };
+                        let _ = self.tx.send(Err(e.redact(&self.redactor))).await;
+                        return;
+                    }
+                    (why, backoff(failures, self.transport.settings().max_retry_wait))
+                }
+            };
+            if failures > self.spec.max_reconnects {
+                let cursor = self.cursor.lock().ok().and_then(|c| c.clone());
+                let message =
+                    format!("the subscription could not be resumed after {} attempts: {why}", failures);
+                let e = Error::Subscription { message, cursor };
+                let _ = self.tx.send(Err(e.redact(&self.redactor))).await;
+                return;
+            }
+            if !wait.is_zero() {
+                log::info!("subscription: {why}; connecting again in {:.2}s", wait.as_secs_f64());
+                let mut stopped = self.stopped.clone();
+                let mut closed = self.closed.clone();
+                tokio::select! {
+                    () = tokio::time::sleep(wait) => {}
+                    _ = stopped.changed() => return,
+                    _ = closed.changed() => return,
+                }
+            } else {
+                log::info!("subscription: {why}; connecting again");
+            }
+        }
+    }
+
+    async fn connect(&self, token: &CachedToken) -> std::result::Result<(Socket, Proto), Ended> {
+        let settings = self.transport.settings();
+        let mut request = self
+            .url
+            .as_str()
+            .into_client_request()
+            .map_err(|e| Ended::Fatal(Error::config(format!("bad WebSocket URL: {e}"))))?;
+        request
+            .headers_mut()
+            .insert("Sec-WebSocket-Protocol", HeaderValue::from_static("graphql-transport-ws, graphql-ws"));
+        request.headers_mut().insert("User-Agent", HeaderValue::from_static(super::transport::USER_AGENT));
+        let max = settings.max_response_bytes.clamp(64 * 1024, MAX_MESSAGE_CAP);
+        let config = WebSocketConfig::default().max_message_size(Some(max)).max_frame_size(Some(max));
+        let host = request
+            .uri()
+            .host()
+            .unwrap_or_default()
+            .trim_start_matches('[')
+            .trim_end_matches(']')
+            .to_string();
+        let port = request.uri().port_u16().unwrap_or(if self.url.starts_with("wss://") { 443 } else { 80 });
+        let connecting = async {
+            let tcp = tokio::net::TcpStream::connect((host.as_str(), port)).await.map_err(WsError::Io)?;
+            let _ = tcp.set_nodelay(true);
+            let connector = if self.url.starts_with("wss://") {
+                Some(tokio_tungstenite::Connector::Rustls(tls_config(settings)?))
+            } else {
+                None
+            };
+            tokio_tungstenite::client_async_tls_with_config(request, tcp, Some(config), connector).await
+        };
+        let _ = token;
+        let (socket, response) =
+            match tokio::time::timeout(settings.connect_timeout.max(settings.timeout), connecting).await {
+                Err(_) => {
+                    return Err(Ended::Retry {
+                        why: "connecting timed out".into(),
+                        failed: true,
+                        retry_after: None,
+                    })
+                }
+                Ok(Err(e)) => return Err(handshake_error(e)),
+                Ok(Ok(pair)) => pair,
+            };
+        let Some(proto) = Proto::from_header(response.headers().get("Sec-WebSocket-Protocol")) else {
+            return Err(Ended::Fatal(Error::Subscription {
+                message:
+                    "the server chose no GraphQL WebSocket subprotocol (graphql-transport-ws or graphql-ws)"
+                        .into(),
+                cursor: None,
+            }));
+        };
+        Ok((socket, proto))
+    }
+
+    /// One connection, from connect to its end.
+    async fn connection(&mut self) -> Ended {
+        let token = match self.transport.tokens().get().await {
+            Ok(t) => t,
+            Err(e @ Error::Authentication { .. }) => return Ended::Fatal(e),
+            Err(e) => return Ended::Retry { why: e.to_string(), failed: true, retry_after: None },
+        };
+        let (mut socket, proto) = match self.connect(&token).await {
+            Ok(pair) => pair,
+            Err(ended) => return ended,
+        };
+        self.stats.connects.fetch_add(1, Ordering::Relaxed);
+        if let Ok(mut p) = self.protocol.lock() {
+            *p = Some(proto.name());
+        }
+        let authorization = token.header.to_str().unwrap_or_default().to_string();
+        if socket.send(Message::Text(proto.init(&authorization).into())).await.is_err() {
+            return Ended::Retry {
+                why: "the socket closed during connection_init".into(),
+                failed: true,
+                retry_after: None,
+            };
+        }
+        // Wait for the ack.
+        let ack_deadline = tokio::time::sleep(self.transport.settings().timeout);
+        tokio::pin!(ack_deadline);
+        loop {
+            tokio::select! {
+                () = &mut ack_deadline => {
+                    let _ = socket.close(None).await;
+                    return Ended::Retry { why: "no connection_ack from the server".into(), failed: true, retry_after: None };
+                }
+                _ = self.stopped.changed() => { let _ = socket.close(None).await; return Ended::Stopped; }
+                _ = self.closed.changed() => { let _ = socket.close(None).await; return Ended::Stopped; }
+                msg = socket.next() => match self.frame(msg, &mut socket, proto, &token).await {
+                    Ok(Some(Incoming::Ack)) => break,
+                    Ok(_) => {}
+                    Err(ended) => return self.failed_before_events(ended),
+                },
+            }
+        }
+        let mut variables = self.spec.variables.clone();
+        if let (Some(name), Some(cursor)) = (&self.resume, self.cursor.lock().ok().and_then(|c| c.clone())) {
+            variables.insert(name.clone(), Value::String(cursor));
+        }
+        let mut payload = serde_json::json!({"query": self.spec.query, "variables": variables});
+        if let (Some(n), Value::Object(m)) = (&self.spec.operation_name, &mut payload) {
+            m.insert("operationName".into(), Value::String(n.clone()));
+        }
+        if socket.send(Message::Text(proto.subscribe(&payload).into())).await.is_err() {
+            return Ended::Retry {
+                why: "the socket closed before the subscription started".into(),
+                failed: true,
+                retry_after: None,
+            };
+        }
+        // A new JWT before this one lapses: the connection is replaced a little ahead of it.
+        let renew_at = renew_deadline(&token, self.transport.settings());
+        let renew = async move {
+            match renew_at {
+                Some(at) => tokio::time::sleep_until(at.into()).await,
+                None => std::future::pending().await,
+            }
+        };
+        tokio::pin!(renew);
+        let mut ping = tokio::time::interval_at((Instant::now() + PING_EVERY).into(), PING_EVERY);
+        let mut heard = Instant::now();
+        let opened = Instant::now();
+        let mut delivered = false;
+        loop {
+            tokio::select! {
+                _ = self.stopped.changed() => return self.goodbye(socket, proto).await,
+                _ = self.closed.changed() => return self.goodbye(socket, proto).await,
+                () = &mut renew => {
+                    let _ = self.goodbye(socket, proto).await;
+                    return Ended::Retry { why: "the JWT is about to lapse".into(), failed: false, retry_after: None };
+                }
+                _ = ping.tick() => {
+                    if heard.elapsed() > SILENCE {
+                        return Ended::Retry { why: "the server went silent".into(), failed: false, retry_after: None };
+                    }
+                    let _ = socket.send(Message::Ping(Bytes::new())).await;
+                }
+                msg = socket.next() => {
+                    heard = Instant::now();
+                    match self.frame(msg, &mut socket, proto, &token).await {
+                        Ok(Some(Incoming::Next(payload))) => {
+                            if self.resume.is_some() {
+                                if let Some(c) = event_cursor(&payload) {
+                                    if let Ok(mut cursor) = self.cursor.lock() {
+                                        *cursor = Some(c);
+                                    }
+                                }
+                            }
+                            self.stats.events.fetch_add(1, Ordering::Relaxed);
+                            delivered = true;
+                            // Full queue: wait (backpressure), but still hear a stop.
+                            tokio::select! {
+                                sent = self.tx.send(Ok(payload)) => if sent.is_err() { return self.goodbye(socket, proto).await },
+                                _ = self.stopped.changed() => return self.goodbye(socket, proto).await,
+                                _ = self.closed.changed() => return self.goodbye(socket, proto).await,
+                            }
+                        }
+                        Ok(Some(Incoming::Error(errors))) => return Ended::Fatal(Error::graphql(errors, None)),
+                        Ok(Some(Incoming::Complete)) => {
+                            let _ = socket.close(None).await;
+                            return Ended::Completed;
+                        }
+                        Ok(_) => {}
+                        Err(Ended::Retry { why, retry_after, .. }) => {
+                            // A connection that delivered or lasted was healthy: start counting
+                            // again. A short one is still spaced from the next, so a server that
+                            // hands out an event and hangs up cannot make the client spin.
+                            let lived = opened.elapsed();
+                            let failed = !(delivered || lived > PING_EVERY);
+                            let retry_after = if !failed && lived < MIN_LIFETIME {
+                                let space = backoff(1, self.transport.settings().max_retry_wait);
+                                Some(retry_after.map_or(space, |r| r.max(space)))
+                            } else {
+                                retry_after
+                            };
+                            return Ended::Retry { why, failed, retry_after };
+                        }
+                        Err(ended) => return ended,
+                    }
+                }
+            }
+        }
+    }
+
+    fn failed_before_events(&self, ended: Ended) -> Ended {
+        match ended {
+            Ended::Retry { why, retry_after, .. } => Ended::Retry { why, failed: true, retry_after },
+            other => other,
+        }
+    }
+
+    /// Ends our operation on the server and closes the socket.
+    async fn goodbye(&self, mut socket: Socket, proto: Proto) -> Ended {
+        let bye = async {
+            let _ = socket.send(Message::Text(proto.stop().into())).await;
+            let _ = socket.close(Some(CloseFrame { code: CloseCode::Normal, reason: "".into() })).await;
+        };
+        let _ = tokio::time::timeout(Duration::from_secs(2), bye).await;
+        Ended::Stopped
+    }
+
+    /// Reads one frame: protocol pings are answered here; what the caller must act on is returned.
+    async fn frame(
+        &self,
+        msg: Option<std::result::Result<Message, WsError>>,
+        socket: &mut Socket,
+        proto: Proto,
+        token: &CachedToken,
+    ) -> std::result::Result<Option<Incoming>, Ended> {
+        let text = match msg {
+            None => {
+                return Err(Ended::Retry {
+                    why: "the server closed the connection".into(),
+                    failed: false,
+                    retry_after: None,
+                })
+            }
+            Some(Err(e)) => {
+                return Err(Ended::Retry {
+                    why: format!("the connection broke: {e}"),
+                    failed: false,
+                    retry_after: None,
+                })
+            }
+            Some(Ok(Message::Text(t))) => t,
+            Some(Ok(Message::Binary(b))) => match String::from_utf8(b.to_vec()) {
+                Ok(t) => t.into(),
+                Err(_) => {
+                    return Err(Ended::Retry {
+                        why: "the server sent binary data".into(),
+                        failed: true,
+                        retry_after: None,
+                    })
+                }
+            },
+            Some(Ok(Message::Close(frame))) => return Err(self.closed_by_server(frame, token)),
+            Some(Ok(_)) => return Ok(None),
+        };
+        match parse(text.as_str()) {
+            Ok(Incoming::Ping) => {
+                if proto == Proto::TransportWs {
+                    let _ = socket.send(Message::Text(r#"{"type":"pong"}"#.into())).await;
+                }
+                Ok(None)
+            }
+            Ok(Incoming::ConnectionError(detail)) => {
+                self.transport.tokens().invalidate(token.generation);
+                Err(Ended::Unauthorized(format!("the server refused connection_init: {detail}")))
+            }
+            Ok(other) => Ok(Some(other)),
+            Err(why) => {
+                Err(Ended::Retry { why: format!("protocol error: {why}"), failed: true, retry_after: None })
+            }
+        }
+    }
+
+    fn closed_by_server(&self, frame: Option<CloseFrame>, token: &CachedToken) -> Ended {
+        let (code, reason) =
+            frame.map_or((1005, String::new()), |f| (u16::from(f.code), f.reason.to_string()));
+        let reason: String = reason.chars().take(200).collect();
+        let why = format!(
+            "the server closed the connection ({code}{})",
+            if reason.is_empty() { String::new() } else { format!(": {reason}") }
+        );
+        match code {
+            4401 | 4403 => {
+                self.transport.tokens().invalidate(token.generation);
+                Ended::Unauthorized(why)
+            }
+            // The server judged our messages or the operation invalid: trying again cannot help.
+            4400 | 4406 | 4409 | 1002 | 1003 | 1007 | 1008 => Ended::Fatal(Error::Subscription {
+                message: why,
+                cursor: self.cursor.lock().ok().and_then(|c| c.clone()),
+            }),
+            4429 => Ended::Retry { why, failed: true, retry_after: None },
+            _ => Ended::Retry { why, failed: false, retry_after: None },
+        }
+    }
+}
+
+fn handshake_error(e: WsError) -> Ended {
+    match e {
+        WsError::Http(response) => {
+            let status = response.status();
+            let retry_after = response
+                .headers()
+                .get("Retry-After")
+                .and_then(|v| v.to_str().ok())
+                .and_then(|v| v.trim().parse::<u64>().ok())
+                .map(|s| Duration::from_secs(s.min(3600)));
+            let why = format!("the server refused the WebSocket upgrade: HTTP {}", status.as_u16());
+            match status {
+                StatusCode::UNAUTHORIZED | StatusCode::FORBIDDEN => Ended::Unauthorized(why),
+                StatusCode::TOO_MANY_REQUESTS => Ended::Retry { why, failed: true, retry_after },
+                s if s.is_server_error() => Ended::Retry { why, failed: true, retry_after },
+                _ => Ended::Fatal(Error::Subscription {
+                    message: format!("{why}; the server does not serve subscriptions at this URL"),
+                    cursor: None,
+                }),
+            }
+        }
+        WsError::Io(e) => {
+            Ended::Retry { why: format!("cannot connect: {e}"), failed: true, retry_after: None }
+        }
+        other => Ended::Retry {
+            why: format!("the WebSocket handshake failed: {other}"),
+            failed: true,
+            retry_after: None,
+        },
+    }
+}
+
+/// When to replace the connection for a fresh JWT: ahead of its lapse by the mandatory refresh
+/// window, and never sooner than [`MIN_RENEW_AHEAD`] from now.
+fn renew_deadline(token: &CachedToken, settings: &super::config::Settings) -> Option<Instant> {
+    let expires = token.expires_at?;
+    let (_, mandatory) = windows(token.lifetime, settings.refresh_advisory, settings.refresh_mandatory);
+    let at = expires.checked_sub(mandatory).unwrap_or(expires);
+    Some(at.max(Instant::now() + MIN_RENEW_AHEAD))
+}
+
+/// `BACKOFF_BASE * 2^(failures-1)`, capped, with jitter in [50 %, 100 %].
+fn backoff(failures: u32, cap: Duration) -> Duration {
+    let exp = failures.saturating_sub(1).min(16);
+    let full = BACKOFF_BASE.saturating_mul(1u32 << exp).min(cap.max(BACKOFF_BASE));
+    full.mul_f64(0.5 + fastrand::f64() / 2.0)
+}
+
+fn tls_config(settings: &super::config::Settings) -> std::result::Result<Arc<rustls::ClientConfig>, WsError> {
+    use rustls_platform_verifier::BuilderVerifierExt as _;
+    let provider = Arc::new(rustls::crypto::ring::default_provider());
+    let builder = rustls::ClientConfig::builder_with_provider(Arc::clone(&provider))
+        .with_safe_default_protocol_versions()
+        .map_err(|e| WsError::Io(std::io::Error::other(e)))?;
+    let config = match &settings.ca_bundle {
+        None => builder
+            .with_platform_verifier()
+            .map_err(|e| WsError::Io(std::io::Error::other(e)))?
+            .with_no_client_auth(),
+        Some(path) => {
+            use rustls::pki_types::pem::PemObject as _;
+            let certs: Vec<rustls::pki_types::CertificateDer<'static>> =
+                rustls::pki_types::CertificateDer::pem_file_iter(path)
+                    .map_err(|e| WsError::Io(std::io::Error::other(e)))?
+                    .filter_map(std::result::Result::ok)
+                    .collect();
+            let verifier = rustls_platform_verifier::Verifier::new_with_extra_roots(certs, provider)
+                .map_err(|e| WsError::Io(std::io::Error::other(e)))?;
+            builder.dangerous().with_custom_certificate_verifier(Arc::new(verifier)).with_no_client_auth()
+        }
+    };
+    Ok(Arc::new(config))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn urls() {
+        assert_eq!(
+            ws_url("https://api.example.com/api/v1").ok().as_deref(),
+            Some("wss://api.example.com/api/v1")
+        );
+        assert_eq!(ws_url("http://127.0.0.1:9/api/v1").ok().as_deref(), Some("ws://127.0.0.1:9/api/v1"));
+        assert!(ws_url("ftp://x").is_err());
+    }
+
+    #[test]
+    fn messages_of_both_protocols() {
+        assert_eq!(parse(r#"{"type":"connection_ack"}"#), Ok(Incoming::Ack));
+        assert_eq!(parse(r#"{"type":"ka"}"#), Ok(Incoming::Alive));
+        assert_eq!(parse(r#"{"type":"ping","payload":{}}"#), Ok(Incoming::Ping));
+        assert_eq!(
+            parse(r#"{"type":"next","id":"1","payload":{"data":{"a":1}}}"#),
+            Ok(Incoming::Next(Bytes::from_static(br#"{"data":{"a":1}}"#)))
+        );
+        assert_eq!(
+            parse(r#"{"type":"data","id":"1","payload":{"data":null}}"#),
+            Ok(Incoming::Next(Bytes::from_static(br#"{"data":null}"#)))
+        );
+        // Another operation's event is not ours.
+        assert_eq!(parse(r#"{"type":"next","id":"2","payload":{"data":{}}}"#), Ok(Incoming::Other));
+        assert_eq!(parse(r#"{"type":"complete","id":"1"}"#), Ok(Incoming::Complete));
+        assert!(
+            matches!(parse(r#"{"type":"error","id":"1","payload":[{"message":"no"}]}"#), Ok(Incoming::Error(e)) if e.len() == 1)
+        );
+        assert!(
+            matches!(parse(r#"{"type":"error","id":"1","payload":{"message":"no"}}"#), Ok(Incoming::Error(e)) if e.len() == 1)
+        );
+        assert!(matches!(parse(r#"{"type":"error","id":"1"}"#), Ok(Incoming::Error(e)) if e.len() == 1));
+        assert_eq!(parse(r#"{"type":"surprise"}"#), Ok(Incoming::Other));
+    }
+
+    #[test]
+    fn hostile_messages_are_errors_not_panics() {
+        for bad in [
+            "",
+            "[]",
+            "null",
+            "{",
+            r#"{"type":1}"#,
+            r#"{"type":"next","id":"1","payload":[1]}"#,
+            r#"{"type":"next","id":"1"}"#,
+        ] {
+            assert!(parse(bad).is_err(), "{bad}");
+        }
+    }
+
+    #[test]
+    fn client_messages() {
+        let init: Value = serde_json::from_str(&Proto::TransportWs.init("Bearer x")).unwrap_or_default();
+        assert_eq!(init["payload"]["Authorization"], "Bearer x");
+        let sub: Value = serde_json::from_str(&Proto::Legacy.subscribe(&serde_json::json!({"query": "q"})))
+            .unwrap_or_default();
+        assert_eq!(sub["type"], "start");
+        let stop: Value = serde_json::from_str(&Proto::TransportWs.stop()).unwrap_or_default();
+        assert_eq!(stop["type"], "complete");
+        let stop: Value = serde_json::from_str(&Proto::Legacy.stop()).unwrap_or_default();
+        assert_eq!(stop["type"], "stop");
+    }
+
+    #[test]
+    fn cursors_of_events() {
+        assert_eq!(
+            event_cursor(br#"{"data":{"finding_created":{"cursor":"42","kind":"x"}}}"#).as_deref(),
+            Some("42")
+        );
+        assert_eq!(event_cursor(br#"{"data":{"e":{"cursor":7}}}"#).as_deref(), Some("7"));
+        assert_eq!(event_cursor(br#"{"data":{"e":{}}}"#), None);
+        assert_eq!(event_cursor(br#"{"data":null}"#), None);
+        assert_eq!(event_cursor(b"garbage"), None);
+    }
+
+    #[test]
+    fn backoff_grows_and_is_capped() {
+        let cap = Duration::from_secs(2);
+        assert!(backoff(1, cap) <= BACKOFF_BASE);
+        assert!(backoff(3, cap) >= BACKOFF_BASE * 2);
+        assert!(backoff(u32::MAX, cap) <= cap);
+    }
+}

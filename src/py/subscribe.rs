@@ -1,0 +1,91 @@
+//! The Python face of a subscription: a blocking `next()` and an awaitable `next_async()` over the
+//! core's [`Subscription`]; the Python classes in `_subscribe.py` make them iterators.
+
+use std::sync::Arc;
+
+use pyo3::exceptions::PyStopIteration;
+use pyo3::prelude::*;
+
+use crate::core::secret::Redactor;
+use crate::core::subscribe::Subscription;
+use crate::py::completions::{self, Outcome};
+use crate::py::errors::to_py as err;
+use crate::py::runtime::block_on;
+
+#[pyclass(frozen, module = "secfindings._native")]
+pub struct NativeSubscription {
+    inner: Arc<Subscription>,
+    redactor: Redactor,
+}
+
+impl NativeSubscription {
+    pub fn new(inner: Subscription, redactor: Redactor) -> Self {
+        Self { inner: Arc::new(inner), redactor }
+    }
+}
+
+#[pymethods]
+impl NativeSubscription {
+    /// The next event's `data` (blocking, GIL released, Ctrl-C honoured); StopIteration at the end.
+    fn next(&self, py: Python<'_>) -> PyResult<Py<PyAny>> {
+        let inner = Arc::clone(&self.inner);
+        match block_on(py, async move { inner.next().await })? {
+            None => Err(PyStopIteration::new_err(())),
+            Some(Err(e)) => Err(err(e)),
+            Some(Ok(body)) => Ok(crate::py::decode::data(py, &body, &self.redactor)?.unbind()),
+        }
+    }
+
+    /// The awaitable twin of `next`; StopAsyncIteration at the end.
+    fn next_async<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
+        let inner = Arc::clone(&self.inner);
+        let redactor = self.redactor.clone();
+        completions::submit(py, async move {
+            match inner.next().await {
+                None => Ok(Outcome::End),
+                Some(Err(e)) => Err(e),
+                Some(Ok(body)) => Ok(Outcome::Data(body, redactor)),
+            }
+        })
+    }
+
+    /// Ends the subscription on the server; a waiting `next` returns the end.
+    fn close(&self) {
+        self.inner.close();
+    }
+
+    #[getter]
+    fn closed(&self) -> bool {
+        self.inner.is_closed()
+    }
+
+    /// The last event's cursor (where a resume starts after), when events carry one.
+    #[getter]
+    fn cursor(&self) -> Option<String> {
+        self.inner.cursor().map(|c| self.redactor.scrub(&c))
+    }
+
+    /// The WebSocket subprotocol in use: graphql-transport-ws or graphql-ws.
+    #[getter]
+    fn protocol(&self) -> Option<&'static str> {
+        self.inner.protocol()
+    }
+
+    /// Events received and not yet consumed.
+    #[getter]
+    fn buffered(&self) -> usize {
+        self.inner.buffered()
+    }
+
+    /// Connections made so far (1 + reconnects).
+    #[getter]
+    fn connects(&self) -> u64 {
+        self.inner.stats().connects.load(std::sync::atomic::Ordering::Relaxed)
+    }
+
+    /// Events received so far.
+    #[getter]
+    fn events(&self) -> u64 {
+        self.inner.stats().events.load(std::sync::atomic::Ordering::Relaxed)
+    }
+}
