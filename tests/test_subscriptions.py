@@ -82,17 +82,18 @@ def test_a_document_with_an_alias_yields_dicts_and_rule_events_come_from_mutatio
     emu: Emulator,
 ) -> None:
     doc = "subscription { r: rule_changed { kind rule_type } }"
-    with emu.client() as c:
-        with c.subscribe(doc) as raw, c.subscribe("rule_changed") as typed:
-            wait_for(lambda: active(emu) == 2, "two server-side subscriptions")
-            added = c.add_status_rule(
-                {"name": "accept", "status_key": "30", "enabled": False},
-                fields="status_rule { id }",
-            )
-            (event,) = take(raw, 1)
-            (model,) = take(typed, 1)
+    with emu.client() as c, c.subscribe(doc) as raw, c.subscribe("rule_changed") as typed:
+        wait_for(lambda: active(emu) == 2, "two server-side subscriptions")
+        added = c.add_status_rule(
+            {"name": "accept", "status_key": "30", "enabled": False},
+            fields="status_rule { id }",
+        )
+        (event,) = take(raw, 1)
+        (model,) = take(typed, 1)
     assert event == {"r": {"kind": "add", "rule_type": "status_rule"}}
-    assert isinstance(model, RuleEvent) and model.kind == "add" and model.rule_type == "status_rule"
+    assert isinstance(model, RuleEvent)
+    assert model.kind == "add"
+    assert model.rule_type == "status_rule"
     assert model.rule_id == added.status_rule.id
 
 
@@ -264,9 +265,12 @@ def test_the_legacy_graphql_ws_protocol_when_the_server_picks_it(emu: Emulator) 
 
 
 def test_a_server_that_refuses_the_subscription_raises_a_graphql_error(emu: Emulator) -> None:
-    with emu.client() as c, c.subscribe("subscription { no_such_field { x } }") as sub:
-        with pytest.raises(secfindings.GraphQLError, match="no_such_field"):
-            next(sub)
+    with (
+        emu.client() as c,
+        c.subscribe("subscription { no_such_field { x } }") as sub,
+        pytest.raises(secfindings.GraphQLError, match="no_such_field"),
+    ):
+        next(sub)
 
 
 def test_bad_input_is_caught_before_anything_is_sent(emu: Emulator) -> None:

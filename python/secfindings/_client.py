@@ -151,7 +151,6 @@ def _rebuild(cls: type[_Base], state: dict[str, Any]) -> _Base:
     return client
 
 
-
 class Client(_Base, SyncOperations):
     """Synchronous client. Safe to share across threads; never touches asyncio (works in Jupyter).
 
@@ -219,7 +218,9 @@ class Client(_Base, SyncOperations):
         consumer; then the client stops reading the socket (nothing is dropped).
         """
         return Subscription(
-            self._subscription(document, variables, operation_name, fields, resume, queue_size, max_reconnects)
+            self._subscription(
+                document, variables, operation_name, fields, resume, queue_size, max_reconnects
+            )
         )
 
     def close(self) -> None:
@@ -293,7 +294,9 @@ class AsyncClient(_Base, AsyncOperations):
         consumer; then the client stops reading the socket (nothing is dropped).
         """
         return AsyncSubscription(
-            self._subscription(document, variables, operation_name, fields, resume, queue_size, max_reconnects)
+            self._subscription(
+                document, variables, operation_name, fields, resume, queue_size, max_reconnects
+            )
         )
 
     async def aclose(self) -> None:

@@ -6,6 +6,7 @@ __all__ = [
     "NativeClient",
     "NativeEmulator",
     "NativePages",
+    "NativeSubscription",
     "__version__",
     "build_operation",
     "catalog",

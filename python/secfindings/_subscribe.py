@@ -38,7 +38,7 @@ def subscription_document(
     field: str, variables: Mapping[str, Any] | None, fields: str | None = None
 ) -> tuple[str, dict[str, Any]]:
     """The document and variables that subscribe to a known field with these arguments."""
-    type_name, args, selection = SUBSCRIPTIONS[field]
+    _type_name, args, selection = SUBSCRIPTIONS[field]
     given = dict(variables or {})
     for name in given:
         if name not in args:

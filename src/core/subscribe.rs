@@ -461,13 +461,9 @@ impl Task {
             *p = Some(proto.name());
         }
         let authorization = token.header.to_str().unwrap_or_default().to_string();
-        if socket.send(Message::Text(proto.init(&authorization).into())).await.is_err() {
-            return Ended::Retry {
-                why: "the socket closed during connection_init".into(),
-                failed: true,
-                retry_after: None,
-            };
-        }
+        // A failed send is not the end yet: what the server sent before it closed is still to be
+        // read (and a dead socket shows on the next read).
+        let _ = socket.send(Message::Text(proto.init(&authorization).into())).await;
         // Wait for the ack.
         let ack_deadline = tokio::time::sleep(self.transport.settings().timeout);
         tokio::pin!(ack_deadline);
@@ -494,13 +490,7 @@ impl Task {
         if let (Some(n), Value::Object(m)) = (&self.spec.operation_name, &mut payload) {
             m.insert("operationName".into(), Value::String(n.clone()));
         }
-        if socket.send(Message::Text(proto.subscribe(&payload).into())).await.is_err() {
-            return Ended::Retry {
-                why: "the socket closed before the subscription started".into(),
-                failed: true,
-                retry_after: None,
-            };
-        }
+        let _ = socket.send(Message::Text(proto.subscribe(&payload).into())).await;
         // A new JWT before this one lapses: the connection is replaced a little ahead of it.
         let renew_at = renew_deadline(&token, self.transport.settings());
         let renew = async move {
@@ -695,6 +685,14 @@ fn handshake_error(e: WsError) -> Ended {
         WsError::Io(e) => {
             Ended::Retry { why: format!("cannot connect: {e}"), failed: true, retry_after: None }
         }
+        WsError::Protocol(
+            tokio_tungstenite::tungstenite::error::ProtocolError::SecWebSocketSubProtocolError(e),
+        ) => Ended::Fatal(Error::Subscription {
+            message: format!(
+                "the server chose no GraphQL WebSocket subprotocol (graphql-transport-ws or graphql-ws): {e}"
+            ),
+            cursor: None,
+        }),
         other => Ended::Retry {
             why: format!("the WebSocket handshake failed: {other}"),
             failed: true,
