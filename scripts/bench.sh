@@ -15,3 +15,5 @@ cargo build --release --quiet --manifest-path benches/floor/Cargo.toml
 "$PY" benches/frames.py "$@"
 # Sequential latency on an idle and a loaded machine (results/latency.md).
 "$PY" benches/latency.py "$@"
+# Live events: subscription latency and events per second against gql + aiohttp (results/events.md).
+"$PY" benches/events.py "$@"

@@ -115,7 +115,14 @@ class Subscription(_Base, Generic[T]):
         return self
 
     def __next__(self) -> T:
-        event: T = _typed(self._native.next())
+        ready = self._native.try_next()
+        if ready is None:
+            data = self._native.next()
+        elif ready:
+            data = ready[0]
+        else:
+            raise StopIteration
+        event: T = _typed(data)
         return event
 
     def close(self) -> None:
@@ -144,7 +151,14 @@ class AsyncSubscription(_Base, Generic[T]):
         return self
 
     async def __anext__(self) -> T:
-        event: T = _typed(await self._native.next_async())
+        ready = self._native.try_next()
+        if ready is None:
+            data = await self._native.next_async()
+        elif ready:
+            data = ready[0]
+        else:
+            raise StopAsyncIteration
+        event: T = _typed(data)
         return event
 
     async def aclose(self) -> None:

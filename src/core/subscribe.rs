@@ -139,6 +139,20 @@ impl Subscription {
         rx.recv().await
     }
 
+    /// The next event if one is queued now, without waiting: `None` when none is (or another
+    /// caller is reading), `Some(None)` at the end.
+    pub fn try_next(&self) -> Option<Option<Result<Bytes>>> {
+        let mut rx = self.rx.try_lock().ok()?;
+        if *self.stop.borrow() {
+            return Some(None);
+        }
+        match rx.try_recv() {
+            Ok(item) => Some(Some(item)),
+            Err(mpsc::error::TryRecvError::Empty) => None,
+            Err(mpsc::error::TryRecvError::Disconnected) => Some(None),
+        }
+    }
+
     /// Ends the subscription (the server is told) and wakes a waiting [`next`](Self::next).
     pub fn close(&self) {
         let _ = self.stop.send(true);

@@ -36,6 +36,21 @@ impl NativeSubscription {
         }
     }
 
+    /// An event already received, without waiting: `(data,)`; `()` at the end; None when no
+    /// event is queued. Lets the iterators skip the wait (a round trip through the event loop,
+    /// or a release of the GIL) while events are queued.
+    fn try_next(&self, py: Python<'_>) -> PyResult<Option<Py<PyAny>>> {
+        match self.inner.try_next() {
+            None => Ok(None),
+            Some(None) => Ok(Some(pyo3::types::PyTuple::empty(py).into_any().unbind())),
+            Some(Some(Err(e))) => Err(err(e)),
+            Some(Some(Ok(body))) => {
+                let data = crate::py::decode::data(py, &body, &self.redactor)?;
+                Ok(Some(pyo3::types::PyTuple::new(py, [data])?.into_any().unbind()))
+            }
+        }
+    }
+
     /// The awaitable twin of `next`; StopAsyncIteration at the end.
     fn next_async<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
         let inner = Arc::clone(&self.inner);
