@@ -23,6 +23,7 @@ fn _native(m: &pyo3::Bound<'_, pyo3::types::PyModule>) -> pyo3::PyResult<()> {
     m.add_function(wrap_pyfunction!(py::client::decode_json, m)?)?;
     m.add_function(wrap_pyfunction!(py::reset_log_cache, m)?)?;
     m.add_function(wrap_pyfunction!(py::operations::catalog, m)?)?;
+    m.add_function(wrap_pyfunction!(py::operations::builtin_sdl, m)?)?;
     m.add_function(wrap_pyfunction!(py::operations::input_objects, m)?)?;
     m.add_function(wrap_pyfunction!(py::operations::build_operation, m)?)?;
     m.add_function(wrap_pyfunction!(py::operations::to_global_id, m)?)?;

@@ -3,7 +3,13 @@ pytest plugin (secfindings.testing.pytest_plugin), the same ones users get."""
 
 from __future__ import annotations
 
+import os
+import tempfile
+
 import pytest
+
+# The live schema's disk cache goes to a folder of this run, never the user's cache.
+os.environ.setdefault("SECFINDINGS_SCHEMA_CACHE", tempfile.mkdtemp(prefix="secfindings-schema-"))
 
 FINDING_QUERY = """
 query GetFinding($id: ID!) {

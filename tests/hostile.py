@@ -538,6 +538,8 @@ def _settings(server: HostileServer, kw: dict[str, Any]) -> tuple[str | None, di
         kw.setdefault("auth_url", server.auth_url)
     kw.setdefault("max_retries", 0)
     kw.setdefault("timeout", 10.0)
+    # What the peer does with each request is the point: no introspection, no local checks.
+    kw.setdefault("schema", "off")
     return token, kw
 
 

@@ -11,6 +11,20 @@ from secfindings import GraphQLError, ValidationError
 pytestmark = pytest.mark.asyncio
 
 
+# These tests are about the core and the server's own answers: no local schema checks in front.
+@pytest.fixture
+def client(emulator):
+    with emulator.client(schema="off") as c:
+        yield c
+
+
+@pytest.fixture
+def async_client(emulator):
+    c = emulator.async_client(schema="off")
+    yield c
+    c.close()
+
+
 async def test_execute(async_client):
     data = await async_client.execute(FINDING_QUERY, {"id": 5})
     assert data["finding"]["id_int"] == 5

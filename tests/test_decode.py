@@ -19,6 +19,21 @@ import secfindings
 from secfindings import GraphQLError
 from secfindings._native import decode_json, prepare_request
 
+
+# These tests are about the core and the server's own answers: no local schema checks in front.
+@pytest.fixture
+def client(emulator):
+    with emulator.client(schema="off") as c:
+        yield c
+
+
+@pytest.fixture
+def async_client(emulator):
+    c = emulator.async_client(schema="off")
+    yield c
+    c.close()
+
+
 ANY = "query Q($x: JSON) { a }"
 
 

@@ -147,7 +147,8 @@ def outcome(call):
         return {"raised": name, "exception": isinstance(exc, Exception), "message": message}
     return {"raised": None, "value": value}
 
-client = secfindings.Client(token, base_url=base_url, auth_url=auth_url, max_retries=0, timeout=10)
+client = secfindings.Client(token, base_url=base_url, auth_url=auth_url, max_retries=0, timeout=10,
+                            schema="off")
 out = {
     "prepare": outcome(lambda: _native.prepare_request("query Q($v: JSON) { a }", {"v": fresh()})),
     "execute": outcome(lambda: client.execute("query Q($v: JSON) { a }", {"v": fresh()})),

@@ -154,7 +154,8 @@ ISOLATED = """
 import json, sys
 import secfindings
 token, base_url, auth_url = sys.argv[1:4]
-client = secfindings.Client(token, base_url=base_url, auth_url=auth_url, max_retries=0, timeout=10)
+client = secfindings.Client(token, base_url=base_url, auth_url=auth_url, max_retries=0, timeout=10,
+                            schema="off")
 {setup}
 try:
     value = {call}
@@ -187,7 +188,7 @@ def peak():
         return next(int(line.split()[1]) * 1024 for line in f if line.startswith("VmHWM:"))
 
 token, base_url, auth_url = sys.argv[1:4]
-c = secfindings.Client(token, base_url=base_url, auth_url=auth_url, max_retries=0, timeout=60)
+c = secfindings.Client(token, base_url=base_url, auth_url=auth_url, max_retries=0, timeout=60, schema="off")
 c.execute("{ warm }")
 before = peak()
 try:
@@ -434,7 +435,9 @@ class TestHostileLifetimes:
 
     @pytest.mark.parametrize("exp", [1e300, 1e19])
     def test_a_static_jwt_that_never_expires(self, server: HostileServer, exp: float) -> None:
-        c = no_panic(lambda: secfindings.Client(jwt=make_jwt(exp=exp), base_url=server.base_url))
+        c = no_panic(
+            lambda: secfindings.Client(jwt=make_jwt(exp=exp), base_url=server.base_url, schema="off")
+        )
         assert no_panic(lambda: c.execute("{ a }")) == {}
         assert server.idp_requests == []
 

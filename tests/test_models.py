@@ -360,11 +360,19 @@ def test_private_and_dunder_names_are_never_fields():
         _ = f.__weird__  # type: ignore[attr-defined]
 
 
-def test_extra_selected_field_returns_the_raw_value():
-    extra = {"nested": [1, 2]}
+def test_an_extra_selected_object_reads_as_a_generic_model_at_any_depth():
+    extra = {"nested": [1, 2], "deeper": {"level": 3, "items": [{"k": "a"}, {"k": "b"}]}}
     f = FindingModel({"id": "x", "risk_factors": extra, "cve": "CVE-2024-1"})
-    assert f.risk_factors is extra  # type: ignore[attr-defined]
+    g = f.risk_factors  # type: ignore[attr-defined]
+    assert isinstance(g, models.GenericModel)
+    assert g.nested == [1, 2]
+    assert g.deeper.level == 3
+    assert [i.k for i in g.deeper.items] == ["a", "b"]
+    assert g.to_dict() == extra
+    assert "GenericModel(" in repr(g)
     assert f.cve == "CVE-2024-1"  # type: ignore[attr-defined]
+    with pytest.raises(AttributeError, match="no field 'missing'"):
+        _ = g.missing
 
 
 def test_contains_and_dir():
@@ -646,6 +654,8 @@ def test_selection_is_valid_graphql_for_the_emulator_schema(schema, name, depth)
 
 
 BRIEF_NAMES = [
+    "FindingEvent",
+    "RuleEvent",
     "Finding",
     "FindingsView",
     "FindingScore",
@@ -712,7 +722,8 @@ def _model_classes() -> set[type[Model]]:
 
 def test_registry_covers_every_model_class():
     assert sorted(registry) == sorted(BRIEF_NAMES)
-    assert set(registry.values()) == _model_classes()
+    # GenericModel stands for types the package does not model: it has no GraphQL type name.
+    assert set(registry.values()) == _model_classes() - {models.GenericModel}
     for name, cls in registry.items():
         assert cls.__name__ == name
         assert model_for(name) is cls
@@ -730,9 +741,14 @@ def test_all_is_sorted_and_importable():
     assert models.__all__ == sorted(models.__all__)
     for name in models.__all__:
         assert hasattr(models, name), name
-    assert set(registry) | {"Connection", "JSONString", "Model", "model_for", "registry"} == set(
-        models.__all__
-    )
+    assert set(registry) | {
+        "Connection",
+        "GenericModel",
+        "JSONString",
+        "Model",
+        "model_for",
+        "registry",
+    } == set(models.__all__)
 
 
 def test_field_names_do_not_shadow_model_attributes():

@@ -20,6 +20,20 @@ from secfindings import GraphQLError, PaginationError
 pytestmark = pytest.mark.reliability_hostile
 
 
+# These tests are about the core and the server's own answers: no local schema checks in front.
+@pytest.fixture
+def client(emulator):
+    with emulator.client(schema="off") as c:
+        yield c
+
+
+@pytest.fixture
+def async_client(emulator):
+    c = emulator.async_client(schema="off")
+    yield c
+    c.close()
+
+
 def _edges(ids: range, nxt: bool, cursor: str | None) -> dict[str, Any]:
     edges = [{"cursor": f"c{i}", "node": {"id_int": i}} for i in ids]
     return {"data": {"items": {"edges": edges, "pageInfo": {"hasNextPage": nxt, "endCursor": cursor}}}}
@@ -76,7 +90,7 @@ def test_an_error_on_the_page_fetched_ahead_is_raised_after_the_first_page(
 ) -> None:
     handler, url = scripted
     handler.script = [_edges(range(3), True, "A"), PARTIAL]
-    with secfindings.Client(jwt="a.b.c", base_url=url, max_retries=0) as c:
+    with secfindings.Client(jwt="a.b.c", schema="off", base_url=url, max_retries=0) as c:
         pager = c.paginate(EDGES_QUERY, page_size=3)
         it = iter(pager)
         got = [next(it)["id_int"] for _ in range(3)]
@@ -91,7 +105,7 @@ def test_an_error_on_the_page_fetched_ahead_is_raised_after_the_first_page(
 async def test_the_same_through_the_async_client(scripted: tuple[type[_Scripted], str]) -> None:
     handler, url = scripted
     handler.script = [_edges(range(3), True, "A"), PARTIAL]
-    async with secfindings.AsyncClient(jwt="a.b.c", base_url=url, max_retries=0) as ac:
+    async with secfindings.AsyncClient(jwt="a.b.c", schema="off", base_url=url, max_retries=0) as ac:
         it = ac.paginate(EDGES_QUERY, page_size=3).__aiter__()
         got = [(await it.__anext__())["id_int"] for _ in range(3)]
         with pytest.raises(GraphQLError, match="page two failed"):
@@ -107,7 +121,7 @@ def test_nodes_lists_and_a_limit_that_cuts_a_page(scripted: tuple[type[_Scripted
         return {"data": {"items": {"nodes": nodes, "pageInfo": {"hasNextPage": True, "endCursor": cursor}}}}
 
     handler.script = [page("N"), page("M")]
-    with secfindings.Client(jwt="a.b.c", base_url=url) as c:
+    with secfindings.Client(jwt="a.b.c", schema="off", base_url=url) as c:
         pages = list(c.paginate(NODES_QUERY, page_size=4, limit=6).pages())
     assert [len(p) for p in pages] == [4, 2]
     assert pages[1].items == [{"id_int": 0}, {"id_int": 1}]
@@ -119,7 +133,10 @@ def test_nodes_lists_and_a_limit_that_cuts_a_page(scripted: tuple[type[_Scripted
 def test_page_info_of_odd_types_is_read_like_a_dict(scripted: tuple[type[_Scripted], str]) -> None:
     handler, url = scripted
     handler.script = [{"data": {"items": {"edges": [], "pageInfo": {"hasNextPage": "yes", "endCursor": 5}}}}]
-    with secfindings.Client(jwt="a.b.c", base_url=url) as c, pytest.raises(PaginationError, match="hasNext"):
+    with (
+        secfindings.Client(jwt="a.b.c", schema="off", base_url=url) as c,
+        pytest.raises(PaginationError, match="hasNext"),
+    ):
         list(c.paginate(EDGES_QUERY))
 
 

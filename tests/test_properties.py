@@ -24,6 +24,21 @@ import secfindings
 from secfindings import ValidationError, _native
 from secfindings.filters import Filter, field, filter_tree
 
+
+# These tests are about the core and the server's own answers: no local schema checks in front.
+@pytest.fixture
+def client(emulator):
+    with emulator.client(schema="off") as c:
+        yield c
+
+
+@pytest.fixture
+def async_client(emulator):
+    c = emulator.async_client(schema="off")
+    yield c
+    c.close()
+
+
 PROPS = settings(max_examples=200, deadline=None, database=None)  # no .hypothesis/ in the repository
 
 INT64 = st.integers(min_value=-(2**63), max_value=2**63 - 1)
@@ -76,7 +91,12 @@ def test_variables_round_trip(value: Any) -> None:
 @pytest.fixture(scope="module")
 def wire() -> Iterator[tuple[HostileServer, secfindings.Client]]:
     with HostileServer() as server:
-        yield server, secfindings.Client(jwt=make_jwt(), base_url=server.base_url, max_retries=0, timeout=10)
+        yield (
+            server,
+            secfindings.Client(
+                jwt=make_jwt(), base_url=server.base_url, max_retries=0, timeout=10, schema="off"
+            ),
+        )
 
 
 @pytest.mark.reliability_input

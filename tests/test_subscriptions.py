@@ -264,9 +264,15 @@ def test_the_legacy_graphql_ws_protocol_when_the_server_picks_it(emu: Emulator) 
     wait_for(lambda: active(emu) == 0, "the server to end the subscription")
 
 
+def test_a_subscription_the_schema_lacks_is_caught_before_anything_is_sent(emu: Emulator) -> None:
+    with emu.client() as c, pytest.raises(secfindings.ValidationError, match="no_such_field"):
+        c.subscribe("subscription { no_such_field { x } }")
+    assert emu.subscription_stats()["accepted"] == 0
+
+
 def test_a_server_that_refuses_the_subscription_raises_a_graphql_error(emu: Emulator) -> None:
     with (
-        emu.client() as c,
+        emu.client(schema="off") as c,
         c.subscribe("subscription { no_such_field { x } }") as sub,
         pytest.raises(secfindings.GraphQLError, match="no_such_field"),
     ):
@@ -280,7 +286,7 @@ def test_bad_input_is_caught_before_anything_is_sent(emu: Emulator) -> None:
         with pytest.raises(secfindings.ValidationError, match="did you mean 'finding_created'"):
             c.subscribe("finding_creatd")
         with pytest.raises(secfindings.ValidationError, match="subscription operation"):
-            c.subscribe("query { trends { x } }")
+            c.subscribe("query { __typename }")
         with pytest.raises(secfindings.ValidationError, match="subscribe"):
             c.execute("subscription { rule_changed { kind } }")
         for bad in (0, -1, True, "5"):

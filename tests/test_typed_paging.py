@@ -111,7 +111,7 @@ def test_a_server_repeating_a_cursor_fails_the_paginator() -> None:
     thread.start()
     try:
         url = f"http://127.0.0.1:{server.server_address[1]}/api/v1"
-        with secfindings.Client(jwt="a.b.c", base_url=url) as c:
+        with secfindings.Client(jwt="a.b.c", schema="off", base_url=url) as c:
             pager = c.findings_view()
             # The same node again, under the same cursor: either guard stops the walk.
             with pytest.raises(PaginationError, match="stopping instead of looping"):

@@ -7,12 +7,14 @@ import functools
 import inspect
 from collections.abc import Callable, Mapping
 from types import TracebackType
-from typing import Any
+from typing import Any, cast
 
 from secfindings import _logging
+from secfindings._live import LiveNative
 from secfindings._native import NativeClient, NativePages
 from secfindings._operations import AsyncOperations, SyncOperations
 from secfindings._paging import AsyncPaginator, Paginator
+from secfindings._schema import Schema
 from secfindings._subscribe import SUBSCRIPTIONS, AsyncSubscription, Subscription, subscription_document
 from secfindings.errors import ValidationError
 from secfindings.models._base import did_you_mean
@@ -40,9 +42,10 @@ class _Base:
         refresh_mandatory: float = 30.0,
         max_response_bytes: int = 256 * 1024 * 1024,
         rate_limit: tuple[int, float] | None = None,
+        schema: str = "live",
     ) -> None:
         _logging.sync_levels()
-        self._native = NativeClient(
+        native = NativeClient(
             api_token,
             base_url=base_url,
             region=region,
@@ -58,6 +61,10 @@ class _Base:
             max_response_bytes=max_response_bytes,
             rate_limit=rate_limit,
         )
+        self._live = LiveNative(native, schema)
+        # The typed methods and paginators call the native client's methods; the live schema's
+        # selections and checks sit in front of them.
+        self._native = cast(NativeClient, self._live)
 
     @property
     def base_url(self) -> str:
@@ -86,7 +93,9 @@ class _Base:
     def __reduce__(self) -> tuple[Any, tuple[type[_Base], dict[str, Any]]]:
         # A client pickles as its settings and API token, never a JWT or a connection: the copy
         # in another process (a dask or multiprocessing worker) makes its own.
-        return (_rebuild, (type(self), self._native.pickle_state()))
+        state = self._native.pickle_state()
+        state["schema"] = self._live.mode
+        return (_rebuild, (type(self), state))
 
     def _pages(
         self,
@@ -223,6 +232,16 @@ class Client(_Base, SyncOperations):
             )
         )
 
+    def schema(self, refresh: bool = False) -> Schema | None:
+        """The schema of the server this client talks to (None with ``schema="off"``).
+
+        Introspected on first need (this call, a typed method or ``execute()``), then kept per
+        base URL in memory and on disk (see the README); ``refresh=True`` asks the server again.
+        When the server refuses introspection it is the built-in schema, and one INFO line on
+        the ``secfindings.schema`` logger says so.
+        """
+        return self._live.schema_sync(refresh)
+
     def close(self) -> None:
         """Stop the client; later calls raise ClientClosedError."""
         self._native.close()
@@ -298,6 +317,10 @@ class AsyncClient(_Base, AsyncOperations):
                 document, variables, operation_name, fields, resume, queue_size, max_reconnects
             )
         )
+
+    async def schema(self, refresh: bool = False) -> Schema | None:
+        """The schema of the server this client talks to (see :meth:`Client.schema`)."""
+        return await self._live.schema_async(refresh)
 
     async def aclose(self) -> None:
         """Stop the client; later calls raise ClientClosedError."""

@@ -19,8 +19,8 @@ if TYPE_CHECKING:
 __all__ = ["Fields", "OperationsBase", "deprecated", "fields_text", "with_filters", "wrap"]
 
 #: A selection for ``fields=``: GraphQL selection text (``"id title finding_score { score }"``),
-#: a list of such pieces, or ``"*"`` for every field the model declares (the emulator's model:
-#: the production schema may lack some of them).
+#: a list of such pieces, ``"*"`` for every scalar field the server's type has, or ``"analyst"``
+#: for the fields analysts group and sort by (where the server's type has them).
 Fields = str | Sequence[str]
 
 M = TypeVar("M", bound="Model")
@@ -35,17 +35,16 @@ def fields_text(fields: Fields | None, model: type[Model] | None) -> str | None:
     if fields is None:
         return None
     if isinstance(fields, str):
-        if fields.strip() == "*":
-            if model is None:  # pragma: no cover - scalar results have no fields= parameter
-                raise ValidationError("fields='*' needs an object result")
-            return model.selection()
+        # "*" and "analyst" are resolved against the live schema in front of the native client.
         return fields
     if isinstance(fields, (bytes, Mapping)) or not all(isinstance(f, str) for f in fields):
         raise ValidationError("fields must be a str or a list of str")
-    if any(f.strip() == "*" for f in fields):
+    if any(f.strip() in ("*", "analyst") for f in fields):
         if len(fields) != 1 or model is None:
-            raise ValidationError("fields='*' selects every declared field: do not combine it with others")
-        return model.selection()
+            raise ValidationError(
+                "fields='*' and fields='analyst' are whole selections: do not combine them with others"
+            )
+        return fields[0].strip()
     return " ".join(fields)
 
 

@@ -7,6 +7,20 @@ use crate::core::graphql::OperationKind;
 use crate::core::operations::{self, Returns};
 use crate::py::errors::to_py as err;
 
+/// The SDL the package was built against (the emulator's), the fallback when a server refuses
+/// introspection.
+#[pyfunction]
+pub fn builtin_sdl() -> &'static str {
+    #[cfg(feature = "emulator")]
+    {
+        secfindings_emulator::graphql::SCHEMA_SDL
+    }
+    #[cfg(not(feature = "emulator"))]
+    {
+        ""
+    }
+}
+
 /// Every catalog entry as a dict (what the generator of the typed methods reads).
 #[pyfunction]
 pub fn catalog(py: Python<'_>) -> PyResult<Bound<'_, PyList>> {

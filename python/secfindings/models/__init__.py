@@ -12,7 +12,7 @@ maps each GraphQL type name to its class, and :func:`model_for` looks one up.
 
 from __future__ import annotations
 
-from secfindings.models._base import Connection, JSONString, Model, did_you_mean
+from secfindings.models._base import Connection, GenericModel, JSONString, Model, did_you_mean
 from secfindings.models.events import FindingEvent, RuleEvent
 from secfindings.models.filters import FiltersConfigOutput, FindingFilter
 from secfindings.models.findings import (
@@ -99,6 +99,7 @@ __all__ = [
     "FindingScore",
     "FindingsView",
     "GenerateScopes",
+    "GenericModel",
     "JSONString",
     "Model",
     "NewFindingFilterV2",

@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Annotated, Any, ClassVar, Generic, TypeVar, ov
 
 from secfindings._paging import PageInfo
 
-__all__ = ["Connection", "JSONString", "Model"]
+__all__ = ["Connection", "GenericModel", "JSONString", "Model"]
 
 
 class _JSONStringMarker:
@@ -91,7 +91,7 @@ class Model(metaclass=_ModelMeta):
     decoded, nested objects to models, connections to :class:`Connection`) and cached. A declared
     field that the request did not select raises :class:`AttributeError` (it is never a silent
     None: None means the server sent null). Fields selected with ``fields=`` that the class does
-    not declare come back as the raw JSON value.
+    not declare come back as the JSON value, with objects in them as :class:`GenericModel`.
 
     ``"title" in model`` tells whether a field was selected, :meth:`to_dict` gives a JSON-ready
     dict and :meth:`selection` the GraphQL text that selects every declared field. Two models
@@ -158,9 +158,18 @@ class Model(metaclass=_ModelMeta):
             field = type(self)._table().get(name)
             if name in data:
                 value = data[name]
-                if value is None or field is None or field.convert is None:
+                if value is None:
                     return value
-                value = field.convert(value)
+                if field is None:
+                    # A field the class does not declare (selected with fields=, or one the
+                    # live schema has): objects in it read as generic models, not bare dicts.
+                    if not isinstance(value, (dict, list)):
+                        return value
+                    value = _generic(value)
+                elif field.convert is None:
+                    return value
+                else:
+                    value = field.convert(value)
                 if cache is None:
                     self._cache = cache = {}
                 cache[name] = value
@@ -216,6 +225,24 @@ class Model(metaclass=_ModelMeta):
         if depth < 0:
             raise ValueError(f"depth must be >= 0, got {depth}")
         return _selection(cls, depth)
+
+
+class GenericModel(Model):
+    """An object of a type the package does not model (a field selected with ``fields=`` that
+    the model does not declare, or one only the live schema has): attribute access for every
+    field the server sent, at any depth, ``to_dict()`` and a repr, like the typed models; its
+    scalars are the JSON values as sent."""
+
+    __slots__ = ()
+
+
+def _generic(value: Any) -> Any:
+    """Dicts (also inside lists) as generic models; anything else as it is."""
+    if isinstance(value, dict):
+        return GenericModel(value)
+    if isinstance(value, list):
+        return [_generic(v) for v in value]
+    return value
 
 
 T = TypeVar("T", bound=Model)

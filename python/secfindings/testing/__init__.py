@@ -189,13 +189,18 @@ class Emulator:
         return self._native.sdl()
 
     def client(self, *, customer: str = "acme", name: str = "default", **kwargs: Any) -> Client:
-        """A :class:`~secfindings.Client` for this emulator with a new API token."""
+        """A :class:`~secfindings.Client` for this emulator with a new API token. Its schema
+        checks use the built-in schema (the emulator's own) without introspecting, unless
+        ``schema=`` says otherwise."""
+        kwargs.setdefault("schema", "builtin")
         return Client(
             self.create_api_token(customer, name), base_url=self.base_url, auth_url=self.auth_url, **kwargs
         )
 
     def async_client(self, *, customer: str = "acme", name: str = "default", **kwargs: Any) -> AsyncClient:
-        """An :class:`~secfindings.AsyncClient` for this emulator with a new API token."""
+        """An :class:`~secfindings.AsyncClient` for this emulator with a new API token (the
+        built-in schema, as :meth:`client`)."""
+        kwargs.setdefault("schema", "builtin")
         return AsyncClient(
             self.create_api_token(customer, name), base_url=self.base_url, auth_url=self.auth_url, **kwargs
         )

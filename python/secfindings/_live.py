@@ -1,0 +1,333 @@
+"""The native client with the live schema in front of it: selections chosen from the server's
+schema, documents and variables checked against it before anything is sent.
+
+``schema=`` on the clients: ``"live"`` (default: introspect the server on first need, cached per
+base URL in memory and on disk, falling back to the built-in SDL when introspection is refused),
+``"builtin"`` (the package's SDL, never introspect) or ``"off"`` (no checks, catalog defaults).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import threading
+import time
+from collections.abc import Mapping
+from typing import Any
+
+from secfindings import _native
+from secfindings._schema import ANALYST, Schema, read_cached, write_cached
+from secfindings.errors import APIStatusError, GraphQLError, RateLimitError, ValidationError
+
+__all__ = ["MODES", "LiveNative", "introspection_query"]
+
+log = logging.getLogger("secfindings.schema")
+
+MODES = ("live", "builtin", "off")
+
+#: Schemas by base URL, shared by the clients of this process.
+_MEMORY: dict[tuple[str, str], Schema] = {}
+_LOCKS: dict[str, threading.Lock] = {}
+_LOCKS_GUARD = threading.Lock()
+_CATALOG: dict[str, dict[str, Any]] = {op["name"]: op for op in _native.catalog()}
+_QUERY: list[str] = []
+
+
+def introspection_query() -> str:
+    if not _QUERY:
+        import graphql
+
+        _QUERY.append(graphql.get_introspection_query(descriptions=True))
+    return _QUERY[0]
+
+
+def _lock(base_url: str) -> threading.Lock:
+    with _LOCKS_GUARD:
+        return _LOCKS.setdefault(base_url, threading.Lock())
+
+
+_BUILTIN: list[Schema] = []
+
+
+def _builtin(base_url: str) -> Schema:
+    """The package's own schema: one for the process, whatever the server."""
+    del base_url
+    if not _BUILTIN:
+        with _LOCKS_GUARD:
+            if not _BUILTIN:
+                _BUILTIN.append(Schema("(built-in)", "built-in", sdl=_native.builtin_sdl()))
+    return _BUILTIN[0]
+
+
+def _refused(error: Exception) -> bool:
+    """Whether an introspection failure means "not available here" (fall back) rather than a
+    failure the user's own call would meet too (raise it)."""
+    return isinstance(error, GraphQLError) or (
+        isinstance(error, APIStatusError) and not isinstance(error, RateLimitError)
+    )
+
+
+def _fell_back(base_url: str, error: Exception) -> Schema:
+    log.info(
+        "introspection is not available at %s (%s); checking against the built-in schema",
+        base_url,
+        str(error).splitlines()[0][:200],
+    )
+    schema = _builtin(base_url)
+    _MEMORY[(base_url, "live")] = schema
+    return schema
+
+
+def _from_disk(base_url: str) -> Schema | None:
+    kept = read_cached(base_url)
+    if kept is None:
+        return None
+    return Schema(base_url, "disk cache", introspection=kept[0], fetched_at=kept[1])
+
+
+class _Unusable(Exception):
+    """An introspection answer the client cannot build a schema from."""
+
+
+def _fetched(base_url: str, data: Any) -> Schema:
+    if not isinstance(data, dict) or not isinstance(data.get("__schema"), dict):
+        raise _Unusable("the answer has no __schema object")
+    now = time.time()
+    try:
+        schema = Schema(base_url, "server", introspection=data, fetched_at=now)
+    except Exception as e:  # graphql-core's errors for a malformed answer are of several kinds
+        raise _Unusable(f"the answer is not a usable schema: {str(e)[:200]}") from None
+    write_cached(base_url, data, now)
+    _MEMORY[(base_url, "live")] = schema
+    return schema
+
+
+def _introspected(base_url: str, data: Any) -> Schema:
+    try:
+        return _fetched(base_url, data)
+    except _Unusable as e:
+        return _fell_back(base_url, e)
+
+
+class LiveNative:
+    """Stands in for the native client in the Python classes: the same methods, with the live
+    schema's selections and checks first. Everything else passes through."""
+
+    __slots__ = ("_async_loading", "_base_url", "_mode", "_n", "_schema")
+
+    def __init__(self, native: Any, mode: str) -> None:
+        if mode not in MODES:
+            raise ValidationError(f"schema must be one of {', '.join(map(repr, MODES))}, not {mode!r}")
+        self._n = native
+        self._mode = mode
+        self._base_url: str = native.base_url
+        self._schema: Schema | None = None
+        self._async_loading: dict[int, asyncio.Future[Schema]] = {}
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._n, name)
+
+    @property
+    def mode(self) -> str:
+        return self._mode
+
+    # ------------------------------------------------------------------------------ loading
+
+    def _remembered(self, refresh: bool) -> Schema | None:
+        if self._mode == "off":
+            return None
+        if self._mode == "builtin":
+            self._schema = _builtin(self._base_url)
+        elif not refresh and self._schema is None:
+            self._schema = _MEMORY.get((self._base_url, "live"))
+        return self._schema
+
+    def schema_sync(self, refresh: bool = False) -> Schema | None:
+        """The schema (loading it on first need; None when checks are off)."""
+        schema = self._remembered(refresh)
+        if schema is not None and not refresh:
+            return schema
+        if self._mode == "off":
+            return None
+        with _lock(self._base_url):
+            if not refresh and (kept := _MEMORY.get((self._base_url, "live"))) is not None:
+                self._schema = kept
+                return kept
+            schema = None if refresh else _from_disk(self._base_url)
+            if schema is None:
+                try:
+                    data = self._n.execute(introspection_query(), None, "IntrospectionQuery")
+                except Exception as e:
+                    if not _refused(e):
+                        raise
+                    schema = _fell_back(self._base_url, e)
+                else:
+                    schema = _introspected(self._base_url, data)
+            else:
+                _MEMORY[(self._base_url, "live")] = schema
+        self._schema = schema
+        return schema
+
+    async def schema_async(self, refresh: bool = False) -> Schema | None:
+        schema = self._remembered(refresh)
+        if schema is not None and not refresh:
+            return schema
+        if self._mode == "off":
+            return None
+        loop = asyncio.get_running_loop()
+        pending = self._async_loading.get(id(loop))
+        if pending is not None and not refresh:
+            return await asyncio.shield(pending)
+        future: asyncio.Future[Schema] = loop.create_future()
+        self._async_loading[id(loop)] = future
+        try:
+            schema = None if refresh else _MEMORY.get((self._base_url, "live")) or _from_disk(self._base_url)
+            if schema is None:
+                try:
+                    data = await self._n.execute_async(introspection_query(), None, "IntrospectionQuery")
+                except Exception as e:
+                    if not _refused(e):
+                        raise
+                    schema = _fell_back(self._base_url, e)
+                else:
+                    schema = _introspected(self._base_url, data)
+            else:
+                _MEMORY[(self._base_url, "live")] = schema
+            self._schema = schema
+            future.set_result(schema)
+            return schema
+        except BaseException as e:
+            future.set_exception(e)
+            future.exception()  # retrieved: no "never retrieved" warning when nobody waits
+            raise
+        finally:
+            self._async_loading.pop(id(loop), None)
+
+    # ------------------------------------------------------------------------------ checks
+
+    def _check(
+        self,
+        schema: Schema,
+        query: str,
+        variables: Mapping[str, Any] | None,
+        name: str | None,
+        converted: bool = False,
+    ) -> None:
+        def convert() -> Mapping[str, Any]:
+            # The core's conversion first: its checks (int ranges, naive datetimes, cycles)
+            # speak first, and what is checked here is what will be sent.
+            given = dict(variables) if variables is not None else None
+            sent: Mapping[str, Any] = _native.prepare_request(query, given, name)["variables"]
+            return sent
+
+        try:
+            schema.check(query, variables, name, None if converted else convert)
+        except ValidationError:
+            # A schema from the disk cache may be older than the server's: ask again once.
+            if schema.source != "disk cache":
+                raise
+            fresh = self.schema_sync(refresh=True)
+            if fresh is None or fresh is schema:
+                raise
+            fresh.check(query, variables, name, None if converted else convert)
+
+    def _selection(self, schema: Schema | None, name: str, fields: str | None) -> str | None:
+        op = _CATALOG.get(name)
+        if op is None:
+            return fields
+        type_name: str = op["type"]
+        default: str = op["selection"]
+        if fields is None:
+            if schema is None:
+                return None
+            chosen = schema.default_selection(type_name, default)
+            return None if chosen == default else chosen
+        preset = fields.strip()
+        if preset not in ("*", "analyst"):
+            return fields
+        if schema is not None:
+            return schema.preset(type_name, preset) or default
+        # No schema: the package's own model says what "*" is.
+        from secfindings.models import model_for
+
+        if preset == "analyst" and type_name in ANALYST:
+            return ANALYST[type_name]
+        try:
+            selection: str = model_for(type_name).selection()
+        except KeyError:
+            return default
+        return selection
+
+    def _prepare(
+        self, schema: Schema | None, name: str, args: Mapping[str, Any], fields: str | None
+    ) -> str | None:
+        fields = self._selection(schema, name, fields)
+        if schema is not None:
+            built = _native.build_operation(name, dict(args), fields)
+            self._check(schema, built["query"], built["variables"], name, converted=True)
+        return fields
+
+    # ------------------------------------------------------------------------------ the calls
+
+    def execute(self, query: str, variables: Any = None, operation_name: str | None = None) -> Any:
+        schema = self.schema_sync()
+        if schema is not None:
+            self._check(schema, query, variables, operation_name)
+        return self._n.execute(query, variables, operation_name)
+
+    async def execute_async(
+        self, query: str, variables: Any = None, operation_name: str | None = None
+    ) -> Any:
+        schema = await self.schema_async()
+        if schema is not None:
+            self._check(schema, query, variables, operation_name)
+        return await self._n.execute_async(query, variables, operation_name)
+
+    def paginate(
+        self,
+        query: str,
+        variables: Any = None,
+        operation_name: str | None = None,
+        path: str | None = None,
+        page_size: Any = None,
+        limit: Any = None,
+    ) -> Any:
+        schema = self.schema_sync()
+        if schema is not None:
+            self._check(schema, query, variables, operation_name)
+        return self._n.paginate(query, variables, operation_name, path, page_size, limit)
+
+    def call(self, name: str, args: Mapping[str, Any], fields: str | None = None) -> Any:
+        fields = self._prepare(self.schema_sync(), name, args, fields)
+        return self._n.call(name, args, fields)
+
+    async def call_async(self, name: str, args: Mapping[str, Any], fields: str | None = None) -> Any:
+        fields = self._prepare(await self.schema_async(), name, args, fields)
+        return await self._n.call_async(name, args, fields)
+
+    def paginate_operation(
+        self,
+        name: str,
+        args: Mapping[str, Any],
+        fields: str | None = None,
+        page_size: Any = None,
+        limit: Any = None,
+    ) -> Any:
+        # Also for AsyncClient (a paginator is made without awaiting): the first need of the
+        # schema there waits for it, once per base URL and process.
+        fields = self._prepare(self.schema_sync(), name, args, fields)
+        return self._n.paginate_operation(name, args, fields, page_size, limit)
+
+    def subscribe(
+        self,
+        query: str,
+        variables: Any = None,
+        operation_name: str | None = None,
+        resume: str | None = None,
+        queue_size: int = 256,
+        max_reconnects: int = 10,
+    ) -> Any:
+        schema = self.schema_sync()
+        if schema is not None:
+            self._check(schema, query, variables, operation_name)
+        return self._n.subscribe(query, variables, operation_name, resume, queue_size, max_reconnects)

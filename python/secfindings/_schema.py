@@ -1,0 +1,404 @@
+"""The schema of the server a client talks to: introspected once, cached in memory and on disk,
+and used to choose selections and to check documents and variables before anything is sent.
+
+The GraphQL front end is graphql-core (the reference implementation's Python port): it builds a
+schema from an introspection answer, prints SDL, validates documents with "did you mean"
+suggestions and coerces variables (enum values, input-object keys, scalar types) against the
+schema. A document is validated once and remembered; only variables that contain an enum, an
+input object or a list of them are checked on every call (scalars are checked by the core).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import datetime as dt
+import hashlib
+import json
+import logging
+import os
+import sys
+import tempfile
+import threading
+import time
+from collections.abc import Callable, Mapping
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from secfindings.errors import ValidationError
+
+if TYPE_CHECKING:
+    import graphql
+
+__all__ = ["Schema", "cache_dir"]
+
+log = logging.getLogger("secfindings.schema")
+
+#: How long a schema on disk is trusted (seconds); ``SECFINDINGS_SCHEMA_TTL`` overrides it.
+DEFAULT_TTL = 24 * 3600
+#: Documents remembered per schema (validated once each).
+MAX_DOCUMENTS = 1024
+CACHE_FORMAT = 1
+
+#: The view fields an analyst groups, sorts and filters by, per type; each is kept only where
+#: the live type has it.
+ANALYST: dict[str, str] = {
+    "FindingsView": (
+        "id id_int finding_id title severity score actual_status { category key } sla_status due_date "
+        "age discovered_time last_reported_time source datasource_friendly_name cloud_provider "
+        "cloud_account cloud_account_friendly_name resource_name resource_type remediation_sub_phase"
+    ),
+    "Finding": (
+        "id id_int finding_id title finding_score { score severity original_score } "
+        "status { category key } original_status age discovered_time last_reported_time "
+        "datasource { friendly_name } cloud_provider cloud_account "
+        "main_resource { resource_name resource_type }"
+    ),
+}
+
+#: Fields added to an operation's default selection when the live type has them: what analysts
+#: group and sort by, which the documented-only defaults lack.
+DEFAULT_EXTRA: dict[str, str] = {
+    "FindingsView": "severity due_date discovered_time last_reported_time",
+}
+
+
+def cache_dir() -> Path | None:
+    """Where schemas are kept on disk (None: the disk cache is off)."""
+    setting = os.environ.get("SECFINDINGS_SCHEMA_CACHE", "").strip()
+    if setting.lower() in {"off", "0", "false", "no", "none"}:
+        return None
+    if setting:
+        return Path(setting).expanduser()
+    if sys.platform == "win32":
+        base = Path(os.environ.get("LOCALAPPDATA") or Path.home() / "AppData" / "Local")
+    elif sys.platform == "darwin":
+        base = Path.home() / "Library" / "Caches"
+    else:
+        base = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
+    return base / "secfindings" / "schema"
+
+
+def _ttl() -> float:
+    try:
+        return max(0.0, float(os.environ.get("SECFINDINGS_SCHEMA_TTL", DEFAULT_TTL)))
+    except ValueError:
+        return float(DEFAULT_TTL)
+
+
+def _digest(introspection: Mapping[str, Any]) -> str:
+    canonical = json.dumps(introspection, sort_keys=True, separators=(",", ":"))
+    return hashlib.sha256(canonical.encode()).hexdigest()
+
+
+def _cache_file(base_url: str) -> Path | None:
+    folder = cache_dir()
+    if folder is None:
+        return None
+    return folder / (hashlib.sha256(base_url.encode()).hexdigest()[:32] + ".json")
+
+
+def read_cached(base_url: str) -> tuple[dict[str, Any], float] | None:
+    """The introspection answer kept for ``base_url``, if fresh and intact, and when it was fetched."""
+    path = _cache_file(base_url)
+    if path is None:
+        return None
+    try:
+        kept = json.loads(path.read_text(encoding="utf-8"))
+        fetched = float(kept["fetched_at"])
+        if (
+            kept.get("format") != CACHE_FORMAT
+            or kept.get("base_url") != base_url
+            or not 0 <= time.time() - fetched < _ttl()
+            or _digest(kept["introspection"]) != kept.get("hash")
+        ):
+            return None
+        introspection: dict[str, Any] = kept["introspection"]
+        return introspection, fetched
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+
+
+def write_cached(base_url: str, introspection: Mapping[str, Any], fetched: float) -> None:
+    path = _cache_file(base_url)
+    if path is None:
+        return
+    body = {
+        "format": CACHE_FORMAT,
+        "base_url": base_url,
+        "fetched_at": fetched,
+        "hash": _digest(introspection),
+        "introspection": introspection,
+    }
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        # Written aside and renamed: a reader never sees half a file.
+        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".schema-", suffix=".tmp")
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            json.dump(body, f)
+        os.replace(tmp, path)
+    except OSError as e:
+        log.debug("the schema cache cannot be written (%s): %s", path, e)
+
+
+def forget_cached(base_url: str) -> None:
+    path = _cache_file(base_url)
+    if path is not None:
+        with contextlib.suppress(OSError):
+            path.unlink()
+
+
+class _Checked:
+    """What validating one document found: an error, or per operation the variable definitions
+    that need coercing on every call (None when none does)."""
+
+    __slots__ = ("error", "operations")
+
+    def __init__(self, error: str | None, operations: dict[str | None, Any]) -> None:
+        self.error = error
+        self.operations = operations
+
+
+def _needs_coercion(type_node: Any, schema: graphql.GraphQLSchema) -> bool:
+    import graphql
+
+    while isinstance(type_node, (graphql.NonNullTypeNode, graphql.ListTypeNode)):
+        type_node = type_node.type
+    named = schema.get_type(type_node.name.value)
+    return isinstance(named, (graphql.GraphQLEnumType, graphql.GraphQLInputObjectType))
+
+
+class Schema:
+    """What the client knows of the server's schema (``client.schema()``).
+
+    ``source`` says where it came from: ``"server"`` (introspected now), ``"disk cache"``, or
+    ``"built-in"`` (the package's own SDL, used when the server refuses introspection). ``sdl``
+    prints it; ``fields(type)`` lists a type's fields.
+    """
+
+    def __init__(
+        self,
+        base_url: str,
+        source: str,
+        *,
+        introspection: Mapping[str, Any] | None = None,
+        sdl: str | None = None,
+        fetched_at: float | None = None,
+    ) -> None:
+        import graphql
+
+        self.base_url = base_url
+        self.source = source
+        self.fetched_at = dt.datetime.fromtimestamp(fetched_at or time.time(), dt.timezone.utc)
+        if introspection is not None:
+            self._schema = graphql.build_client_schema(introspection)  # type: ignore[arg-type]
+            self.hash = _digest(introspection)
+        elif sdl is not None:
+            self._schema = graphql.build_schema(sdl)
+            self.hash = hashlib.sha256(sdl.encode()).hexdigest()
+        else:  # pragma: no cover - the callers give one
+            raise ValueError("a schema needs an introspection answer or SDL")
+        self._documents: dict[str, _Checked] = {}
+        self._selections: dict[tuple[str, str], str] = {}
+        self._lock = threading.Lock()
+
+    @property
+    def graphql_schema(self) -> graphql.GraphQLSchema:
+        """The graphql-core schema object (for tools that want one)."""
+        return self._schema
+
+    @property
+    def sdl(self) -> str:
+        import graphql
+
+        return graphql.print_schema(self._schema)
+
+    def __str__(self) -> str:
+        return self.sdl
+
+    def __repr__(self) -> str:
+        return (
+            f"<Schema of {self.base_url} from {self.source}, {len(self.types())} types, "
+            f"hash {self.hash[:12]}>"
+        )
+
+    def types(self) -> list[str]:
+        """The names of the schema's types (built-in ones left out)."""
+        return sorted(n for n in self._schema.type_map if not n.startswith("__"))
+
+    def fields(self, type_name: str) -> list[str]:
+        """The fields of an object, interface or input type ([] for an unknown type)."""
+        t = self._schema.get_type(type_name)
+        found = getattr(t, "fields", None)
+        return list(found) if found else []
+
+    def _object(self, type_name: str) -> Any:
+        import graphql
+
+        t = self._schema.get_type(type_name)
+        return t if isinstance(t, (graphql.GraphQLObjectType, graphql.GraphQLInterfaceType)) else None
+
+    # ------------------------------------------------------------------------------ selections
+
+    def scalar_selection(self, type_name: str) -> str | None:
+        """``fields="*"``: every scalar and enum field of the live type that needs no argument."""
+        import graphql
+
+        t = self._object(type_name)
+        if t is None:
+            return None
+        names = []
+        for name, f in t.fields.items():
+            named = graphql.get_named_type(f.type)
+            required = any(graphql.is_required_argument(a) for a in f.args.values())
+            if graphql.is_leaf_type(named) and not required:
+                names.append(name)
+        return " ".join(names) or "__typename"
+
+    def trim(self, type_name: str, selection: str) -> str:
+        """``selection`` on ``type_name`` without the fields the live type lacks, at any depth
+        (an object left with no field is dropped). Remembered per (type, selection)."""
+        key = (type_name, selection)
+        done = self._selections.get(key)
+        if done is not None:
+            return done
+        import graphql
+
+        t = self._object(type_name)
+        if t is None:
+            return selection
+        try:
+            doc = graphql.parse("{" + selection + "}", no_location=True)
+        except graphql.GraphQLError:
+            return selection  # not ours to judge: the check reports it with its position
+        op = doc.definitions[0]
+        assert isinstance(op, graphql.OperationDefinitionNode)
+        kept = self._trim_set(t, op.selection_set)
+        out = graphql.print_ast(kept).strip()[1:-1].strip() if kept is not None else "__typename"
+        out = " ".join(out.split())
+        self._selections[key] = out
+        return out
+
+    def _trim_set(self, parent: Any, selection_set: Any) -> Any:
+        import graphql
+
+        kept = []
+        for sel in selection_set.selections:
+            if not isinstance(sel, graphql.FieldNode):
+                kept.append(sel)
+                continue
+            name = sel.name.value
+            if name == "__typename":
+                kept.append(sel)
+                continue
+            field = parent.fields.get(name)
+            if field is None:
+                continue
+            if sel.selection_set is not None:
+                inner = graphql.get_named_type(field.type)
+                if not isinstance(inner, (graphql.GraphQLObjectType, graphql.GraphQLInterfaceType)):
+                    kept.append(sel)
+                    continue
+                sub = self._trim_set(inner, sel.selection_set)
+                if sub is None:
+                    continue
+                sel = graphql.FieldNode(
+                    alias=sel.alias,
+                    name=sel.name,
+                    arguments=sel.arguments,
+                    directives=sel.directives,
+                    selection_set=sub,
+                )
+            kept.append(sel)
+        if not kept:
+            return None
+        return graphql.SelectionSetNode(selections=tuple(kept))
+
+    def preset(self, type_name: str, name: str) -> str | None:
+        """A named selection: ``"*"`` (every scalar field) or ``"analyst"``."""
+        if name == "*":
+            return self.scalar_selection(type_name)
+        if name == "analyst":
+            base = ANALYST.get(type_name)
+            return self.trim(type_name, base) if base else self.scalar_selection(type_name)
+        return None
+
+    def default_selection(self, type_name: str, catalog_default: str) -> str:
+        """An operation's default selection: the catalog's, plus what analysts need where the
+        live type has it, less what the live type lacks."""
+        extra = DEFAULT_EXTRA.get(type_name)
+        return self.trim(type_name, f"{catalog_default} {extra}" if extra else catalog_default)
+
+    # ------------------------------------------------------------------------------ checks
+
+    def _validate(self, query: str) -> _Checked:
+        import graphql
+
+        try:
+            doc = graphql.parse(query)
+        except graphql.GraphQLSyntaxError as e:
+            return _Checked(f"the document is not valid GraphQL: {e.message} ({_where(e)})", {})
+        errors = graphql.validate(self._schema, doc)
+        if errors:
+            first = errors[0]
+            more = f" (and {len(errors) - 1} more)" if len(errors) > 1 else ""
+            return _Checked(
+                f"the document does not fit the server's schema: {first.message}{more} ({_where(first)})",
+                {},
+            )
+        operations: dict[str | None, Any] = {}
+        for d in doc.definitions:
+            if isinstance(d, graphql.OperationDefinitionNode):
+                defs = d.variable_definitions or ()
+                coerce = any(_needs_coercion(v.type, self._schema) for v in defs)
+                operations[d.name.value if d.name else None] = defs if coerce else None
+        return _Checked(None, operations)
+
+    def check(
+        self,
+        query: str,
+        variables: Mapping[str, Any] | None,
+        operation_name: str | None = None,
+        convert: Callable[[], Mapping[str, Any]] | None = None,
+    ) -> None:
+        """Raises :class:`ValidationError` when the document or its variables do not fit.
+
+        ``convert`` gives the variables as they will be sent (the core's conversion, with its
+        own checks); it is called only when some variable needs checking here."""
+        checked = self._documents.get(query)
+        if checked is None:
+            checked = self._validate(query)
+            with self._lock:
+                if len(self._documents) >= MAX_DOCUMENTS:
+                    self._documents.clear()
+                self._documents[query] = checked
+        if checked.error is not None:
+            raise ValidationError(checked.error)
+        ops = checked.operations
+        defs = (
+            ops.get(operation_name)
+            if operation_name is not None or len(ops) != 1
+            else next(iter(ops.values()))
+        )
+        if defs is None or not variables:
+            return
+        from graphql.execution.values import get_variable_values
+
+        sent = convert() if convert is not None else variables
+        relevant = {v.variable.name.value for v in defs}
+        given = {k: v for k, v in sent.items() if k in relevant}
+        result = get_variable_values(self._schema, defs, given)
+        if isinstance(result, list) and result:
+            raise ValidationError(f"the variables do not fit the server's schema: {result[0].message}")
+
+    def knows(self, query: str) -> bool:
+        """Whether ``query`` was checked already and fits (no error)."""
+        checked = self._documents.get(query)
+        return checked is not None and checked.error is None
+
+
+def _where(error: Any) -> str:
+    locations = getattr(error, "locations", None) or []
+    if locations:
+        loc = locations[0]
+        return f"line {loc.line}, column {loc.column}"
+    return "no location"
