@@ -210,13 +210,16 @@ def token() -> None:
 
 
 @main.command()
-def schema() -> None:
-    """Print the API's schema as SDL (introspected from the server)."""
-    from secfindings._sdl import print_sdl
-
+@click.option("--refresh", is_flag=True, help="Ask the server again instead of using the cache.")
+def schema(refresh: bool) -> None:
+    """Print the API's schema as SDL (introspected from the server, cached per base URL)."""
     with _errors(), _client() as client:
-        data = client.execute(INTROSPECTION)
-    click.echo(print_sdl(data["__schema"]))
+        live = client.schema(refresh=refresh)
+    if live is None:  # pragma: no cover - the CLI's clients always have a schema
+        raise click.ClickException("schema checks are off")
+    if live.source == "built-in":
+        click.echo("note: the server refuses introspection; this is the built-in schema", err=True)
+    click.echo(live.sdl)
 
 
 @main.command(context_settings={"ignore_unknown_options": True, "allow_extra_args": True})
@@ -227,27 +230,3 @@ def emulator(ctx: click.Context) -> None:
 
     args = ["--help" if a == "--help-emulator" else a for a in ctx.args]
     sys.exit(run(args))
-
-
-INTROSPECTION = """
-query IntrospectionQuery {
-  __schema {
-    queryType { name } mutationType { name } subscriptionType { name }
-    types {
-      kind name description
-      fields(includeDeprecated: true) {
-        name description isDeprecated deprecationReason
-        args { name description type { ...T } defaultValue }
-        type { ...T }
-      }
-      inputFields { name description type { ...T } defaultValue }
-      interfaces { ...T }
-      enumValues(includeDeprecated: true) { name description isDeprecated deprecationReason }
-      possibleTypes { ...T }
-    }
-  }
-}
-fragment T on __Type {
-  kind name ofType { kind name ofType { kind name ofType { kind name ofType { kind name } } } }
-}
-"""

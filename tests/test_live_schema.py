@@ -1,0 +1,260 @@
+"""The live schema: introspected once, cached in memory and on disk, and used for selections,
+checks and models, against the emulator and against a server whose schema differs from it."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from tests import hostile
+from tests.variant import ROWS, VariantServer
+
+import secfindings
+from secfindings import _live
+from secfindings.models import FindingsView, GenericModel
+from secfindings.testing import Emulator
+
+
+@pytest.fixture(autouse=True)
+def fresh_cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
+    """Each test starts with empty memory and disk caches of its own."""
+    monkeypatch.setenv("SECFINDINGS_SCHEMA_CACHE", str(tmp_path))
+    monkeypatch.delenv("SECFINDINGS_SCHEMA_TTL", raising=False)
+    _live._MEMORY.clear()
+    yield tmp_path
+    _live._MEMORY.clear()
+
+
+def introspections(emu: Emulator) -> int:
+    return sum("__schema" in json.dumps(r) for r in emu.request_log())
+
+
+def variant_client(server: VariantServer, **kw: Any) -> secfindings.Client:
+    return secfindings.Client(
+        hostile.make_api_token(), base_url=server.base_url, auth_url=server.auth_url, max_retries=0, **kw
+    )
+
+
+# ------------------------------------------------------------------------------ the emulator
+
+
+def test_introspected_once_then_kept_in_memory_and_on_disk(fresh_cache: Path) -> None:
+    with Emulator(findings=20) as emu:
+        with emu.client(schema="live") as c:
+            c.finding(1)
+            c.finding(2)
+            schema = c.schema()
+        assert schema is not None and schema.source == "server"
+        # A cold cache costs one round trip: the introspection, before the first call.
+        assert introspections(emu) == 1
+        assert len(emu.request_log()) == 3
+        with emu.client(schema="live") as again:
+            again.finding(3)
+        assert introspections(emu) == 1  # memory
+        files = list(fresh_cache.glob("*.json"))
+        assert len(files) == 1
+        _live._MEMORY.clear()
+        with emu.client(schema="live") as other_process:
+            other_process.finding(4)
+            from_disk = other_process.schema()
+        assert introspections(emu) == 1  # disk
+        assert from_disk is not None and from_disk.source == "disk cache"
+        assert from_disk.hash == schema.hash
+        assert "type FindingsView" in from_disk.sdl
+
+
+def test_a_tampered_or_expired_cache_file_is_not_trusted(
+    fresh_cache: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    with Emulator(findings=20) as emu:
+        with emu.client(schema="live") as c:
+            c.schema()
+        (path,) = fresh_cache.glob("*.json")
+        kept = json.loads(path.read_text())
+        kept["introspection"]["__schema"]["types"] = []
+        path.write_text(json.dumps(kept))
+        _live._MEMORY.clear()
+        with emu.client(schema="live") as c:
+            assert c.schema().source == "server"  # type: ignore[union-attr]
+        assert introspections(emu) == 2
+        monkeypatch.setenv("SECFINDINGS_SCHEMA_TTL", "0")
+        _live._MEMORY.clear()
+        with emu.client(schema="live") as c:
+            assert c.schema().source == "server"  # type: ignore[union-attr]
+        assert introspections(emu) == 3
+
+
+def test_the_disk_cache_can_be_turned_off(fresh_cache: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("SECFINDINGS_SCHEMA_CACHE", "off")
+    with Emulator(findings=20) as emu, emu.client(schema="live") as c:
+        c.finding(1)
+        assert c.schema(refresh=True).source == "server"  # type: ignore[union-attr]
+        assert introspections(emu) == 2
+    assert list(fresh_cache.iterdir()) == []
+
+
+def test_async_first_calls_share_one_introspection() -> None:
+    async def main(emu: Emulator) -> None:
+        async with emu.async_client(schema="live") as ac:
+            found = await asyncio.gather(*(ac.finding(i) for i in range(1, 11)))
+            assert [f.id_int for f in found] == list(range(1, 11))
+            schema = await ac.schema()
+            assert schema is not None and schema.source == "server"
+
+    with Emulator(findings=20) as emu:
+        asyncio.run(main(emu))
+        assert introspections(emu) == 1
+
+
+def test_schema_checks_off_sends_the_catalog_defaults_and_no_introspection() -> None:
+    with Emulator(findings=20) as emu, emu.client(schema="off") as c:
+        assert c.schema() is None
+        rows = c.findings_view(limit=2).to_list()
+        assert "severity" not in rows[0]  # the documented-only default
+        assert introspections(emu) == 0
+    with pytest.raises(secfindings.ValidationError, match="schema must be one of"):
+        secfindings.Client(jwt="a.b.c", base_url="http://127.0.0.1:9/api/v1", schema="on")
+
+
+def test_emulator_defaults_include_what_analysts_group_by() -> None:
+    with Emulator(findings=20) as emu, emu.client(schema="live") as c:
+        frame = c.findings_view(limit=10).to_pandas()
+        assert frame.groupby("severity").size().sum() == 10
+        assert {"severity", "score", "due_date", "last_reported_time"} <= set(frame.columns)
+        analyst = c.findings_view(limit=1, fields="analyst").to_list()[0]
+        assert {"severity", "actual_status", "datasource_friendly_name", "cloud_provider"} <= set(
+            analyst.to_dict()
+        )
+
+
+# ------------------------------------------------------------------------------ a differing server
+
+
+def test_defaults_never_ask_for_a_field_the_server_lacks() -> None:
+    with VariantServer(missing=True) as server, variant_client(server) as c:
+        rows = c.findings_view(limit=5).to_list()
+        assert [r.id_int for r in rows] == [r["id_int"] for r in ROWS]
+        assert [r.severity for r in rows] == [r["severity"] for r in ROWS]
+        sent = server.documents[-1]
+        assert "sla_status" not in sent
+        assert "severity" in sent
+        assert server.introspections == 1
+
+
+def test_star_and_analyst_follow_the_live_type() -> None:
+    with VariantServer(missing=True) as server, variant_client(server) as c:
+        row = c.findings_view(limit=1, fields="*").to_list()[0]
+        assert isinstance(row, FindingsView)
+        assert row.exploitability == pytest.approx(0.1)  # type: ignore[attr-defined]
+        assert row.epss_percentile == 91  # type: ignore[attr-defined]
+        assert "sla_status" not in server.documents[-1]
+        analyst = c.findings_view(limit=1, fields="analyst").to_list()[0]
+        assert analyst.actual_status.category == "OPEN"
+        assert "sla_status" not in server.documents[-1]
+        table = c.findings_view(fields="*").to_arrow()
+        assert "exploitability" in table.column_names
+        assert "sla_status" not in table.column_names
+
+
+def test_an_extra_enum_value_is_accepted_and_a_typo_is_caught_before_sending() -> None:
+    with VariantServer() as server, variant_client(server) as c:
+        rows = c.findings_view(sort=["EXPLOITABILITY_DESC"], fields="id_int").to_list()
+        assert [r.id_int for r in rows] == [5, 4, 3, 2, 1]
+        sent = len(server.documents)
+        with pytest.raises(
+            secfindings.ValidationError, match="Did you mean the enum value 'EXPLOITABILITY_DESC'"
+        ):
+            c.findings_view(sort=["EXPLOITABILTY_DESC"]).to_list()
+        with pytest.raises(secfindings.ValidationError, match="Did you mean 'exploitability'"):
+            c.findings_view(fields="id exploitabilty").to_list()
+        with pytest.raises(secfindings.ValidationError, match="Did you mean 'sort'"):
+            c.execute("{ findings_view(sortt: [SCORE_DESC]) { edges { node { id } } } }")
+        with pytest.raises(secfindings.ValidationError, match="Did you mean 'filtersjson'"):
+            c.execute(
+                "query Q($f: FiltersConfigInput) { findings_view(filters_config: $f) { total_count } }",
+                {"f": {"filtersjsn": "{}"}},
+            )
+        with pytest.raises(secfindings.ValidationError, match=r"\(Int\) must be an int"):
+            c.execute("query Q($n: Int) { findings_view(first: $n) { total_count } }", {"n": "ten"})
+        assert len(server.documents) == sent  # nothing was sent
+
+
+def test_an_object_type_the_package_does_not_model_reads_as_a_generic_model() -> None:
+    with VariantServer() as server, variant_client(server) as c:
+        f = c.finding("1", fields="id title risk { level factors { name weight } } finding_score { score }")
+        assert f.finding_score.score == 7.5
+        risk = f.risk  # type: ignore[attr-defined]
+        assert isinstance(risk, GenericModel)
+        assert risk.level == "high"
+        assert risk.factors[0].weight == 0.7
+        assert risk.to_dict() == {"level": "high", "factors": [{"name": "internet", "weight": 0.7}]}
+        assert "level='high'" in repr(risk)
+
+
+def test_introspection_disabled_falls_back_to_the_builtin_schema_with_one_info_line(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    caplog.set_level(logging.INFO, logger="secfindings.schema")
+    with VariantServer(missing=False, introspection=False) as server, variant_client(server) as c:
+        rows = c.findings_view(limit=2).to_list()
+        assert len(rows) == 2
+        c.findings_view(limit=1).to_list()
+        schema = c.schema()
+        assert schema is not None and schema.source == "built-in"
+        with pytest.raises(secfindings.ValidationError, match="Did you mean 'severity'"):
+            c.findings_view(fields="sevrity").to_list()
+        assert server.introspections == 1
+    lines = [r for r in caplog.records if r.name == "secfindings.schema"]
+    assert len(lines) == 1
+    assert lines[0].levelno == logging.INFO
+    assert "introspection is not available" in lines[0].getMessage()
+
+
+def test_a_stale_disk_cache_is_refreshed_when_a_document_does_not_fit(fresh_cache: Path) -> None:
+    with VariantServer() as server:
+        # The cache holds the emulator's schema for this URL (as if the server changed since).
+        with Emulator(findings=5) as emu, emu.client(schema="live") as ec:
+            builtin = ec.schema()
+        assert builtin is not None
+        (path,) = fresh_cache.glob("*.json")
+        kept = json.loads(path.read_text())
+        kept["base_url"] = server.base_url
+        target = fresh_cache / (
+            __import__("hashlib").sha256(server.base_url.encode()).hexdigest()[:32] + ".json"
+        )
+        target.write_text(json.dumps(kept))
+        _live._MEMORY.clear()
+        with variant_client(server) as c:
+            row = c.findings_view(limit=1, fields="id exploitability").to_list()[0]
+            assert row.exploitability == pytest.approx(0.1)  # type: ignore[attr-defined]
+            assert c.schema().source == "server"  # type: ignore[union-attr]
+        assert server.introspections == 1
+
+
+def test_the_command_line_prints_the_live_schema(tmp_path: Path) -> None:
+    import subprocess
+    import sys
+
+    with VariantServer() as server:
+        env = {
+            "SECFINDINGS_API_TOKEN": str(hostile.make_api_token()),
+            "SECFINDINGS_BASE_URL": server.base_url,
+            "SECFINDINGS_AUTH_URL": server.auth_url,
+            "SECFINDINGS_SCHEMA_CACHE": str(tmp_path),
+            "PATH": "/usr/bin:/bin",
+        }
+        out = subprocess.run(
+            [sys.executable, "-m", "secfindings", "schema"],
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+    assert out.returncode == 0, out.stderr
+    assert "exploitability: Float" in out.stdout
+    assert "type RiskProfile" in out.stdout
