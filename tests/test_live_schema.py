@@ -49,7 +49,8 @@ def test_introspected_once_then_kept_in_memory_and_on_disk(fresh_cache: Path) ->
             c.finding(1)
             c.finding(2)
             schema = c.schema()
-        assert schema is not None and schema.source == "server"
+        assert schema is not None
+        assert schema.source == "server"
         # A cold cache costs one round trip: the introspection, before the first call.
         assert introspections(emu) == 1
         assert len(emu.request_log()) == 3
@@ -63,7 +64,8 @@ def test_introspected_once_then_kept_in_memory_and_on_disk(fresh_cache: Path) ->
             other_process.finding(4)
             from_disk = other_process.schema()
         assert introspections(emu) == 1  # disk
-        assert from_disk is not None and from_disk.source == "disk cache"
+        assert from_disk is not None
+        assert from_disk.source == "disk cache"
         assert from_disk.hash == schema.hash
         assert "type FindingsView" in from_disk.sdl
 
@@ -104,7 +106,8 @@ def test_async_first_calls_share_one_introspection() -> None:
             found = await asyncio.gather(*(ac.finding(i) for i in range(1, 11)))
             assert [f.id_int for f in found] == list(range(1, 11))
             schema = await ac.schema()
-            assert schema is not None and schema.source == "server"
+            assert schema is not None
+            assert schema.source == "server"
 
     with Emulator(findings=20) as emu:
         asyncio.run(main(emu))
@@ -205,7 +208,8 @@ def test_introspection_disabled_falls_back_to_the_builtin_schema_with_one_info_l
         assert len(rows) == 2
         c.findings_view(limit=1).to_list()
         schema = c.schema()
-        assert schema is not None and schema.source == "built-in"
+        assert schema is not None
+        assert schema.source == "built-in"
         with pytest.raises(secfindings.ValidationError, match="Did you mean 'severity'"):
             c.findings_view(fields="sevrity").to_list()
         assert server.introspections == 1
