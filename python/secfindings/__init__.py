@@ -22,6 +22,8 @@ from secfindings._operations import (
     TicketSLAInput,
 )
 from secfindings._paging import AsyncPaginator, AsyncWatch, ExportResult, Page, PageInfo, Paginator, Watch
+from secfindings._schema import Schema
+from secfindings._subscribe import AsyncSubscription, Subscription
 from secfindings.errors import (
     APIStatusError,
     AuthenticationError,
@@ -44,6 +46,7 @@ __all__ = [
     "APIStatusError",
     "AsyncClient",
     "AsyncPaginator",
+    "AsyncSubscription",
     "AsyncWatch",
     "AuthenticationError",
     "Client",
@@ -63,9 +66,11 @@ __all__ = [
     "Paginator",
     "RateLimitError",
     "SLARuleInput",
+    "Schema",
     "ScoringRuleInput",
     "SecFindingsError",
     "StatusRuleInput",
+    "Subscription",
     "SubscriptionError",
     "TicketSLAInput",
     "TimeoutError",

@@ -151,14 +151,15 @@ class AsyncSubscription(_Base, Generic[T]):
         return self
 
     async def __anext__(self) -> T:
-        ready = self._native.try_next()
-        if ready is None:
-            data = await self._native.next_async()
-        elif ready:
-            data = ready[0]
-        else:
+        while True:
+            ready = self._native.try_next()
+            if ready is not None:
+                break
+            # Waits without taking: a cancelled wait leaves the event for the next call.
+            await self._native.wait_async()
+        if not ready:
             raise StopAsyncIteration
-        event: T = _typed(data)
+        event: T = _typed(ready[0])
         return event
 
     async def aclose(self) -> None:

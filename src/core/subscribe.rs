@@ -46,6 +46,12 @@ const BACKOFF_BASE: Duration = Duration::from_millis(250);
 const MIN_RENEW_AHEAD: Duration = Duration::from_secs(1);
 /// A connection that ended sooner than this is followed by a short wait even when it was healthy.
 const MIN_LIFETIME: Duration = Duration::from_secs(1);
+/// How long closing a socket may take before it is simply dropped.
+const GOODBYE: Duration = Duration::from_secs(2);
+/// Bytes the queued events of one subscription may hold together, in KiB (64 MiB): with the
+/// count bound (`queue`), what keeps a slow consumer's memory bounded whatever the events' size.
+const BYTE_BUDGET_KIB: usize = 64 * 1024;
+const BYTE_BUDGET_KIB_U32: u32 = 64 * 1024;
 /// Largest message read from the server.
 const MAX_MESSAGE_CAP: usize = 64 * 1024 * 1024;
 /// The id of the one operation on each socket.
@@ -72,14 +78,30 @@ pub struct SubStats {
     pub events: AtomicU64,
 }
 
+/// One queued item: an event (or the error that ended the subscription), the event's cursor, and
+/// its share of the byte budget (given back when the consumer takes it).
+struct Item {
+    event: Result<Bytes>,
+    cursor: Option<String>,
+    _bytes: Option<tokio::sync::OwnedSemaphorePermit>,
+}
+
+/// A taken item, or the end (`None`).
+type Taken = Option<Result<Bytes>>;
+
 /// A running subscription: events (the `{data, errors}` payloads, undecoded) in arrival order.
 /// Dropping it, or calling [`close`](Self::close), ends it on the server.
 pub struct Subscription {
-    rx: tokio::sync::Mutex<mpsc::Receiver<Result<Bytes>>>,
+    rx: tokio::sync::Mutex<mpsc::Receiver<Item>>,
+    /// What [`wait_ready`](Self::wait_ready) took off the queue for the next taker: a waiter that
+    /// is cancelled after taking an event leaves it here instead of losing it.
+    stash: std::sync::Mutex<std::collections::VecDeque<Taken>>,
     stop: watch::Sender<bool>,
     stats: Arc<SubStats>,
-    cursor: Arc<std::sync::Mutex<Option<String>>>,
+    /// The cursor of the last event the consumer took (where a new subscription resumes).
+    consumed: std::sync::Mutex<Option<String>>,
     protocol: Arc<std::sync::Mutex<Option<&'static str>>>,
+    ended: Arc<std::sync::atomic::AtomicBool>,
 }
 
 impl Drop for Subscription {
@@ -109,8 +131,8 @@ impl Subscription {
         let (tx, rx) = mpsc::channel(spec.queue.max(1));
         let (stop, stopped) = watch::channel(false);
         let stats = Arc::new(SubStats::default());
-        let cursor = Arc::new(std::sync::Mutex::new(None));
         let protocol = Arc::new(std::sync::Mutex::new(None));
+        let ended = Arc::new(std::sync::atomic::AtomicBool::new(false));
         let task = Task {
             redactor: transport.settings().redactor.clone(),
             closed: transport.on_close(),
@@ -119,35 +141,99 @@ impl Subscription {
             resume,
             url,
             tx,
+            budget: Arc::new(tokio::sync::Semaphore::new(BYTE_BUDGET_KIB)),
             stopped,
             stats: Arc::clone(&stats),
-            cursor: Arc::clone(&cursor),
+            cursor: None,
             protocol: Arc::clone(&protocol),
+            _ended: Ended2(Arc::clone(&ended)),
         };
         handle.spawn(task.run());
-        Ok(Self { rx: tokio::sync::Mutex::new(rx), stop, stats, cursor, protocol })
+        Ok(Self {
+            rx: tokio::sync::Mutex::new(rx),
+            stash: std::sync::Mutex::new(std::collections::VecDeque::new()),
+            stop,
+            stats,
+            consumed: std::sync::Mutex::new(None),
+            protocol,
+            ended,
+        })
+    }
+
+    fn taken(&self, item: Option<Item>) -> Taken {
+        let item = item?;
+        if let (Some(c), Ok(mut consumed)) = (item.cursor, self.consumed.lock()) {
+            *consumed = Some(c);
+        }
+        Some(item.event)
+    }
+
+    fn stashed(&self) -> Option<Taken> {
+        self.stash.lock().ok().and_then(|mut s| s.pop_front())
     }
 
     /// The next event; `None` once the subscription has ended (completed by the server or
     /// closed). An error ends it too.
-    pub async fn next(&self) -> Option<Result<Bytes>> {
-        let mut rx = self.rx.lock().await;
-        let stop = self.stop.subscribe();
-        if *stop.borrow() {
+    pub async fn next(&self) -> Taken {
+        if let Some(taken) = self.stashed() {
+            return taken;
+        }
+        let mut stop = self.stop.subscribe();
+        if *stop.borrow_and_update() {
             return None;
         }
-        rx.recv().await
+        let mut rx = tokio::select! {
+            rx = self.rx.lock() => rx,
+            _ = stop.changed() => return None,
+        };
+        if let Some(taken) = self.stashed() {
+            return taken;
+        }
+        tokio::select! {
+            item = rx.recv() => self.taken(item),
+            _ = stop.changed() => None,
+        }
     }
 
-    /// The next event if one is queued now, without waiting: `None` when none is (or another
+    /// Waits until [`try_next`](Self::try_next) has something to give (an event or the end),
+    /// taking nothing for itself: cancelling this wait never loses an event.
+    pub async fn wait_ready(&self) {
+        if self.stash.lock().map_or(true, |s| !s.is_empty()) {
+            return;
+        }
+        let mut stop = self.stop.subscribe();
+        if *stop.borrow_and_update() {
+            return;
+        }
+        let mut rx = tokio::select! {
+            rx = self.rx.lock() => rx,
+            _ = stop.changed() => return,
+        };
+        if self.stash.lock().map_or(true, |s| !s.is_empty()) {
+            return;
+        }
+        let taken = tokio::select! {
+            item = rx.recv() => self.taken(item),
+            _ = stop.changed() => None,
+        };
+        // Pushed while the queue lock is held: nothing can overtake it.
+        if let Ok(mut s) = self.stash.lock() {
+            s.push_back(taken);
+        }
+    }
+
+    /// The next event if one is ready now, without waiting: `None` when none is (or another
     /// caller is reading), `Some(None)` at the end.
-    pub fn try_next(&self) -> Option<Option<Result<Bytes>>> {
-        let mut rx = self.rx.try_lock().ok()?;
+    pub fn try_next(&self) -> Option<Taken> {
+        if let Some(taken) = self.stashed() {
+            return Some(taken);
+        }
         if *self.stop.borrow() {
             return Some(None);
         }
+        let mut rx = self.rx.try_lock().ok()?;
         match rx.try_recv() {
-            Ok(item) => Some(Some(item)),
+            Ok(item) => Some(self.taken(Some(item))),
             Err(mpsc::error::TryRecvError::Empty) => None,
             Err(mpsc::error::TryRecvError::Disconnected) => Some(None),
         }
@@ -158,17 +244,19 @@ impl Subscription {
         let _ = self.stop.send(true);
     }
 
+    /// Closed by the consumer or the client, or ended by the server or an error.
     pub fn is_closed(&self) -> bool {
-        *self.stop.borrow()
+        *self.stop.borrow() || self.ended.load(Ordering::Acquire)
     }
 
     pub fn stats(&self) -> &SubStats {
         &self.stats
     }
 
-    /// The cursor of the last event queued (what a resume starts after).
+    /// The cursor of the last event the consumer took: a new subscription with it as `after`
+    /// goes on with the next one.
     pub fn cursor(&self) -> Option<String> {
-        self.cursor.lock().ok().and_then(|c| c.clone())
+        self.consumed.lock().ok().and_then(|c| c.clone())
     }
 
     /// The subprotocol of the current (or last) connection.
@@ -176,9 +264,19 @@ impl Subscription {
         self.protocol.lock().ok().and_then(|p| *p)
     }
 
-    /// Events waiting in the queue.
+    /// Events waiting for the consumer.
     pub fn buffered(&self) -> usize {
-        self.rx.try_lock().map_or(0, |rx| rx.len())
+        let stashed = self.stash.lock().map_or(0, |s| s.iter().filter(|t| t.is_some()).count());
+        stashed + self.rx.try_lock().map_or(0, |rx| rx.len())
+    }
+}
+
+/// Sets the subscription's `ended` flag however the task finishes.
+struct Ended2(Arc<std::sync::atomic::AtomicBool>);
+
+impl Drop for Ended2 {
+    fn drop(&mut self) {
+        self.0.store(true, Ordering::Release);
     }
 }
 
@@ -290,8 +388,8 @@ pub fn parse(text: &str) -> std::result::Result<Incoming, String> {
         }
         "complete" if ours => Incoming::Complete,
         "connection_error" => {
-            let detail = msg.payload.map(|p| p.get().chars().take(300).collect()).unwrap_or_default();
-            Incoming::ConnectionError(detail)
+            // Whole: the caller masks secrets first and cuts after, so no cut splits a secret.
+            Incoming::ConnectionError(msg.payload.map(|p| p.get().to_string()).unwrap_or_default())
         }
         _ => Incoming::Other,
     })
@@ -324,8 +422,9 @@ enum Ended {
     /// Connect again: after `wait` when the attempt failed (counted), at once when a healthy
     /// connection ended (the failure count starts again).
     Retry { why: String, failed: bool, retry_after: Option<Duration> },
-    /// The JWT was refused: forget it, then connect again (counted).
-    Unauthorized(String),
+    /// The JWT was refused: forget it, then connect again (counted; `healthy` when the refused
+    /// connection had delivered or lasted, which starts the count again first).
+    Unauthorized { why: String, healthy: bool },
 }
 
 struct Task {
@@ -335,22 +434,46 @@ struct Task {
     spec: SubscribeSpec,
     resume: Option<String>,
     url: String,
-    tx: mpsc::Sender<Result<Bytes>>,
+    tx: mpsc::Sender<Item>,
+    /// Bytes (in KiB) queued events may hold together.
+    budget: Arc<tokio::sync::Semaphore>,
     stopped: watch::Receiver<bool>,
     stats: Arc<SubStats>,
-    cursor: Arc<std::sync::Mutex<Option<String>>>,
+    /// The cursor of the last event queued: what a resubscription starts after.
+    cursor: Option<String>,
     protocol: Arc<std::sync::Mutex<Option<&'static str>>>,
+    _ended: Ended2,
 }
 
 type Socket = tokio_tungstenite::WebSocketStream<tokio_tungstenite::MaybeTlsStream<tokio::net::TcpStream>>;
+
+/// How a send to the server ended.
+enum Sent {
+    Done,
+    /// The consumer or the client stopped the subscription meanwhile.
+    Stopped,
+    /// The socket failed, or the server did not take the data in time.
+    Failed(String),
+}
 
 impl Task {
     fn stopping(&self) -> bool {
         *self.stopped.borrow() || *self.closed.borrow()
     }
 
+    /// Queues the error that ends the subscription.
+    async fn fail(&self, e: Error) {
+        let item = Item { event: Err(e.redact(&self.redactor)), cursor: None, _bytes: None };
+        let mut stopped = self.stopped.clone();
+        tokio::select! {
+            _ = self.tx.send(item) => {}
+            _ = stopped.changed() => {}
+        }
+    }
+
     async fn run(mut self) {
         let mut failures: u32 = 0;
+        let max_wait = self.transport.settings().max_retry_wait;
         loop {
             if self.stopping() {
                 return;
@@ -358,38 +481,44 @@ impl Task {
             let ended = self.connection().await;
             let (why, wait) = match ended {
                 Ended::Stopped | Ended::Completed => return,
-                Ended::Fatal(e) => {
-                    let _ = self.tx.send(Err(e.redact(&self.redactor))).await;
-                    return;
-                }
+                Ended::Fatal(e) => return self.fail(e).await,
                 Ended::Retry { why, failed: false, retry_after } => {
                     failures = 0;
                     (why, retry_after.unwrap_or_default())
                 }
                 Ended::Retry { why, failed: true, retry_after } => {
                     failures = failures.saturating_add(1);
-                    let step = backoff(failures, self.transport.settings().max_retry_wait);
+                    let step = backoff(failures, max_wait);
+                    if let Some(asked) = retry_after.filter(|r| *r > max_wait) {
+                        // As for HTTP calls: a wait longer than max_retry_wait is not waited.
+                        let message = format!(
+                            "{why}; the server asks to wait {:.0}s, longer than max_retry_wait ({:.0}s)",
+                            asked.as_secs_f64(),
+                            max_wait.as_secs_f64()
+                        );
+                        return self.fail(Error::Subscription { message, cursor: self.cursor.clone() }).await;
+                    }
                     (why, retry_after.map_or(step, |r| r.max(step)))
                 }
-                Ended::Unauthorized(why) => {
+                Ended::Unauthorized { why, healthy } => {
+                    if healthy {
+                        failures = 0;
+                    }
                     failures = failures.saturating_add(1);
                     if !self.transport.tokens().can_refresh() {
-                        let e = Error::Authentication { error_type: None, message: why };
-                        let _ = self.tx.send(Err(e.redact(&self.redactor))).await;
-                        return;
+                        return self.fail(Error::Authentication { error_type: None, message: why }).await;
                     }
-                    (why, backoff(failures, self.transport.settings().max_retry_wait))
+                    (why, backoff(failures, max_wait))
                 }
             };
             if failures > self.spec.max_reconnects {
-                let cursor = self.cursor.lock().ok().and_then(|c| c.clone());
                 let message =
-                    format!("the subscription could not be resumed after {} attempts: {why}", failures);
-                let e = Error::Subscription { message, cursor };
-                let _ = self.tx.send(Err(e.redact(&self.redactor))).await;
-                return;
+                    format!("the subscription could not be resumed after {failures} attempts: {why}");
+                return self.fail(Error::Subscription { message, cursor: self.cursor.clone() }).await;
             }
-            if !wait.is_zero() {
+            if wait.is_zero() {
+                log::info!("subscription: {why}; connecting again");
+            } else {
                 log::info!("subscription: {why}; connecting again in {:.2}s", wait.as_secs_f64());
                 let mut stopped = self.stopped.clone();
                 let mut closed = self.closed.clone();
@@ -398,9 +527,23 @@ impl Task {
                     _ = stopped.changed() => return,
                     _ = closed.changed() => return,
                 }
-            } else {
-                log::info!("subscription: {why}; connecting again");
             }
+        }
+    }
+
+    /// Sends one message, giving up when the server does not take it within the client's
+    /// timeout (a peer that does not read) or when the subscription is stopped meanwhile.
+    async fn send(&self, socket: &mut Socket, message: Message) -> Sent {
+        let mut stopped = self.stopped.clone();
+        let mut closed = self.closed.clone();
+        tokio::select! {
+            sent = tokio::time::timeout(self.transport.settings().timeout, socket.send(message)) => match sent {
+                Ok(Ok(())) => Sent::Done,
+                Ok(Err(e)) => Sent::Failed(format!("the connection broke: {e}")),
+                Err(_) => Sent::Failed("the server does not read what the client sends".into()),
+            },
+            _ = stopped.changed() => Sent::Stopped,
+            _ = closed.changed() => Sent::Stopped,
         }
     }
 
@@ -461,12 +604,24 @@ impl Task {
 
     /// One connection, from connect to its end.
     async fn connection(&mut self) -> Ended {
-        let token = match self.transport.tokens().get().await {
-            Ok(t) => t,
-            Err(e @ Error::Authentication { .. }) => return Ended::Fatal(e),
-            Err(e) => return Ended::Retry { why: e.to_string(), failed: true, retry_after: None },
+        // A JWT and a socket, but a stop is heard while either is awaited.
+        let mut stopped = self.stopped.clone();
+        let mut closed = self.closed.clone();
+        let token = tokio::select! {
+            got = self.transport.tokens().get() => match got {
+                Ok(t) => t,
+                Err(e @ Error::Authentication { .. }) => return Ended::Fatal(e),
+                Err(e) => return Ended::Retry { why: e.to_string(), failed: true, retry_after: None },
+            },
+            _ = stopped.changed() => return Ended::Stopped,
+            _ = closed.changed() => return Ended::Stopped,
         };
-        let (mut socket, proto) = match self.connect(&token).await {
+        let connected = tokio::select! {
+            c = self.connect(&token) => c,
+            _ = stopped.changed() => return Ended::Stopped,
+            _ = closed.changed() => return Ended::Stopped,
+        };
+        let (mut socket, proto) = match connected {
             Ok(pair) => pair,
             Err(ended) => return ended,
         };
@@ -477,18 +632,21 @@ impl Task {
         let authorization = token.header.to_str().unwrap_or_default().to_string();
         // A failed send is not the end yet: what the server sent before it closed is still to be
         // read (and a dead socket shows on the next read).
-        let _ = socket.send(Message::Text(proto.init(&authorization).into())).await;
+        if let Sent::Stopped = self.send(&mut socket, Message::Text(proto.init(&authorization).into())).await
+        {
+            return self.goodbye(socket, proto).await;
+        }
         // Wait for the ack.
         let ack_deadline = tokio::time::sleep(self.transport.settings().timeout);
         tokio::pin!(ack_deadline);
         loop {
             tokio::select! {
                 () = &mut ack_deadline => {
-                    let _ = socket.close(None).await;
+                    drop_socket(socket).await;
                     return Ended::Retry { why: "no connection_ack from the server".into(), failed: true, retry_after: None };
                 }
-                _ = self.stopped.changed() => { let _ = socket.close(None).await; return Ended::Stopped; }
-                _ = self.closed.changed() => { let _ = socket.close(None).await; return Ended::Stopped; }
+                _ = stopped.changed() => return self.goodbye(socket, proto).await,
+                _ = closed.changed() => return self.goodbye(socket, proto).await,
                 msg = socket.next() => match self.frame(msg, &mut socket, proto, &token).await {
                     Ok(Some(Incoming::Ack)) => break,
                     Ok(_) => {}
@@ -497,14 +655,16 @@ impl Task {
             }
         }
         let mut variables = self.spec.variables.clone();
-        if let (Some(name), Some(cursor)) = (&self.resume, self.cursor.lock().ok().and_then(|c| c.clone())) {
-            variables.insert(name.clone(), Value::String(cursor));
+        if let (Some(name), Some(cursor)) = (&self.resume, &self.cursor) {
+            variables.insert(name.clone(), Value::String(cursor.clone()));
         }
         let mut payload = serde_json::json!({"query": self.spec.query, "variables": variables});
         if let (Some(n), Value::Object(m)) = (&self.spec.operation_name, &mut payload) {
             m.insert("operationName".into(), Value::String(n.clone()));
         }
-        let _ = socket.send(Message::Text(proto.subscribe(&payload).into())).await;
+        if let Sent::Stopped = self.send(&mut socket, Message::Text(proto.subscribe(&payload).into())).await {
+            return self.goodbye(socket, proto).await;
+        }
         // A new JWT before this one lapses: the connection is replaced a little ahead of it.
         let renew_at = renew_deadline(&token, self.transport.settings());
         let renew = async move {
@@ -518,43 +678,55 @@ impl Task {
         let mut heard = Instant::now();
         let opened = Instant::now();
         let mut delivered = false;
+        let healthy = |delivered: bool| delivered || opened.elapsed() > PING_EVERY;
         loop {
             tokio::select! {
-                _ = self.stopped.changed() => return self.goodbye(socket, proto).await,
-                _ = self.closed.changed() => return self.goodbye(socket, proto).await,
+                _ = stopped.changed() => return self.goodbye(socket, proto).await,
+                _ = closed.changed() => return self.goodbye(socket, proto).await,
                 () = &mut renew => {
                     let _ = self.goodbye(socket, proto).await;
                     return Ended::Retry { why: "the JWT is about to lapse".into(), failed: false, retry_after: None };
                 }
                 _ = ping.tick() => {
                     if heard.elapsed() > SILENCE {
+                        drop_socket(socket).await;
                         return Ended::Retry { why: "the server went silent".into(), failed: false, retry_after: None };
                     }
-                    let _ = socket.send(Message::Ping(Bytes::new())).await;
+                    match self.send(&mut socket, Message::Ping(Bytes::new())).await {
+                        Sent::Done => {}
+                        Sent::Stopped => return self.goodbye(socket, proto).await,
+                        Sent::Failed(why) => return Ended::Retry { why, failed: !healthy(delivered), retry_after: None },
+                    }
                 }
                 msg = socket.next() => {
                     heard = Instant::now();
                     match self.frame(msg, &mut socket, proto, &token).await {
                         Ok(Some(Incoming::Next(payload))) => {
-                            if self.resume.is_some() {
-                                if let Some(c) = event_cursor(&payload) {
-                                    if let Ok(mut cursor) = self.cursor.lock() {
-                                        *cursor = Some(c);
-                                    }
-                                }
-                            }
+                            let cursor = if self.resume.is_some() { event_cursor(&payload) } else { None };
                             self.stats.events.fetch_add(1, Ordering::Relaxed);
                             delivered = true;
-                            // Full queue: wait (backpressure), but still hear a stop.
+                            // A full queue or byte budget: wait (backpressure), but hear a stop.
+                            let kib = u32::try_from(payload.len().div_ceil(1024)).unwrap_or(u32::MAX).clamp(1, BYTE_BUDGET_KIB_U32);
+                            let permit = tokio::select! {
+                                p = Arc::clone(&self.budget).acquire_many_owned(kib) => p.ok(),
+                                _ = stopped.changed() => return self.goodbye(socket, proto).await,
+                                _ = closed.changed() => return self.goodbye(socket, proto).await,
+                            };
+                            let item = Item { event: Ok(payload), cursor: cursor.clone(), _bytes: permit };
                             tokio::select! {
-                                sent = self.tx.send(Ok(payload)) => if sent.is_err() { return self.goodbye(socket, proto).await },
-                                _ = self.stopped.changed() => return self.goodbye(socket, proto).await,
-                                _ = self.closed.changed() => return self.goodbye(socket, proto).await,
+                                sent = self.tx.send(item) => if sent.is_err() { return self.goodbye(socket, proto).await },
+                                _ = stopped.changed() => return self.goodbye(socket, proto).await,
+                                _ = closed.changed() => return self.goodbye(socket, proto).await,
                             }
+                            if cursor.is_some() {
+                                self.cursor = cursor;
+                            }
+                            // Waiting for the consumer is not the server's silence.
+                            heard = Instant::now();
                         }
                         Ok(Some(Incoming::Error(errors))) => return Ended::Fatal(Error::graphql(errors, None)),
                         Ok(Some(Incoming::Complete)) => {
-                            let _ = socket.close(None).await;
+                            drop_socket(socket).await;
                             return Ended::Completed;
                         }
                         Ok(_) => {}
@@ -562,15 +734,17 @@ impl Task {
                             // A connection that delivered or lasted was healthy: start counting
                             // again. A short one is still spaced from the next, so a server that
                             // hands out an event and hangs up cannot make the client spin.
-                            let lived = opened.elapsed();
-                            let failed = !(delivered || lived > PING_EVERY);
-                            let retry_after = if !failed && lived < MIN_LIFETIME {
+                            let failed = !healthy(delivered);
+                            let retry_after = if !failed && opened.elapsed() < MIN_LIFETIME {
                                 let space = backoff(1, self.transport.settings().max_retry_wait);
                                 Some(retry_after.map_or(space, |r| r.max(space)))
                             } else {
                                 retry_after
                             };
                             return Ended::Retry { why, failed, retry_after };
+                        }
+                        Err(Ended::Unauthorized { why, .. }) => {
+                            return Ended::Unauthorized { why, healthy: healthy(delivered) };
                         }
                         Err(ended) => return ended,
                     }
@@ -586,13 +760,13 @@ impl Task {
         }
     }
 
-    /// Ends our operation on the server and closes the socket.
+    /// Ends our operation on the server and closes the socket (bounded in time).
     async fn goodbye(&self, mut socket: Socket, proto: Proto) -> Ended {
         let bye = async {
             let _ = socket.send(Message::Text(proto.stop().into())).await;
             let _ = socket.close(Some(CloseFrame { code: CloseCode::Normal, reason: "".into() })).await;
         };
-        let _ = tokio::time::timeout(Duration::from_secs(2), bye).await;
+        let _ = tokio::time::timeout(GOODBYE, bye).await;
         Ended::Stopped
     }
 
@@ -636,13 +810,23 @@ impl Task {
         match parse(text.as_str()) {
             Ok(Incoming::Ping) => {
                 if proto == Proto::TransportWs {
-                    let _ = socket.send(Message::Text(r#"{"type":"pong"}"#.into())).await;
+                    match self.send(socket, Message::Text(r#"{"type":"pong"}"#.into())).await {
+                        Sent::Done => {}
+                        Sent::Stopped => return Ok(None),
+                        Sent::Failed(why) => {
+                            return Err(Ended::Retry { why, failed: true, retry_after: None })
+                        }
+                    }
                 }
                 Ok(None)
             }
             Ok(Incoming::ConnectionError(detail)) => {
                 self.transport.tokens().invalidate(token.generation);
-                Err(Ended::Unauthorized(format!("the server refused connection_init: {detail}")))
+                let (detail, _) = self.redactor.scrub_cut(&detail, 300);
+                Err(Ended::Unauthorized {
+                    why: format!("the server refused connection_init: {detail}"),
+                    healthy: false,
+                })
             }
             Ok(other) => Ok(Some(other)),
             Err(why) => {
@@ -654,7 +838,7 @@ impl Task {
     fn closed_by_server(&self, frame: Option<CloseFrame>, token: &CachedToken) -> Ended {
         let (code, reason) =
             frame.map_or((1005, String::new()), |f| (u16::from(f.code), f.reason.to_string()));
-        let reason: String = reason.chars().take(200).collect();
+        let (reason, _) = self.redactor.scrub_cut(&reason, 200);
         let why = format!(
             "the server closed the connection ({code}{})",
             if reason.is_empty() { String::new() } else { format!(": {reason}") }
@@ -662,17 +846,21 @@ impl Task {
         match code {
             4401 | 4403 => {
                 self.transport.tokens().invalidate(token.generation);
-                Ended::Unauthorized(why)
+                Ended::Unauthorized { why, healthy: false }
             }
             // The server judged our messages or the operation invalid: trying again cannot help.
-            4400 | 4406 | 4409 | 1002 | 1003 | 1007 | 1008 => Ended::Fatal(Error::Subscription {
-                message: why,
-                cursor: self.cursor.lock().ok().and_then(|c| c.clone()),
-            }),
+            4400 | 4406 | 4409 | 1002 | 1003 | 1007 | 1008 => {
+                Ended::Fatal(Error::Subscription { message: why, cursor: self.cursor.clone() })
+            }
             4429 => Ended::Retry { why, failed: true, retry_after: None },
             _ => Ended::Retry { why, failed: false, retry_after: None },
         }
     }
+}
+
+/// Closes a socket without waiting long for a peer that does not answer.
+async fn drop_socket(mut socket: Socket) {
+    let _ = tokio::time::timeout(GOODBYE, socket.close(None)).await;
 }
 
 fn handshake_error(e: WsError) -> Ended {
@@ -687,7 +875,9 @@ fn handshake_error(e: WsError) -> Ended {
                 .map(|s| Duration::from_secs(s.min(3600)));
             let why = format!("the server refused the WebSocket upgrade: HTTP {}", status.as_u16());
             match status {
-                StatusCode::UNAUTHORIZED | StatusCode::FORBIDDEN => Ended::Unauthorized(why),
+                StatusCode::UNAUTHORIZED | StatusCode::FORBIDDEN => {
+                    Ended::Unauthorized { why, healthy: false }
+                }
                 StatusCode::TOO_MANY_REQUESTS => Ended::Retry { why, failed: true, retry_after },
                 s if s.is_server_error() => Ended::Retry { why, failed: true, retry_after },
                 _ => Ended::Fatal(Error::Subscription {

@@ -34,8 +34,8 @@ pub(crate) enum Outcome {
     Batch(Option<crate::py::paging::Batch>),
     /// The rest of a walk as one table.
     Table(Vec<arrow_array::RecordBatch>, arrow_schema::SchemaRef),
-    /// The end of an async iterator (raises StopAsyncIteration).
-    End,
+    /// Something became ready (resolves to None).
+    Ready,
 }
 
 impl Outcome {
@@ -46,7 +46,7 @@ impl Outcome {
             Self::Page(page, r) => crate::py::paging::page_to_py(py, page, &r),
             Self::Batch(batch) => crate::py::paging::batch_to_py(py, batch),
             Self::Table(batches, schema) => crate::py::paging::table_to_py(py, batches, schema),
-            Self::End => Err(pyo3::exceptions::PyStopAsyncIteration::new_err(())),
+            Self::Ready => Ok(py.None()),
         }
     }
 }

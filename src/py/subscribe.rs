@@ -51,16 +51,13 @@ impl NativeSubscription {
         }
     }
 
-    /// The awaitable twin of `next`; StopAsyncIteration at the end.
-    fn next_async<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
+    /// An awaitable that resolves (to None) once `try_next` has something to give. It takes
+    /// nothing itself, so cancelling it never loses an event.
+    fn wait_async<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
         let inner = Arc::clone(&self.inner);
-        let redactor = self.redactor.clone();
         completions::submit(py, async move {
-            match inner.next().await {
-                None => Ok(Outcome::End),
-                Some(Err(e)) => Err(e),
-                Some(Ok(body)) => Ok(Outcome::Data(body, redactor)),
-            }
+            inner.wait_ready().await;
+            Ok(Outcome::Ready)
         })
     }
 
