@@ -203,8 +203,14 @@ def test_filter_tree_of_a_built_filter_round_trips():
     [
         (lambda: field("severity").in_("3"), r"field\('severity'\)\.in_\(\) takes a list of values, not str"),
         (lambda: field("severity").overlap(3), r"overlap\(\) takes a list of values, not int"),
-        (lambda: field("a").in_([[1]]), r"in_\(\) value must be a str, number, bool or None, got list"),
-        (lambda: field("a").equals([1]), r"equals\(\) value must be a str, number, bool or None, got list"),
+        (
+            lambda: field("a").in_([[1]]),
+            r"in_\(\) value must be a str, number, bool, date, datetime or None, got list",
+        ),
+        (
+            lambda: field("a").equals([1]),
+            r"equals\(\) value must be a str, number, bool, date, datetime or None, got list",
+        ),
         (lambda: field("a").contains({"x": 1}), r"contains\(\) value must be"),
         (lambda: field("a").exists("yes"), r"exists\(\) takes a bool"),
         (lambda: field("a").where({"field": "x"}), r"where\(\) takes a Filter, got dict"),
@@ -313,7 +319,7 @@ def _leaf(cond: str = "equals", value: object = 1, name: object = "a") -> dict[s
         (_leaf(cond=None), "invalid filter: condition: must be a str, got NoneType"),
         (
             _leaf("in", [1, {"x": 1}]),
-            "invalid filter: value[1]: must be a str, number, bool or None, got dict",
+            "invalid filter: value[1]: must be a str, number, bool, date, datetime or None, got dict",
         ),
         (_leaf("equals", [1]), "invalid filter: value: condition 'equals' takes one value, got list"),
         (
@@ -385,3 +391,26 @@ def test_public_names():
     assert issubclass(Condition, Filter)
     assert issubclass(Group, Filter)
     assert not issubclass(Field, Filter)
+
+
+def test_dates_and_aware_datetimes_are_sent_as_iso_text_and_naive_ones_refused(client):
+    import datetime as dt
+
+    since = dt.datetime(2025, 5, 20, tzinfo=dt.timezone.utc)
+    built = field("last_reported_time").gte(since)
+    assert built.to_dict()["value"] == "2025-05-20T00:00:00+00:00"
+    assert field("due_date").in_([dt.date(2030, 1, 31)]).to_dict()["value"] == ["2030-01-31"]
+    tree = filter_tree({"field": "discovered_time", "condition": "lt", "value": dt.date(2025, 1, 1)})
+    assert tree["value"] == "2025-01-01"
+    with pytest.raises(ValidationError, match="naive datetime"):
+        field("last_reported_time").gte(dt.datetime(2025, 5, 20))
+    with pytest.raises(ValidationError, match=r"value\[0\]: is a naive datetime"):
+        filter_tree({"field": "due_date", "condition": "in", "value": [dt.datetime(2025, 1, 1)]})
+    # Against the emulator: the same findings as the ISO text gives.
+    recent = client.findings_view(filters=built, fields="id_int last_reported_time").to_list()
+    as_text = client.findings_view(
+        filters=field("last_reported_time").gte("2025-05-20T00:00:00+00:00"), fields="id_int"
+    ).to_list()
+    assert [f.id_int for f in recent] == [f.id_int for f in as_text]
+    assert recent
+    assert all(f.last_reported_time >= since for f in recent)

@@ -262,3 +262,19 @@ def test_the_command_line_prints_the_live_schema(tmp_path: Path) -> None:
     assert out.returncode == 0, out.stderr
     assert "exploitability: Float" in out.stdout
     assert "type RiskProfile" in out.stdout
+
+
+def test_a_misspelt_filter_field_is_caught_and_a_field_only_the_server_has_is_not() -> None:
+    from secfindings import field
+
+    with VariantServer() as server, variant_client(server) as c:
+        sent = len(server.documents)
+        with pytest.raises(secfindings.ValidationError, match="unknown filter field 'sevrity'.*'severity'"):
+            c.findings_view(filters=field("sevrity").in_(["5"])).to_list()
+        with pytest.raises(secfindings.ValidationError, match="'exploitabilty'.*'exploitability'"):
+            c.findings_view(filters=field("exploitabilty").gt(0.5) & field("severity").in_(["5"])).to_list()
+        assert len(server.documents) == sent
+        # Known only to this server's schema, and a name unlike any known one: both sent.
+        c.findings_view(filters=field("exploitability").gt(0.5), fields="id").to_list()
+        c.findings_view(filters=field("vendor_risk_rating").in_(["A"]), fields="id").to_list()
+        assert len(server.documents) == sent + 2

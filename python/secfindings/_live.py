@@ -262,6 +262,13 @@ class LiveNative:
         self, schema: Schema | None, name: str, args: Mapping[str, Any], fields: str | None
     ) -> str | None:
         fields = self._selection(schema, name, fields)
+        config = args.get("filters_config")
+        if schema is not None and isinstance(config, Mapping) and config.get("filtersjson") is not None:
+            from secfindings.filters import unknown_fields
+
+            problem = unknown_fields(config["filtersjson"], schema.fields("FindingsView"))
+            if problem:
+                raise ValidationError(problem)
         if schema is not None:
             built = _native.build_operation(name, dict(args), fields)
             self._check(schema, built["query"], built["variables"], name, converted=True)

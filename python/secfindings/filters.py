@@ -17,6 +17,7 @@ Filters are immutable; ``&`` and ``|`` build groups, flattening chains of the sa
 
 from __future__ import annotations
 
+import datetime as dt
 import json
 from abc import ABC, abstractmethod
 from collections.abc import Iterable, Mapping
@@ -49,6 +50,113 @@ _SCALAR_CONDITIONS = frozenset({"equals", "not_equals", "contains", "not_contain
 CONDITIONS: frozenset[str] = _LIST_CONDITIONS | _SCALAR_CONDITIONS | {"exists"}
 """The leaf conditions known to the client (a relation filter uses ``""``). A condition outside
 this set is sent as given, unless it looks like a misspelling of one of them."""
+
+
+#: Filter field names the client knows of (the emulator's filter catalogue, which follows the
+#: fields of ``FindingsView`` and ``Finding``). An unknown name close to one of these, or to a
+#: field of the server's ``FindingsView``, is taken for a misspelling; others are sent as given.
+FIELDS = frozenset(
+    [
+        "actual_status",
+        "actual_status.category",
+        "actual_status.key",
+        "actual_status.name",
+        "actual_status.title",
+        "actual_status_key",
+        "age",
+        "cloud_account",
+        "cloud_account_friendly_name",
+        "cloud_provider",
+        "cve",
+        "datasource",
+        "datasource.friendly_name",
+        "datasource.id",
+        "datasource.id_int",
+        "datasource.source",
+        "datasource_friendly_name",
+        "datasource_id",
+        "datasource_tags_values",
+        "description",
+        "discovered_time",
+        "due_date",
+        "finding_id",
+        "finding_score.original_score",
+        "finding_score.score",
+        "finding_score.severity",
+        "finding_type",
+        "fix_subtype",
+        "id",
+        "id_int",
+        "last_reported_time",
+        "main_resource.cloud_account",
+        "main_resource.cloud_account_friendly_name",
+        "main_resource.cloud_provider",
+        "main_resource.region",
+        "main_resource.resource_id",
+        "main_resource.resource_name",
+        "main_resource.resource_type",
+        "original_score",
+        "original_status",
+        "package",
+        "package_name",
+        "region",
+        "remediation_sub_phase",
+        "resource.cloud_account",
+        "resource.cloud_provider",
+        "resource.name",
+        "resource.region",
+        "resource.resource_id",
+        "resource.resource_name",
+        "resource.resource_type",
+        "resource_id",
+        "resource_name",
+        "resource_type",
+        "score",
+        "severity",
+        "sla_status",
+        "source",
+        "status",
+        "status.category",
+        "status.key",
+        "status.name",
+        "status.title",
+        "status_category",
+        "tags_key_values",
+        "tags_values",
+        "ticket_status",
+        "tickets",
+        "tickets.status",
+        "title",
+    ]
+)
+
+
+def unknown_fields(tree: Any, known: Iterable[str]) -> str | None:
+    """A message for the first field name in a filter tree that looks misspelt (close to a known
+    name but not one), or None."""
+    names = FIELDS | frozenset(known)
+    todo = [tree]
+    seen = 0
+    while todo and seen < 100_000:
+        seen += 1
+        node = todo.pop()
+        if isinstance(node, str):
+            try:
+                node = json.loads(node)
+            except ValueError:
+                continue
+        if isinstance(node, Mapping):
+            name = node.get("field")
+            if isinstance(name, str) and name and node.get("condition") != "":
+                bare = name.removeprefix("finding.")
+                if bare not in names:
+                    hint = did_you_mean(bare, sorted(names))
+                    if hint:
+                        return f"unknown filter field {name!r}{hint}"
+            todo.extend(node.get("operands") or ())
+        elif isinstance(node, (list, tuple)):
+            todo.extend(node)
+    return None
 
 
 def _unknown_condition(condition: str) -> str | None:
@@ -178,7 +286,9 @@ class Field:
     """A field of the findings to filter on; its methods build :class:`Condition` leaves.
 
     Use :func:`field` to make one. Values are sent as given: the production service compares
-    ``severity`` as strings (``"3"``), for example.
+    ``severity`` as strings (``"3"``), for example. A ``date`` or an aware ``datetime`` is sent
+    as ISO 8601 text (``field("last_reported_time").gte(datetime(2025, 6, 1, tzinfo=UTC))``);
+    a naive datetime is refused.
     """
 
     name: str
@@ -193,14 +303,12 @@ class Field:
                 f"field({self.name!r}).{method}() takes a list of values, not {type(values).__name__}"
                 f" (did you mean {method}([{values!r}])?)"
             )
-        items = tuple(values)
-        for v in items:
-            _check_scalar(v, f"field({self.name!r}).{method}() value")
+        where = f"field({self.name!r}).{method}() value"
+        items = tuple(_check_scalar(v, where) for v in values)
         return Condition(self.name, condition, items)
 
     def _scalar(self, condition: str, method: str, value: Any) -> Condition:
-        _check_scalar(value, f"field({self.name!r}).{method}() value")
-        return Condition(self.name, condition, value)
+        return Condition(self.name, condition, _check_scalar(value, f"field({self.name!r}).{method}() value"))
 
     def in_(self, values: Iterable[Any]) -> Condition:
         """The field's value is one of ``values`` (condition ``in``)."""
@@ -324,9 +432,22 @@ def _is_scalar(value: Any) -> bool:
     return value is None or isinstance(value, (str, int, float, bool))
 
 
-def _check_scalar(value: Any, where: str) -> None:
+def _check_scalar(value: Any, where: str) -> Any:
+    """The value as it is sent: a scalar as given, a date or an aware datetime as ISO 8601 text."""
+    if isinstance(value, dt.datetime):
+        if value.tzinfo is None or value.utcoffset() is None:
+            raise ValidationError(
+                f"{where} is a naive datetime ({value.isoformat()}): give it a timezone, "
+                "e.g. datetime.now(timezone.utc)"
+            )
+        return value.isoformat()
+    if isinstance(value, dt.date):
+        return value.isoformat()
     if not _is_scalar(value):
-        raise ValidationError(f"{where} must be a str, number, bool or None, got {type(value).__name__}")
+        raise ValidationError(
+            f"{where} must be a str, number, bool, date, datetime or None, got {type(value).__name__}"
+        )
+    return value
 
 
 def filter_tree(value: Filter | Mapping[str, Any] | str) -> dict[str, Any]:
@@ -435,12 +556,13 @@ def _check_leaf(node: Mapping[str, Any], path: str) -> dict[str, Any]:
     if condition in _LIST_CONDITIONS:
         if not isinstance(value, (list, tuple)):
             raise _fail(where, f"condition {condition!r} needs a list of values, got {type(value).__name__}")
+        items = []
         for i, item in enumerate(value):
-            if not _is_scalar(item):
-                raise _fail(
-                    f"{where}[{i}]", f"must be a str, number, bool or None, got {type(item).__name__}"
-                )
-        return {"field": name, "condition": condition, "value": list(value)}
+            try:
+                items.append(_check_scalar(item, "the value"))
+            except ValidationError as e:
+                raise _fail(f"{where}[{i}]", str(e).removeprefix("the value ")) from None
+        return {"field": name, "condition": condition, "value": items}
     if condition == "exists":
         if isinstance(value, bool):
             # The service reads "True" / "true" as present and anything else as absent, so a
@@ -454,8 +576,12 @@ def _check_leaf(node: Mapping[str, Any], path: str) -> dict[str, Any]:
             where,
             f"condition {condition!r} takes one value; for a relation filter use condition ''",
         )
-    if not _is_scalar(value):
+    if isinstance(value, (list, tuple, set)):
         raise _fail(where, f"condition {condition!r} takes one value, got {type(value).__name__}")
+    try:
+        value = _check_scalar(value, "the value")
+    except ValidationError as e:
+        raise _fail(where, f"condition {condition!r}: {str(e).removeprefix('the value ')}") from None
     return {"field": name, "condition": condition, "value": value}
 
 
