@@ -269,9 +269,9 @@ def test_a_misspelt_filter_field_is_caught_and_a_field_only_the_server_has_is_no
 
     with VariantServer() as server, variant_client(server) as c:
         sent = len(server.documents)
-        with pytest.raises(secfindings.ValidationError, match="unknown filter field 'sevrity'.*'severity'"):
+        with pytest.raises(secfindings.ValidationError, match=r"unknown filter field 'sevrity'.*'severity'"):
             c.findings_view(filters=field("sevrity").in_(["5"])).to_list()
-        with pytest.raises(secfindings.ValidationError, match="'exploitabilty'.*'exploitability'"):
+        with pytest.raises(secfindings.ValidationError, match=r"'exploitabilty'.*'exploitability'"):
             c.findings_view(filters=field("exploitabilty").gt(0.5) & field("severity").in_(["5"])).to_list()
         assert len(server.documents) == sent
         # Known only to this server's schema, and a name unlike any known one: both sent.
