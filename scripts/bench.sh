@@ -15,5 +15,7 @@ cargo build --release --quiet --manifest-path benches/floor/Cargo.toml
 "$PY" benches/frames.py "$@"
 # Sequential latency on an idle and a loaded machine (results/latency.md).
 "$PY" benches/latency.py "$@"
+# The first call of a process with the live schema off, cold and warm (results/first_call.md).
+"$PY" benches/first_call.py "$@"
 # Live events: subscription latency and events per second against gql + aiohttp (results/events.md).
 "$PY" benches/events.py "$@"
