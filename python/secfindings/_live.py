@@ -28,6 +28,8 @@ MODES = ("live", "builtin", "off")
 #: Schemas by base URL, shared by the clients of this process.
 _MEMORY: dict[tuple[str, str], Schema] = {}
 _LOCKS: dict[str, threading.Lock] = {}
+#: Base URLs that refused introspection in a build without the built-in schema: not asked again.
+_UNCHECKED: set[str] = set()
 _LOCKS_GUARD = threading.Lock()
 _CATALOG: dict[str, dict[str, Any]] = {op["name"]: op for op in _native.catalog()}
 _QUERY: list[str] = []
@@ -49,13 +51,17 @@ def _lock(base_url: str) -> threading.Lock:
 _BUILTIN: list[Schema] = []
 
 
-def _builtin(base_url: str) -> Schema:
-    """The package's own schema: one for the process, whatever the server."""
+def _builtin(base_url: str) -> Schema | None:
+    """The package's own schema: one for the process, whatever the server (None in a build
+    without the emulator, which carries it: then there is nothing to check against)."""
     del base_url
     if not _BUILTIN:
+        sdl = _native.builtin_sdl()
+        if not sdl:
+            return None
         with _LOCKS_GUARD:
             if not _BUILTIN:
-                _BUILTIN.append(Schema("(built-in)", "built-in", sdl=_native.builtin_sdl()))
+                _BUILTIN.append(Schema("(built-in)", "built-in", sdl=sdl))
     return _BUILTIN[0]
 
 
@@ -67,14 +73,18 @@ def _refused(error: Exception) -> bool:
     )
 
 
-def _fell_back(base_url: str, error: Exception) -> Schema:
-    log.info(
-        "introspection is not available at %s (%s); checking against the built-in schema",
-        base_url,
-        str(error).splitlines()[0][:200],
-    )
+def _fell_back(base_url: str, error: Exception) -> Schema | None:
     schema = _builtin(base_url)
-    _MEMORY[(base_url, "live")] = schema
+    log.info(
+        "introspection is not available at %s (%s); %s",
+        base_url,
+        (str(error).splitlines() or [""])[0][:200],
+        "checking against the built-in schema" if schema else "no schema checks (this build has none)",
+    )
+    if schema is not None:
+        _MEMORY[(base_url, "live")] = schema
+    else:
+        _UNCHECKED.add(base_url)
     return schema
 
 
@@ -102,7 +112,7 @@ def _fetched(base_url: str, data: Any) -> Schema:
     return schema
 
 
-def _introspected(base_url: str, data: Any) -> Schema:
+def _introspected(base_url: str, data: Any) -> Schema | None:
     try:
         return _fetched(base_url, data)
     except _Unusable as e:
@@ -122,7 +132,7 @@ class LiveNative:
         self._mode = mode
         self._base_url: str = native.base_url
         self._schema: Schema | None = None
-        self._async_loading: dict[int, asyncio.Future[Schema]] = {}
+        self._async_loading: dict[int, asyncio.Future[Schema | None]] = {}
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self._n, name)
@@ -134,7 +144,7 @@ class LiveNative:
     # ------------------------------------------------------------------------------ loading
 
     def _remembered(self, refresh: bool) -> Schema | None:
-        if self._mode == "off":
+        if self._mode == "off" or self._base_url in _UNCHECKED:
             return None
         if self._mode == "builtin":
             self._schema = _builtin(self._base_url)
@@ -147,7 +157,7 @@ class LiveNative:
         schema = self._remembered(refresh)
         if schema is not None and not refresh:
             return schema
-        if self._mode == "off":
+        if self._mode == "off" or self._base_url in _UNCHECKED:
             return None
         with _lock(self._base_url):
             if not refresh and (kept := _MEMORY.get((self._base_url, "live"))) is not None:
@@ -172,13 +182,13 @@ class LiveNative:
         schema = self._remembered(refresh)
         if schema is not None and not refresh:
             return schema
-        if self._mode == "off":
+        if self._mode == "off" or self._base_url in _UNCHECKED:
             return None
         loop = asyncio.get_running_loop()
         pending = self._async_loading.get(id(loop))
         if pending is not None and not refresh:
             return await asyncio.shield(pending)
-        future: asyncio.Future[Schema] = loop.create_future()
+        future: asyncio.Future[Schema | None] = loop.create_future()
         self._async_loading[id(loop)] = future
         try:
             schema = None if refresh else _MEMORY.get((self._base_url, "live")) or _from_disk(self._base_url)
