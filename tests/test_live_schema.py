@@ -278,3 +278,24 @@ def test_a_misspelt_filter_field_is_caught_and_a_field_only_the_server_has_is_no
         c.findings_view(filters=field("exploitability").gt(0.5), fields="id").to_list()
         c.findings_view(filters=field("vendor_risk_rating").in_(["A"]), fields="id").to_list()
         assert len(server.documents) == sent + 2
+
+
+def test_watch_keys_on_last_reported_time_where_the_server_can_and_on_id_where_it_cannot() -> None:
+    with VariantServer() as server, variant_client(server) as c:
+        assert c.findings_view().watch(max_polls=1)._state.by == "last_reported_time"
+    # A server whose view has no last_reported_time (nor its sort values): by id.
+    with VariantServer() as server:
+        import graphql
+        from tests.variant import _edit_type, variant_sdl
+
+        sdl = _edit_type(variant_sdl(), "FindingsView", drop=("last_reported_time",))
+        sdl = _edit_type(
+            sdl, "FindingsViewSortEnum", drop=("LAST_REPORTED_TIME_ASC", "LAST_REPORTED_TIME_DESC")
+        )
+        server.schema = graphql.build_schema(sdl)
+        with variant_client(server) as c:
+            watch = c.findings_view(fields="id id_int").watch(max_polls=1)
+            assert watch._state.by == "id"
+            list(watch)  # one poll, with queries this server accepts
+            assert server.documents
+            assert not any("last_reported_time" in d for d in server.documents)

@@ -559,7 +559,7 @@ class Paginator(Generic[T]):
         *,
         interval: float = 60.0,
         watermark: str | int | None = None,
-        by: str = "last_reported_time",
+        by: str | None = None,
         max_polls: int | None = None,
     ) -> Watch[T]:
         """New and changed findings, as they come: polls this walk's query every ``interval``
@@ -567,6 +567,7 @@ class Paginator(Generic[T]):
         if self._replay is None:
             raise ValidationError("watch() needs a findings_view(...) paginator")
         method, args = self._replay
+        by = by or _watch_key(method)
         return Watch(method, args, interval=interval, watermark=watermark, by=by, max_polls=max_polls)
 
     def _export(
@@ -759,13 +760,14 @@ class AsyncPaginator(Generic[T]):
         *,
         interval: float = 60.0,
         watermark: str | int | None = None,
-        by: str = "last_reported_time",
+        by: str | None = None,
         max_polls: int | None = None,
     ) -> AsyncWatch[T]:
         """The asyncio twin of :meth:`Paginator.watch`: ``async for f in pager.watch(...)``."""
         if self._replay is None:
             raise ValidationError("watch() needs a findings_view(...) paginator")
         method, args = self._replay
+        by = by or _watch_key(method)
         return AsyncWatch(method, args, interval=interval, watermark=watermark, by=by, max_polls=max_polls)
 
     async def to_arrow_batches(self) -> AsyncIterator[Any]:
@@ -795,6 +797,21 @@ class AsyncPaginator(Generic[T]):
 # -- watch(): a live feed by polling --------------------------------------------------------
 
 _WATCH_KEYS = {"last_reported_time": "LAST_REPORTED_TIME_ASC", "id": "ID_ASC"}
+
+
+def _watch_key(method: Callable[..., Any]) -> str:
+    """``last_reported_time`` when the server's schema can sort and filter by it (or when the
+    schema is not known), else ``id``."""
+    live = getattr(getattr(method, "__self__", None), "_live", None)
+    schema = live.schema_sync() if live is not None else None
+    if schema is None:
+        return "last_reported_time"
+    import graphql
+
+    sort = schema.graphql_schema.get_type("FindingsViewSortEnum")
+    sortable = isinstance(sort, graphql.GraphQLEnumType) and "LAST_REPORTED_TIME_ASC" in sort.values
+    has = "last_reported_time" in schema.fields("FindingsView")
+    return "last_reported_time" if sortable and has else "id"
 
 
 class _WatchState:
@@ -893,16 +910,18 @@ class _WatchState:
         args["filters_config"] = config or None
         order = _WATCH_KEYS[self.by]
         args["sort"] = order.replace("_ASC", "_DESC") if newest_first else order
+        # The fields the key needs, and no more: a server may lack last_reported_time.
+        needed = "id id_int" if self.by == "id" else "id id_int last_reported_time"
         fields = args.get("fields")
         if fields is not None:
             text_fields = fields if isinstance(fields, str) else " ".join(fields)
-            if text_fields.strip() != "*":
-                args["fields"] = f"{text_fields} id id_int last_reported_time"
-        else:
+            if text_fields.strip() not in ("*", "analyst"):
+                args["fields"] = f"{text_fields} {needed}"
+        elif self.by != "id":
             from secfindings._native import catalog
 
             default = next(op["selection"] for op in catalog() if op["name"] == "findings_view")
-            args["fields"] = f"{default} id_int last_reported_time"
+            args["fields"] = f"{default} {needed}"
         return args
 
 
