@@ -16,7 +16,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from secfindings import _native
-from secfindings._schema import ANALYST, Schema, read_cached, write_cached
+from secfindings._schema import ANALYST, Schema, forget_cached, read_cached, write_cached
 from secfindings.errors import APIStatusError, GraphQLError, RateLimitError, ValidationError
 
 __all__ = ["MODES", "LiveNative", "introspection_query"]
@@ -35,12 +35,15 @@ _CATALOG: dict[str, dict[str, Any]] = {op["name"]: op for op in _native.catalog(
 _QUERY: list[str] = []
 
 
-def introspection_query() -> str:
+def introspection_query(deprecated_inputs: bool = True) -> str:
+    """With deprecated arguments and input fields (a server still takes them), or the plain query
+    for servers that do not know ``includeDeprecated`` on them."""
     if not _QUERY:
         import graphql
 
+        _QUERY.append(graphql.get_introspection_query(descriptions=True, input_value_deprecation=True))
         _QUERY.append(graphql.get_introspection_query(descriptions=True))
-    return _QUERY[0]
+    return _QUERY[0 if deprecated_inputs else 1]
 
 
 def _lock(base_url: str) -> threading.Lock:
@@ -66,11 +69,31 @@ def _builtin(base_url: str) -> Schema | None:
 
 
 def _refused(error: Exception) -> bool:
-    """Whether an introspection failure means "not available here" (fall back) rather than a
-    failure the user's own call would meet too (raise it)."""
-    return isinstance(error, GraphQLError) or (
-        isinstance(error, APIStatusError) and not isinstance(error, RateLimitError)
+    """Whether an introspection failure means "not available here" (fall back, remembered)
+    rather than a failure the user's own call would meet too (a 429, a 5xx, the network: raised,
+    and asked again next time)."""
+    if isinstance(error, GraphQLError):
+        return True
+    status = getattr(error, "status_code", None)
+    return (
+        isinstance(error, APIStatusError)
+        and not isinstance(error, RateLimitError)
+        and isinstance(status, int)
+        and 400 <= status < 500
     )
+
+
+def _older_server(error: GraphQLError) -> bool:
+    """Whether the server refused only the arguments of the full introspection query (one that
+    predates deprecated input values), not introspection itself."""
+    text = str(error)
+    return "includeDeprecated" in text or "Unknown argument" in text
+
+
+def _masked(error: Exception) -> str:
+    """The first line of an error's message, cut (the client's errors are masked already; a
+    schema's own problem carries no secret)."""
+    return (str(error).splitlines() or [""])[0][:200]
 
 
 def _fell_back(base_url: str, error: Exception) -> Schema | None:
@@ -78,7 +101,7 @@ def _fell_back(base_url: str, error: Exception) -> Schema | None:
     log.info(
         "introspection is not available at %s (%s); %s",
         base_url,
-        (str(error).splitlines() or [""])[0][:200],
+        _masked(error),
         "checking against the built-in schema" if schema else "no schema checks (this build has none)",
     )
     if schema is not None:
@@ -92,7 +115,11 @@ def _from_disk(base_url: str) -> Schema | None:
     kept = read_cached(base_url)
     if kept is None:
         return None
-    return Schema(base_url, "disk cache", introspection=kept[0], fetched_at=kept[1])
+    try:
+        return Schema(base_url, "disk cache", introspection=kept[0], fetched_at=kept[1])
+    except Exception:  # a file written by someone else, or by a bug: not trusted, not kept
+        forget_cached(base_url)
+        return None
 
 
 class _Unusable(Exception):
@@ -155,8 +182,10 @@ class LiveNative:
     def schema_sync(self, refresh: bool = False) -> Schema | None:
         """The schema (loading it on first need; None when checks are off)."""
         schema = self._remembered(refresh)
-        if schema is not None and not refresh:
+        if schema is not None and (not refresh or self._mode == "builtin"):
             return schema
+        if self._mode == "builtin":
+            return None
         if self._mode == "off" or self._base_url in _UNCHECKED:
             return None
         with _lock(self._base_url):
@@ -166,7 +195,12 @@ class LiveNative:
             schema = None if refresh else _from_disk(self._base_url)
             if schema is None:
                 try:
-                    data = self._n.execute(introspection_query(), None, "IntrospectionQuery")
+                    try:
+                        data = self._n.execute(introspection_query(), None, "IntrospectionQuery")
+                    except GraphQLError as e:
+                        if not _older_server(e):
+                            raise
+                        data = self._n.execute(introspection_query(False), None, "IntrospectionQuery")
                 except Exception as e:
                     if not _refused(e):
                         raise
@@ -180,21 +214,38 @@ class LiveNative:
 
     async def schema_async(self, refresh: bool = False) -> Schema | None:
         schema = self._remembered(refresh)
-        if schema is not None and not refresh:
+        if schema is not None and (not refresh or self._mode == "builtin"):
             return schema
-        if self._mode == "off" or self._base_url in _UNCHECKED:
+        if self._mode in ("off", "builtin") or self._base_url in _UNCHECKED:
             return None
         loop = asyncio.get_running_loop()
-        pending = self._async_loading.get(id(loop))
-        if pending is not None and not refresh:
-            return await asyncio.shield(pending)
+        while not refresh:
+            pending = self._async_loading.get(id(loop))
+            if pending is None:
+                break
+            try:
+                return await asyncio.shield(pending)
+            except asyncio.CancelledError:
+                # The task loading it was cancelled, not this one: load it here instead.
+                task = asyncio.current_task()
+                cancelling = getattr(task, "cancelling", None)
+                if pending.cancelled() and not (cancelling and cancelling()):
+                    continue
+                raise
         future: asyncio.Future[Schema | None] = loop.create_future()
         self._async_loading[id(loop)] = future
         try:
             schema = None if refresh else _MEMORY.get((self._base_url, "live")) or _from_disk(self._base_url)
             if schema is None:
                 try:
-                    data = await self._n.execute_async(introspection_query(), None, "IntrospectionQuery")
+                    try:
+                        data = await self._n.execute_async(introspection_query(), None, "IntrospectionQuery")
+                    except GraphQLError as e:
+                        if not _older_server(e):
+                            raise
+                        data = await self._n.execute_async(
+                            introspection_query(False), None, "IntrospectionQuery"
+                        )
                 except Exception as e:
                     if not _refused(e):
                         raise
@@ -206,6 +257,9 @@ class LiveNative:
             self._schema = schema
             future.set_result(schema)
             return schema
+        except asyncio.CancelledError:
+            future.cancel()  # waiters see a cancelled load and start their own
+            raise
         except BaseException as e:
             future.set_exception(e)
             future.exception()  # retrieved: no "never retrieved" warning when nobody waits

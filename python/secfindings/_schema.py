@@ -190,13 +190,25 @@ class Schema:
         self.source = source
         self.fetched_at = dt.datetime.fromtimestamp(fetched_at or time.time(), dt.timezone.utc)
         if introspection is not None:
-            self._schema = graphql.build_client_schema(introspection)  # type: ignore[arg-type]
+            built = graphql.build_client_schema(introspection)  # type: ignore[arg-type]
             self.hash = _digest(introspection)
         elif sdl is not None:
-            self._schema = graphql.build_schema(sdl)
+            built = graphql.build_schema(sdl)
             self.hash = hashlib.sha256(sdl.encode()).hexdigest()
         else:  # pragma: no cover - the callers give one
             raise ValueError("a schema needs an introspection answer or SDL")
+        # Every server supports @include and @skip (the spec says so), listed or not.
+        names = {d.name for d in built.directives}
+        missing = [d for d in graphql.specified_directives if d.name not in names]
+        if missing:
+            kwargs: dict[str, Any] = {**built.to_kwargs(), "directives": (*missing, *built.directives)}
+            built = graphql.GraphQLSchema(**kwargs)
+        # A schema that builds may still be invalid (no query type, an object without fields):
+        # refused here, not met later as a TypeError inside validation.
+        problems = graphql.validate_schema(built)
+        if problems:
+            raise ValueError(f"not a valid schema: {problems[0].message}")
+        self._schema = built
         self._documents: dict[str, _Checked] = {}
         self._selections: dict[tuple[str, str], str] = {}
         self._lock = threading.Lock()
@@ -293,11 +305,11 @@ class Schema:
             field = parent.fields.get(name)
             if field is None:
                 continue
+            inner = graphql.get_named_type(field.type)
+            composite = isinstance(inner, (graphql.GraphQLObjectType, graphql.GraphQLInterfaceType))
+            if composite != (sel.selection_set is not None):
+                continue  # a leaf on this server where the selection expects an object, or the reverse
             if sel.selection_set is not None:
-                inner = graphql.get_named_type(field.type)
-                if not isinstance(inner, (graphql.GraphQLObjectType, graphql.GraphQLInterfaceType)):
-                    kept.append(sel)
-                    continue
                 sub = self._trim_set(inner, sel.selection_set)
                 if sub is None:
                     continue
@@ -388,12 +400,22 @@ class Schema:
         given = {k: v for k, v in sent.items() if k in relevant}
         result = get_variable_values(self._schema, defs, given)
         if isinstance(result, list) and result:
-            raise ValidationError(f"the variables do not fit the server's schema: {result[0].message}")
+            raise ValidationError(
+                f"the variables do not fit the server's schema: {_without_values(result[0].message)}"
+            )
 
     def knows(self, query: str) -> bool:
         """Whether ``query`` was checked already and fits (no error)."""
         checked = self._documents.get(query)
         return checked is not None and checked.error is None
+
+
+def _without_values(message: str) -> str:
+    """graphql-core's coercion message without the value it quotes whole (``..., found: {...}``):
+    a variable may hold a credential, and no message of the client shows one."""
+    import re
+
+    return re.sub(r"[;,.]?\s*[Ff]ound: .*$", ".", message, flags=re.S)
 
 
 def _where(error: Any) -> str:

@@ -143,7 +143,7 @@ def unknown_fields(tree: Any, known: Iterable[str]) -> str | None:
         if isinstance(node, str):
             try:
                 node = json.loads(node)
-            except ValueError:
+            except (ValueError, RecursionError):
                 continue
         if isinstance(node, Mapping):
             name = node.get("field")
@@ -153,7 +153,10 @@ def unknown_fields(tree: Any, known: Iterable[str]) -> str | None:
                     hint = did_you_mean(bare, sorted(names))
                     if hint:
                         return f"unknown filter field {name!r}{hint}"
-            todo.extend(node.get("operands") or ())
+            operands = node.get("operands")
+            if isinstance(operands, (list, tuple)):
+                todo.extend(operands)
+            # A relation's own conditions name the related object's fields: not checked here.
         elif isinstance(node, (list, tuple)):
             todo.extend(node)
     return None
