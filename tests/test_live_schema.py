@@ -299,3 +299,20 @@ def test_watch_keys_on_last_reported_time_where_the_server_can_and_on_id_where_i
             list(watch)  # one poll, with queries this server accepts
             assert server.documents
             assert not any("last_reported_time" in d for d in server.documents)
+
+
+def test_fields_only_the_server_has_are_typed_from_its_schema_at_any_depth() -> None:
+    import datetime as dt
+    import pickle
+
+    with VariantServer() as server, variant_client(server) as c:
+        f = c.finding("1", fields="id risk { level factors { name weight } }")
+        risk = f.risk  # type: ignore[attr-defined]
+        assert type(risk).__name__ == "RiskProfile"
+        assert isinstance(risk, GenericModel)
+        assert type(risk.factors[0]).__name__ == "RiskFactor"
+        assert pickle.loads(pickle.dumps(risk)) == risk
+        # A DateTime on a type the package does not model reads as a datetime.
+        typed = c.finding("1", fields="id risk { assessed_at }").risk  # type: ignore[attr-defined]
+        assert typed.assessed_at == dt.datetime(2025, 6, 1, 10, tzinfo=dt.timezone.utc)
+        assert typed.to_dict() == {"assessed_at": "2025-06-01T10:00:00+00:00"}

@@ -37,7 +37,8 @@ def variant_sdl(missing: bool = True) -> str:
     sdl = _edit_type(sdl, "Finding", "  risk: RiskProfile\n")
     sdl += (
         '\n"""Not in the package\'s model."""\ntype RiskProfile {\n  level: String\n'
-        "  factors: [RiskFactor]\n}\n\ntype RiskFactor {\n  name: String\n  weight: Float\n}\n"
+        "  factors: [RiskFactor]\n  assessed_at: DateTime\n}\n\n"
+        "type RiskFactor {\n  name: String\n  weight: Float\n}\n"
     )
     return sdl
 
@@ -107,7 +108,11 @@ class VariantServer:
                 "id": args["id"],
                 "id_int": 1,
                 "title": row["title"],
-                "risk": {"level": "high", "factors": [{"name": "internet", "weight": 0.7}]},
+                "risk": {
+                    "level": "high",
+                    "factors": [{"name": "internet", "weight": 0.7}],
+                    "assessed_at": "2025-06-01T10:00:00+00:00",
+                },
                 "finding_score": {"score": 7.5, "severity": 4, "original_score": None},
             }
 

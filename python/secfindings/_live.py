@@ -146,6 +146,16 @@ def _introspected(base_url: str, data: Any) -> Schema | None:
         return _fell_back(base_url, e)
 
 
+def _typing_from(schema: Schema | None) -> Schema | None:
+    """Undeclared fields of models are typed from the schema loaded last (one server per
+    process is the common case; with several, the last one wins)."""
+    if schema is not None:
+        from secfindings.models import _base
+
+        _base.live_field_type = schema.field_type
+    return schema
+
+
 class LiveNative:
     """Stands in for the native client in the Python classes: the same methods, with the live
     schema's selections and checks first. Everything else passes through."""
@@ -174,9 +184,9 @@ class LiveNative:
         if self._mode == "off" or self._base_url in _UNCHECKED:
             return None
         if self._mode == "builtin":
-            self._schema = _builtin(self._base_url)
+            self._schema = _typing_from(_builtin(self._base_url))
         elif not refresh and self._schema is None:
-            self._schema = _MEMORY.get((self._base_url, "live"))
+            self._schema = _typing_from(_MEMORY.get((self._base_url, "live")))
         return self._schema
 
     def schema_sync(self, refresh: bool = False) -> Schema | None:
@@ -190,7 +200,7 @@ class LiveNative:
             return None
         with _lock(self._base_url):
             if not refresh and (kept := _MEMORY.get((self._base_url, "live"))) is not None:
-                self._schema = kept
+                self._schema = _typing_from(kept)
                 return kept
             schema = None if refresh else _from_disk(self._base_url)
             if schema is None:
@@ -209,7 +219,7 @@ class LiveNative:
                     schema = _introspected(self._base_url, data)
             else:
                 _MEMORY[(self._base_url, "live")] = schema
-        self._schema = schema
+        self._schema = _typing_from(schema)
         return schema
 
     async def schema_async(self, refresh: bool = False) -> Schema | None:
@@ -254,7 +264,7 @@ class LiveNative:
                     schema = _introspected(self._base_url, data)
             else:
                 _MEMORY[(self._base_url, "live")] = schema
-            self._schema = schema
+            self._schema = _typing_from(schema)
             future.set_result(schema)
             return schema
         except asyncio.CancelledError:

@@ -211,6 +211,7 @@ class Schema:
         self._schema = built
         self._documents: dict[str, _Checked] = {}
         self._selections: dict[tuple[str, str], str] = {}
+        self._field_types: dict[tuple[str, str], tuple[str, bool] | None] = {}
         self._lock = threading.Lock()
 
     @property
@@ -242,6 +243,22 @@ class Schema:
         t = self._schema.get_type(type_name)
         found = getattr(t, "fields", None)
         return list(found) if found else []
+
+    def field_type(self, type_name: str, field: str) -> tuple[str, bool] | None:
+        """The named type of ``type_name.field`` and whether it is a leaf (None if unknown)."""
+        key = (type_name, field)
+        known = self._field_types.get(key, False)
+        if known is not False:
+            return known  # type: ignore[return-value]
+        import graphql
+
+        found: tuple[str, bool] | None = None
+        t = self._object(type_name)
+        if t is not None and field in t.fields:
+            named = graphql.get_named_type(t.fields[field].type)
+            found = (named.name, graphql.is_leaf_type(named))
+        self._field_types[key] = found
+        return found
 
     def _object(self, type_name: str) -> Any:
         import graphql

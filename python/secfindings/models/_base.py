@@ -162,10 +162,9 @@ class Model(metaclass=_ModelMeta):
                     return value
                 if field is None:
                     # A field the class does not declare (selected with fields=, or one the
-                    # live schema has): objects in it read as generic models, not bare dicts.
-                    if not isinstance(value, (dict, list)):
-                        return value
-                    value = _generic(value)
+                    # live schema has): typed from the live schema where it knows the field,
+                    # and objects in it read as generic models, not bare dicts.
+                    value = _undeclared(type(self).__name__, name, value)
                 elif field.convert is None:
                     return value
                 else:
@@ -230,19 +229,78 @@ class Model(metaclass=_ModelMeta):
 class GenericModel(Model):
     """An object of a type the package does not model (a field selected with ``fields=`` that
     the model does not declare, or one only the live schema has): attribute access for every
-    field the server sent, at any depth, ``to_dict()`` and a repr, like the typed models; its
-    scalars are the JSON values as sent."""
+    field the server sent, at any depth, ``to_dict()`` and a repr, like the typed models. Where
+    the live schema knows the type, the class is named after it (a subclass made on demand) and
+    its ``DateTime`` / ``Date`` fields read as ``datetime`` / ``date``; other scalars are the JSON
+    values as sent."""
 
     __slots__ = ()
 
+    def __reduce__(self) -> tuple[Any, tuple[Any, ...]]:
+        # The on-demand subclasses are not importable by name: rebuilt from the type's name.
+        name = type(self).__name__
+        return (_rebuild_generic, (None if type(self) is GenericModel else name, self._data))
 
-def _generic(value: Any) -> Any:
-    """Dicts (also inside lists) as generic models; anything else as it is."""
+
+#: Set by the live schema (``secfindings._live``): the named type of a field of a type, and
+#: whether it is a leaf; None where the schema does not know the type or the field.
+live_field_type: Callable[[str, str], tuple[str, bool] | None] | None = None
+
+_GENERIC_CLASSES: dict[str, type[GenericModel]] = {}
+
+
+def generic_class(type_name: str | None) -> type[GenericModel]:
+    """The generic model class for the GraphQL type ``type_name`` (made once, on demand)."""
+    if not type_name:
+        return GenericModel
+    cls = _GENERIC_CLASSES.get(type_name)
+    if cls is None:
+        cls = type(type_name, (GenericModel,), {"__slots__": (), "__module__": "secfindings.models.generic"})
+        _GENERIC_CLASSES[type_name] = cls
+    return cls
+
+
+def _rebuild_generic(type_name: str | None, data: Mapping[str, Any]) -> GenericModel:
+    return generic_class(type_name)(data)
+
+
+def _generic(value: Any, cls: type[GenericModel] = GenericModel) -> Any:
+    """Dicts (also inside lists) as generic models of ``cls``; anything else as it is."""
     if isinstance(value, dict):
-        return GenericModel(value)
+        return cls(value)
     if isinstance(value, list):
-        return [_generic(v) for v in value]
+        return [_generic(v, cls) for v in value]
     return value
+
+
+def _leaf(named: str, where: str, value: Any) -> Any:
+    try:
+        if named == "DateTime":
+            return (
+                _convert_list(functools.partial(_parse_datetime, where), value)
+                if isinstance(value, list)
+                else _parse_datetime(where, value)
+            )
+        if named == "Date":
+            return (
+                _convert_list(functools.partial(_parse_date, where), value)
+                if isinstance(value, list)
+                else _parse_date(where, value)
+            )
+    except (ValueError, TypeError):
+        return value  # not what the schema says: shown as sent rather than failing the read
+    return value
+
+
+def _undeclared(owner: str, name: str, value: Any) -> Any:
+    hook = live_field_type
+    known = hook(owner, name) if hook is not None else None
+    if known is None:
+        return _generic(value) if isinstance(value, (dict, list)) else value
+    named, leaf = known
+    if leaf:
+        return _leaf(named, f"{owner}.{name}", value)
+    return _generic(value, generic_class(named))
 
 
 T = TypeVar("T", bound=Model)
