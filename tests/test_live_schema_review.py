@@ -26,6 +26,8 @@ import secfindings
 from secfindings import _live, _native, _schema
 from secfindings.testing import Emulator
 
+pytestmark = pytest.mark.reliability_hostile
+
 
 @pytest.fixture(autouse=True)
 def fresh_cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
