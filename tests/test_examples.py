@@ -235,3 +235,18 @@ def test_the_examples_use_only_public_names():
     # The examples are what users copy: nothing from a private module.
     for path in [*EXAMPLES.glob("*.py"), *EXAMPLES.glob("*.ipynb")]:
         assert "secfindings._" not in path.read_text(), path
+
+
+def test_alerts_by_subscription_and_by_polling_against_the_emulator():
+    out = run_example("alerts.py")
+    text = out.stdout
+    pushed = [int(i) for i in re.findall(r"^\[subscribe\] critical finding #(\d+):", text, re.M)]
+    polled = [int(i) for i in re.findall(r"^\[watch\] critical finding #(\d+):", text, re.M)]
+    # The scanner creates 8 findings per run, the 1st, 3rd, 6th and 8th critical.
+    assert len(pushed) == 3, text
+    assert pushed == sorted(pushed)
+    assert [i - pushed[0] for i in pushed] == [0, 2, 5]
+    assert len(polled) == 3, text
+    assert [i - polled[0] for i in polled] == [0, 2, 5]
+    assert re.search(rf"^watch: watermark {polled[-1]}$", text, re.M)
+    assert re.search(r"^subscribe: resume after cursor \d+$", text, re.M)
