@@ -289,6 +289,10 @@ def test_bad_input_is_caught_before_anything_is_sent(emu: Emulator) -> None:
             c.subscribe("query { __typename }")
         with pytest.raises(secfindings.ValidationError, match="subscribe"):
             c.execute("subscription { rule_changed { kind } }")
+        with pytest.raises(secfindings.ValidationError, match="document must be a str"):
+            c.subscribe(None)  # type: ignore[arg-type]
+        with pytest.raises(secfindings.ValidationError, match="resume must be"):
+            c.subscribe("rule_changed", resume=5)  # type: ignore[arg-type]
         for bad in (0, -1, True, "5"):
             with pytest.raises(secfindings.ValidationError, match="queue_size"):
                 c.subscribe("rule_changed", queue_size=bad)  # type: ignore[arg-type]

@@ -119,6 +119,10 @@ class _Base:
         queue_size: int,
         max_reconnects: int,
     ) -> Any:
+        if not isinstance(document, str):
+            raise ValidationError(f"document must be a str, not {type(document).__name__}")
+        if resume is not None and not isinstance(resume, str):
+            raise ValidationError(f"resume must be a variable name or None, not {resume!r}")
         text = document.strip()
         if text.isidentifier():
             if text not in SUBSCRIPTIONS:
