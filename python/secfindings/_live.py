@@ -287,6 +287,9 @@ class LiveNative:
         name: str | None,
         converted: bool = False,
     ) -> None:
+        if not isinstance(query, str):
+            return  # the core refuses it with its own error
+
         def convert() -> Mapping[str, Any]:
             # The core's conversion first: its checks (int ranges, naive datetimes, cycles)
             # speak first, and what is checked here is what will be sent.
