@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import os
 import tempfile
+from collections.abc import Iterator
+from typing import Any
 
 import pytest
 
@@ -47,6 +49,9 @@ RELIABILITY_MARKERS = {
 
 
 def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line(
+        "markers", "schema_off: the client fixtures check nothing locally (tests of the core and the server)"
+    )
     for name, doc in RELIABILITY_MARKERS.items():
         config.addinivalue_line("markers", f"{name}: {doc}")
 
@@ -87,3 +92,20 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
         lines.append(f"| {title} | {total} | {t.get('passed', 0)} | {t.get('failed', 0)} |")
     with open(path, "w", encoding="utf-8") as f:
         f.write("\n".join(lines) + "\n")
+
+
+# The package's plugin gives `client` / `async_client`; a module marked `schema_off` gets them with
+# no local schema checks in front (its tests are about the core and the server's own answers).
+@pytest.fixture
+def client(emulator: Any, request: pytest.FixtureRequest) -> Iterator[Any]:
+    kwargs = {"schema": "off"} if request.node.get_closest_marker("schema_off") else {}
+    with emulator.client(**kwargs) as c:
+        yield c
+
+
+@pytest.fixture
+def async_client(emulator: Any, request: pytest.FixtureRequest) -> Iterator[Any]:
+    kwargs = {"schema": "off"} if request.node.get_closest_marker("schema_off") else {}
+    c = emulator.async_client(**kwargs)
+    yield c
+    c.close()

@@ -8,21 +8,8 @@ from tests.conftest import FINDING_QUERY
 
 from secfindings import GraphQLError, ValidationError
 
-pytestmark = pytest.mark.asyncio
-
-
 # These tests are about the core and the server's own answers: no local schema checks in front.
-@pytest.fixture
-def client(emulator):
-    with emulator.client(schema="off") as c:
-        yield c
-
-
-@pytest.fixture
-def async_client(emulator):
-    c = emulator.async_client(schema="off")
-    yield c
-    c.close()
+pytestmark = [pytest.mark.asyncio, pytest.mark.schema_off]
 
 
 async def test_execute(async_client):

@@ -19,19 +19,8 @@ import secfindings
 from secfindings import GraphQLError
 from secfindings._native import decode_json, prepare_request
 
-
 # These tests are about the core and the server's own answers: no local schema checks in front.
-@pytest.fixture
-def client(emulator):
-    with emulator.client(schema="off") as c:
-        yield c
-
-
-@pytest.fixture
-def async_client(emulator):
-    c = emulator.async_client(schema="off")
-    yield c
-    c.close()
+pytestmark = pytest.mark.schema_off
 
 
 ANY = "query Q($x: JSON) { a }"

@@ -7,19 +7,8 @@ from tests.conftest import FINDING_QUERY
 
 from secfindings import GraphQLError, ValidationError
 
-
 # These tests are about the core and the server's own answers: no local schema checks in front.
-@pytest.fixture
-def client(emulator):
-    with emulator.client(schema="off") as c:
-        yield c
-
-
-@pytest.fixture
-def async_client(emulator):
-    c = emulator.async_client(schema="off")
-    yield c
-    c.close()
+pytestmark = pytest.mark.schema_off
 
 
 INT_MAX = 2**31 - 1

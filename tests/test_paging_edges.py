@@ -17,21 +17,8 @@ import pytest
 import secfindings
 from secfindings import GraphQLError, PaginationError
 
-pytestmark = pytest.mark.reliability_hostile
-
-
 # These tests are about the core and the server's own answers: no local schema checks in front.
-@pytest.fixture
-def client(emulator):
-    with emulator.client(schema="off") as c:
-        yield c
-
-
-@pytest.fixture
-def async_client(emulator):
-    c = emulator.async_client(schema="off")
-    yield c
-    c.close()
+pytestmark = [pytest.mark.reliability_hostile, pytest.mark.schema_off]
 
 
 def _edges(ids: range, nxt: bool, cursor: str | None) -> dict[str, Any]:

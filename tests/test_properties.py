@@ -24,19 +24,8 @@ import secfindings
 from secfindings import ValidationError, _native
 from secfindings.filters import Filter, field, filter_tree
 
-
 # These tests are about the core and the server's own answers: no local schema checks in front.
-@pytest.fixture
-def client(emulator):
-    with emulator.client(schema="off") as c:
-        yield c
-
-
-@pytest.fixture
-def async_client(emulator):
-    c = emulator.async_client(schema="off")
-    yield c
-    c.close()
+pytestmark = pytest.mark.schema_off
 
 
 PROPS = settings(max_examples=200, deadline=None, database=None)  # no .hypothesis/ in the repository

@@ -299,23 +299,7 @@ class AsyncClient(_Base, AsyncOperations):
         queue_size: int = 256,
         max_reconnects: int = 10,
     ) -> AsyncSubscription[Any]:
-        """Subscribe over WebSocket; ``async for`` over the events (see :meth:`Client.subscribe`).
-
-        ``document`` is a subscription document, or the name of a subscription field the
-        package knows (``"finding_created"``, ``"finding_changed"``, ``"rule_changed"``), whose
-        arguments are then ``variables`` and whose selection ``fields`` may replace. Events of a
-        known field (not aliased) are typed models (:class:`~secfindings.models.FindingEvent`,
-        ...); others are the ``data`` dicts.
-
-        The socket speaks graphql-transport-ws (graphql-ws when the server picks it), sends the
-        JWT in ``connection_init`` and answers pings. When the socket drops, the server closes
-        it, or the JWT is about to lapse, the client connects again with a fresh JWT and
-        subscribes again with the variable named by ``resume`` (``$after``) set to the last
-        event's ``cursor``, so a server that holds recent events loses none. After
-        ``max_reconnects`` failed attempts in a row it raises
-        :class:`~secfindings.SubscriptionError`. At most ``queue_size`` events wait for a slow
-        consumer; then the client stops reading the socket (nothing is dropped).
-        """
+        """Subscribe over WebSocket; ``async for`` over the events (see :meth:`Client.subscribe`)."""
         return AsyncSubscription(
             self._subscription(
                 document, variables, operation_name, fields, resume, queue_size, max_reconnects

@@ -122,6 +122,24 @@ def _from_disk(base_url: str) -> Schema | None:
         return None
 
 
+def _kept(base_url: str, refresh: bool) -> Schema | None:
+    """The schema on disk for ``base_url`` (put in memory too), unless asked to refresh."""
+    schema = None if refresh else _from_disk(base_url)
+    if schema is not None:
+        _MEMORY[(base_url, "live")] = schema
+    return schema
+
+
+def _settled(base_url: str, data: Any = None, error: Exception | None = None) -> Schema | None:
+    """What an introspection attempt gives (shared by the sync and async loads): the server's
+    schema, the built-in one when introspection is refused, or the error, raised."""
+    if error is None:
+        return _introspected(base_url, data)
+    if not _refused(error):
+        raise error
+    return _fell_back(base_url, error)
+
+
 class _Unusable(Exception):
     """An introspection answer the client cannot build a schema from."""
 
@@ -202,7 +220,7 @@ class LiveNative:
             if not refresh and (kept := _MEMORY.get((self._base_url, "live"))) is not None:
                 self._schema = _typing_from(kept)
                 return kept
-            schema = None if refresh else _from_disk(self._base_url)
+            schema = _kept(self._base_url, refresh)
             if schema is None:
                 try:
                     try:
@@ -212,13 +230,9 @@ class LiveNative:
                             raise
                         data = self._n.execute(introspection_query(False), None, "IntrospectionQuery")
                 except Exception as e:
-                    if not _refused(e):
-                        raise
-                    schema = _fell_back(self._base_url, e)
+                    schema = _settled(self._base_url, error=e)
                 else:
-                    schema = _introspected(self._base_url, data)
-            else:
-                _MEMORY[(self._base_url, "live")] = schema
+                    schema = _settled(self._base_url, data=data)
         self._schema = _typing_from(schema)
         return schema
 
@@ -245,7 +259,9 @@ class LiveNative:
         future: asyncio.Future[Schema | None] = loop.create_future()
         self._async_loading[id(loop)] = future
         try:
-            schema = None if refresh else _MEMORY.get((self._base_url, "live")) or _from_disk(self._base_url)
+            schema = (
+                None if refresh else _MEMORY.get((self._base_url, "live")) or _kept(self._base_url, False)
+            )
             if schema is None:
                 try:
                     try:
@@ -257,13 +273,9 @@ class LiveNative:
                             introspection_query(False), None, "IntrospectionQuery"
                         )
                 except Exception as e:
-                    if not _refused(e):
-                        raise
-                    schema = _fell_back(self._base_url, e)
+                    schema = _settled(self._base_url, error=e)
                 else:
-                    schema = _introspected(self._base_url, data)
-            else:
-                _MEMORY[(self._base_url, "live")] = schema
+                    schema = _settled(self._base_url, data=data)
             self._schema = _typing_from(schema)
             future.set_result(schema)
             return schema
