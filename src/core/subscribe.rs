@@ -397,15 +397,20 @@ pub fn parse(text: &str) -> std::result::Result<Incoming, String> {
 
 /// The `cursor` member of the event's root field: `{"data": {"<field>": {"cursor": "..."}}}`.
 pub fn event_cursor(payload: &[u8]) -> Option<String> {
+    // Only the cursor is kept: every other member is skipped without being built (the Python
+    // side decodes the event itself), and a subscription has exactly one root field.
+    #[derive(Deserialize)]
+    struct Root {
+        cursor: Option<Value>,
+    }
     #[derive(Deserialize)]
     struct Payload {
-        data: Option<Map<String, Value>>,
+        data: Option<std::collections::BTreeMap<String, Option<Root>>>,
     }
     let p: Payload = serde_json::from_slice(payload).ok()?;
-    let data = p.data?;
-    let (_, root) = data.into_iter().next()?;
-    match root.get("cursor")? {
-        Value::String(s) => Some(s.clone()),
+    let (_, root) = p.data?.into_iter().next()?;
+    match root?.cursor? {
+        Value::String(s) => Some(s),
         Value::Number(n) => Some(n.to_string()),
         _ => None,
     }
@@ -1025,6 +1030,11 @@ mod tests {
         assert_eq!(event_cursor(br#"{"data":{"e":{}}}"#), None);
         assert_eq!(event_cursor(br#"{"data":null}"#), None);
         assert_eq!(event_cursor(b"garbage"), None);
+        assert_eq!(event_cursor(br#"{"data":{"e":null}}"#), None);
+        assert_eq!(
+            event_cursor(br#"{"data":{"e":{"cursor":"9","big":[1,{"x":[2]}]}},"errors":[]}"#).as_deref(),
+            Some("9")
+        );
     }
 
     #[test]
