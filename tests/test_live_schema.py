@@ -316,3 +316,17 @@ def test_fields_only_the_server_has_are_typed_from_its_schema_at_any_depth() -> 
         typed = c.finding("1", fields="id risk { assessed_at }").risk  # type: ignore[attr-defined]
         assert typed.assessed_at == dt.datetime(2025, 6, 1, 10, tzinfo=dt.timezone.utc)
         assert typed.to_dict() == {"assessed_at": "2025-06-01T10:00:00+00:00"}
+
+
+def test_documents_are_remembered_once_checked_but_not_very_large_ones() -> None:
+    from secfindings import _schema
+
+    with Emulator(findings=5) as emu, emu.client() as c:
+        schema = c.schema()
+        assert schema is not None
+        small = "{ finding(id: 1) { id } }"
+        c.execute(small)
+        assert schema.knows(small)
+        big = "# " + "x" * _schema.MAX_REMEMBERED_CHARS + "\n" + small
+        c.execute(big)
+        assert not schema.knows(big)

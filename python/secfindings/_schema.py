@@ -37,6 +37,7 @@ log = logging.getLogger("secfindings.schema")
 DEFAULT_TTL = 24 * 3600
 #: Documents remembered per schema (validated once each).
 MAX_DOCUMENTS = 1024
+MAX_REMEMBERED_CHARS = 64 * 1024
 CACHE_FORMAT = 1
 
 #: The view fields an analyst groups, sorts and filters by, per type; each is kept only where
@@ -396,10 +397,13 @@ class Schema:
         checked = self._documents.get(query)
         if checked is None:
             checked = self._validate(query)
-            with self._lock:
-                if len(self._documents) >= MAX_DOCUMENTS:
-                    self._documents.clear()
-                self._documents[query] = checked
+            # Remembered by its text: a bounded number, and none so large that remembering it
+            # would hold much memory (such a document is checked each time instead).
+            if len(query) <= MAX_REMEMBERED_CHARS:
+                with self._lock:
+                    if len(self._documents) >= MAX_DOCUMENTS:
+                        self._documents.clear()
+                    self._documents[query] = checked
         if checked.error is not None:
             raise ValidationError(checked.error)
         ops = checked.operations
