@@ -234,6 +234,12 @@ impl Emulator {
     }
 
     /// Which WebSocket subprotocols the server accepts from now on.
+    /// Drops the next `count` WebSocket connections when their `connection_init` arrives, before
+    /// the server acknowledges it.
+    pub fn drop_next_websockets(&self, count: u64) {
+        self.shared.ws.drop_next_at_init(count);
+    }
+
     pub fn set_ws_protocols(&self, protocols: WsProtocols) {
         self.shared.ws.set_protocols(protocols);
     }

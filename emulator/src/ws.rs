@@ -60,6 +60,8 @@ pub(crate) struct WsState {
     pub accepted: AtomicU64,
     /// Sockets open now.
     pub open: AtomicU64,
+    /// Sockets still to be dropped when their `connection_init` arrives (before the ack).
+    drop_at_init: AtomicU64,
 }
 
 impl Default for WsState {
@@ -69,6 +71,7 @@ impl Default for WsState {
             control: broadcast::channel(16).0,
             accepted: AtomicU64::new(0),
             open: AtomicU64::new(0),
+            drop_at_init: AtomicU64::new(0),
         }
     }
 }
@@ -95,6 +98,16 @@ impl WsState {
     /// balancer would.
     pub fn drop_all(&self) {
         let _ = self.control.send(Control::Drop);
+    }
+
+    /// Drops the next `count` sockets when their `connection_init` arrives, before the ack (a
+    /// connection lost in its handshake).
+    pub fn drop_next_at_init(&self, count: u64) {
+        self.drop_at_init.fetch_add(count, Ordering::AcqRel);
+    }
+
+    fn take_drop_at_init(&self) -> bool {
+        self.drop_at_init.fetch_update(Ordering::AcqRel, Ordering::Acquire, |n| n.checked_sub(1)).is_ok()
     }
 }
 
@@ -190,11 +203,18 @@ async fn serve(shared: &Arc<Shared>, io: TokioIo<hyper::upgrade::Upgraded>, prot
         });
     let jwt: Arc<Mutex<Option<String>>> = Arc::default();
     let refused = Arc::new(AtomicBool::new(false));
+    let kill = Arc::new(tokio::sync::Notify::new());
     let on_init = {
         let shared = Arc::clone(shared);
         let jwt = Arc::clone(&jwt);
         let refused = Arc::clone(&refused);
+        let kill = Arc::clone(&kill);
         move |payload: serde_json::Value| async move {
+            if shared.ws.take_drop_at_init() {
+                // Never acknowledged: the socket is dropped by the loop below.
+                kill.notify_one();
+                std::future::pending::<()>().await;
+            }
             let token = bearer(&payload);
             match token.as_deref().and_then(|t| shared.auth.verify(t)) {
                 Some(caller) => {
@@ -241,6 +261,7 @@ async fn serve(shared: &Arc<Shared>, io: TokioIo<hyper::upgrade::Upgraded>, prot
                     }
                 }
             }
+            () = kill.notified() => return,
             ctl = control.recv() => match ctl {
                 Ok(Control::Drop) => return,
                 Err(_) => return,

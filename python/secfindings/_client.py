@@ -7,7 +7,7 @@ import functools
 import inspect
 from collections.abc import Callable, Mapping
 from types import TracebackType
-from typing import Any, cast
+from typing import TYPE_CHECKING, Any, NoReturn, cast
 
 from secfindings import _logging
 from secfindings._live import LiveNative
@@ -225,16 +225,23 @@ class Client(_Base, SyncOperations):
         JWT in ``connection_init`` and answers pings. When the socket drops, the server closes
         it, or the JWT is about to lapse, the client connects again with a fresh JWT and
         subscribes again with the variable named by ``resume`` (``$after``) set to the last
-        event's ``cursor``, so a server that holds recent events loses none. After
+        event's ``cursor``, so a server that holds recent events loses none. The position is
+        fixed before this call returns (the server's newest event cursor, asked for over HTTP
+        when the server has ``subscription_cursor``, as the emulator does): an event published
+        after the call is delivered even when the socket drops before the first event. An event
+        at or before the position is never handed out twice, and reconnects that bring nothing
+        new count as failed attempts. After
         ``max_reconnects`` failed attempts in a row it raises
         :class:`~secfindings.SubscriptionError`. At most ``queue_size`` events wait for a slow
         consumer; then the client stops reading the socket (nothing is dropped).
         """
-        return Subscription(
-            self._subscription(
-                document, variables, operation_name, fields, resume, queue_size, max_reconnects
-            )
+        native = self._subscription(
+            document, variables, operation_name, fields, resume, queue_size, max_reconnects
         )
+        # The position is fixed before returning: whatever the server publishes from now on is
+        # delivered, even if the socket drops before the first event.
+        native.wait_started()
+        return Subscription(native)
 
     def schema(self, refresh: bool = False) -> Schema | None:
         """The schema of the server this client talks to (None with ``schema="off"``).
@@ -260,6 +267,17 @@ class Client(_Base, SyncOperations):
         tb: TracebackType | None,
     ) -> None:
         self.close()
+
+    if not TYPE_CHECKING:
+        # `async with Client()` gets a message that says what to use instead of Python's generic
+        # one (hidden from type checkers, which report the mistake themselves).
+        async def __aenter__(self) -> NoReturn:
+            raise TypeError(
+                "Client is synchronous: use `with Client(...)`, or secfindings.AsyncClient for `async with`"
+            )
+
+        async def __aexit__(self, *exc: object) -> None:
+            return None
 
 
 class AsyncClient(_Base, AsyncOperations):
@@ -299,7 +317,11 @@ class AsyncClient(_Base, AsyncOperations):
         queue_size: int = 256,
         max_reconnects: int = 10,
     ) -> AsyncSubscription[Any]:
-        """Subscribe over WebSocket; ``async for`` over the events (see :meth:`Client.subscribe`)."""
+        """Subscribe over WebSocket; ``async for`` over the events (see :meth:`Client.subscribe`).
+
+        The start position is fixed by ``async with`` (or ``await sub.started()``); without
+        either, shortly after the call (the task asks for it at once).
+        """
         return AsyncSubscription(
             self._subscription(
                 document, variables, operation_name, fields, resume, queue_size, max_reconnects
@@ -328,6 +350,17 @@ class AsyncClient(_Base, AsyncOperations):
         tb: TracebackType | None,
     ) -> None:
         await self.aclose()
+
+    if not TYPE_CHECKING:
+        # `with AsyncClient()` gets a message that says what to use (see Client.__aenter__).
+        def __enter__(self) -> NoReturn:
+            raise TypeError(
+                "AsyncClient is asynchronous: use `async with AsyncClient(...)`, or secfindings.Client "
+                "for `with`"
+            )
+
+        def __exit__(self, *exc: object) -> None:
+            return None
 
 
 def _named(owner: str, fn: Callable[..., Any]) -> Callable[..., Any]:

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from types import TracebackType
-from typing import Any, Generic, TypeVar
+from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 from secfindings.errors import ValidationError
 from secfindings.models import model_for
@@ -72,7 +72,8 @@ class _Base:
 
     @property
     def cursor(self) -> str | None:
-        """The last event's cursor: give it as ``after`` to a new subscription to resume."""
+        """Where to resume: the last event's cursor (before any event, the start position); give
+        it as ``after`` to a new subscription."""
         cursor: str | None = self._native.cursor
         return cursor
 
@@ -150,6 +151,17 @@ class AsyncSubscription(_Base, Generic[T]):
     def __aiter__(self) -> AsyncSubscription[T]:
         return self
 
+    if not TYPE_CHECKING:
+        # A plain `for` or `with` gets a message that says what to use (type checkers report it).
+        def __iter__(self) -> Any:
+            raise TypeError("AsyncSubscription is asynchronous: use `async for event in subscription`")
+
+        def __enter__(self) -> Any:
+            raise TypeError("AsyncSubscription is asynchronous: use `async with subscription`")
+
+        def __exit__(self, *exc: object) -> None:
+            return None
+
     async def __anext__(self) -> T:
         while True:
             ready = self._native.try_next()
@@ -169,7 +181,13 @@ class AsyncSubscription(_Base, Generic[T]):
     def close(self) -> None:
         self._native.close()
 
+    async def started(self) -> None:
+        """Wait until the start position is fixed: every event the server publishes from then
+        on is delivered, however early the socket drops. ``async with`` waits for it too."""
+        await self._native.started_async()
+
     async def __aenter__(self) -> AsyncSubscription[T]:
+        await self._native.started_async()
         return self
 
     async def __aexit__(

@@ -9,6 +9,17 @@
 //! recent events replays what was missed. Consecutive failures back off and, past the limit, end
 //! the subscription with [`Error::Subscription`].
 //!
+//! The position is fixed when the subscription starts, not at its first event: before the first
+//! connection the task asks the server for the newest event's cursor (`subscription_cursor`, a
+//! query the emulator models) and resumes from it, so a socket that drops before the ack, or
+//! between the ack and the first event, loses nothing the server still holds. A server without
+//! that query is asked once per client; its subscriptions start at their first event, as before.
+//!
+//! No event is handed out twice: an event whose cursor is at or before the position (or one of
+//! the last few thousand delivered) is not new, and a connection that brings nothing new counts
+//! as a failed attempt, so a server that replays the same event on every reconnect ends the
+//! subscription after `max_reconnects` instead of looping forever.
+//!
 //! Backpressure: the queue holds `queue` events. When it is full the task stops reading the
 //! socket, so nothing is dropped by the client and memory stays bounded; the server's buffers and
 //! TCP flow control hold the rest (a server that gives up on a slow reader closes the socket, and
@@ -32,7 +43,7 @@ use tokio_tungstenite::tungstenite::{Error as WsError, Message};
 
 use super::auth::{windows, CachedToken};
 use super::error::{Error, Result};
-use super::graphql::{prepare, OperationKind};
+use super::graphql::{decode_response, prepare, OperationKind};
 use super::secret::Redactor;
 use super::transport::Transport;
 
@@ -56,6 +67,11 @@ const BYTE_BUDGET_KIB_U32: u32 = 64 * 1024;
 const MAX_MESSAGE_CAP: usize = 64 * 1024 * 1024;
 /// The id of the one operation on each socket.
 const OP_ID: &str = "1";
+/// The query that gives where a subscription starting now resumes from.
+const HEAD_QUERY: &str = "query SubscriptionCursor { subscription_cursor }";
+/// Delivered cursors remembered to recognise an event handed out again (cursors that cannot be
+/// ordered are recognised only by these).
+const RECENT_CURSORS: usize = 4096;
 
 /// What to subscribe to and how.
 #[derive(Clone, Debug)]
@@ -98,8 +114,11 @@ pub struct Subscription {
     stash: std::sync::Mutex<std::collections::VecDeque<Taken>>,
     stop: watch::Sender<bool>,
     stats: Arc<SubStats>,
-    /// The cursor of the last event the consumer took (where a new subscription resumes).
-    consumed: std::sync::Mutex<Option<String>>,
+    /// The cursor of the last event the consumer took, or the start position before any (where
+    /// a new subscription resumes).
+    consumed: Arc<std::sync::Mutex<Option<String>>>,
+    /// Becomes true (or its sender goes away with the task) once the start position is fixed.
+    started: watch::Receiver<bool>,
     protocol: Arc<std::sync::Mutex<Option<&'static str>>>,
     ended: Arc<std::sync::atomic::AtomicBool>,
 }
@@ -127,6 +146,13 @@ impl Subscription {
             ));
         }
         let resume = spec.resume.clone().filter(|r| prepared.operation.variables.iter().any(|(n, _)| n == r));
+        // A position the caller gives is where the subscription starts.
+        let given = resume.as_ref().and_then(|r| match spec.variables.get(r) {
+            Some(Value::String(c)) if !c.is_empty() => Some(c.clone()),
+            _ => None,
+        });
+        let consumed = Arc::new(std::sync::Mutex::new(given.clone()));
+        let (started_tx, started) = watch::channel(false);
         let url = ws_url(transport.settings().base_url.as_str())?;
         let (tx, rx) = mpsc::channel(spec.queue.max(1));
         let (stop, stopped) = watch::channel(false);
@@ -144,7 +170,10 @@ impl Subscription {
             budget: Arc::new(tokio::sync::Semaphore::new(BYTE_BUDGET_KIB)),
             stopped,
             stats: Arc::clone(&stats),
-            cursor: None,
+            cursor: given,
+            recent: Recent::default(),
+            consumed: Arc::clone(&consumed),
+            started: started_tx,
             protocol: Arc::clone(&protocol),
             _ended: Ended2(Arc::clone(&ended)),
         };
@@ -154,7 +183,8 @@ impl Subscription {
             stash: std::sync::Mutex::new(std::collections::VecDeque::new()),
             stop,
             stats,
-            consumed: std::sync::Mutex::new(None),
+            consumed,
+            started,
             protocol,
             ended,
         })
@@ -170,6 +200,21 @@ impl Subscription {
 
     fn stashed(&self) -> Option<Taken> {
         self.stash.lock().ok().and_then(|mut s| s.pop_front())
+    }
+
+    /// Returns once the subscription's start position is fixed (see the module's notes), or it
+    /// has ended: from then on, every event the server publishes (and still holds) is delivered
+    /// whenever the socket connects.
+    pub async fn started(&self) {
+        let mut started = self.started.clone();
+        let mut stop = self.stop.subscribe();
+        if *stop.borrow_and_update() {
+            return;
+        }
+        tokio::select! {
+            _ = started.wait_for(|s| *s) => {}
+            _ = stop.changed() => {}
+        }
     }
 
     /// The next event; `None` once the subscription has ended (completed by the server or
@@ -253,8 +298,8 @@ impl Subscription {
         &self.stats
     }
 
-    /// The cursor of the last event the consumer took: a new subscription with it as `after`
-    /// goes on with the next one.
+    /// The cursor of the last event the consumer took (before any, the start position): a new
+    /// subscription with it as `after` goes on with the next one.
     pub fn cursor(&self) -> Option<String> {
         self.consumed.lock().ok().and_then(|c| c.clone())
     }
@@ -444,8 +489,14 @@ struct Task {
     budget: Arc<tokio::sync::Semaphore>,
     stopped: watch::Receiver<bool>,
     stats: Arc<SubStats>,
-    /// The cursor of the last event queued: what a resubscription starts after.
+    /// The cursor of the last event queued (before any, the start position): what a
+    /// resubscription starts after.
     cursor: Option<String>,
+    /// Cursors delivered lately, to recognise an event handed out again.
+    recent: Recent,
+    /// The consumer's position, set to the start position before any event is queued.
+    consumed: Arc<std::sync::Mutex<Option<String>>>,
+    started: watch::Sender<bool>,
     protocol: Arc<std::sync::Mutex<Option<&'static str>>>,
     _ended: Ended2,
 }
@@ -477,6 +528,10 @@ impl Task {
     }
 
     async fn run(mut self) {
+        if let Err(e) = self.start_position().await {
+            return self.fail(e).await;
+        }
+        let _ = self.started.send(true);
         let mut failures: u32 = 0;
         let max_wait = self.transport.settings().max_retry_wait;
         loop {
@@ -533,6 +588,68 @@ impl Task {
                     _ = closed.changed() => return,
                 }
             }
+        }
+    }
+
+    /// Fixes where the subscription starts when the caller gave no position: the server's
+    /// newest event cursor, asked for over HTTP before the first connection.
+    async fn start_position(&mut self) -> Result<()> {
+        if self.resume.is_none() || self.cursor.is_some() || self.transport.lacks_event_head() {
+            return Ok(());
+        }
+        let req = prepare(HEAD_QUERY, None, None)?;
+        let mut stopped = self.stopped.clone();
+        let mut closed = self.closed.clone();
+        let sent = tokio::select! {
+            sent = self.transport.send(&req) => sent,
+            _ = stopped.changed() => return Ok(()),
+            _ = closed.changed() => return Ok(()),
+        };
+        let head = match sent.and_then(|body| decode_response(&body)) {
+            Ok(data) => match data.get("subscription_cursor") {
+                Some(Value::String(c)) if !c.is_empty() => Some(c.clone()),
+                _ => None,
+            },
+            // The server does not have the query: subscriptions start at their first event.
+            Err(Error::GraphQL { .. } | Error::ApiStatus { status: 400, .. }) => None,
+            Err(e @ (Error::Authentication { .. } | Error::Closed(_))) => return Err(e),
+            Err(e) => {
+                // Not a reason to give up: the socket has its own retries. This start only is
+                // at the first event.
+                log::info!("subscription: the start position could not be asked for ({e}); it is the first event");
+                return Ok(());
+            }
+        };
+        match head {
+            Some(c) => {
+                if let Ok(mut consumed) = self.consumed.lock() {
+                    consumed.get_or_insert_with(|| c.clone());
+                }
+                self.cursor = Some(c);
+            }
+            None => {
+                self.transport.set_lacks_event_head();
+                log::info!(
+                    "subscription: the server gives no subscription_cursor; a subscription starts at its \
+                     first event (a reconnect before it resumes from the server's present)"
+                );
+            }
+        }
+        Ok(())
+    }
+
+    /// An event the consumer has not had yet: not one of the last delivered, and not at or before
+    /// the position when the cursors can be ordered.
+    fn is_new(&self, cursor: &str) -> bool {
+        if self.recent.contains(cursor) {
+            return false;
+        }
+        match &self.cursor {
+            Some(last) => !matches!(
+                cursor_order(cursor, last),
+                Some(std::cmp::Ordering::Less | std::cmp::Ordering::Equal)
+            ),
+            None => true,
         }
     }
 
@@ -708,6 +825,11 @@ impl Task {
                     match self.frame(msg, &mut socket, proto, &token).await {
                         Ok(Some(Incoming::Next(payload))) => {
                             let cursor = if self.resume.is_some() { event_cursor(&payload) } else { None };
+                            if cursor.as_deref().is_some_and(|c| !self.is_new(c)) {
+                                // Handed out before: not delivered again, and no sign of progress.
+                                log::debug!("subscription: an event at or before the position was skipped");
+                                continue;
+                            }
                             self.stats.events.fetch_add(1, Ordering::Relaxed);
                             delivered = true;
                             // A full queue or byte budget: wait (backpressure), but hear a stop.
@@ -723,8 +845,9 @@ impl Task {
                                 _ = stopped.changed() => return self.goodbye(socket, proto).await,
                                 _ = closed.changed() => return self.goodbye(socket, proto).await,
                             }
-                            if cursor.is_some() {
-                                self.cursor = cursor;
+                            if let Some(c) = cursor {
+                                self.recent.push(&c);
+                                self.cursor = Some(c);
                             }
                             // Waiting for the consumer is not the server's silence.
                             heard = Instant::now();
@@ -920,6 +1043,57 @@ fn renew_deadline(token: &CachedToken, settings: &super::config::Settings) -> Op
 }
 
 /// `BACKOFF_BASE * 2^(failures-1)`, capped, with jitter in [50 %, 100 %].
+/// The last [`RECENT_CURSORS`] cursors delivered.
+#[derive(Default)]
+struct Recent {
+    order: std::collections::VecDeque<String>,
+    set: std::collections::HashSet<String>,
+}
+
+impl Recent {
+    fn contains(&self, cursor: &str) -> bool {
+        self.set.contains(cursor)
+    }
+
+    fn push(&mut self, cursor: &str) {
+        if !self.set.insert(cursor.to_owned()) {
+            return;
+        }
+        self.order.push_back(cursor.to_owned());
+        if self.order.len() > RECENT_CURSORS {
+            if let Some(old) = self.order.pop_front() {
+                self.set.remove(&old);
+            }
+        }
+    }
+}
+
+/// A cursor's place in its stream when it shows one: a decimal sequence number, or a Relay
+/// cursor (`base64("prefix:N")`).
+fn cursor_position(c: &str) -> Option<(String, u128)> {
+    use base64::Engine as _;
+    if !c.is_empty() && c.len() <= 38 && c.bytes().all(|b| b.is_ascii_digit()) {
+        return c.parse().ok().map(|n| (String::new(), n));
+    }
+    let raw = base64::engine::general_purpose::STANDARD.decode(c).ok()?;
+    let text = String::from_utf8(raw).ok()?;
+    let (prefix, n) = text.rsplit_once(':')?;
+    if n.is_empty() || n.len() > 38 || !n.bytes().all(|b| b.is_ascii_digit()) {
+        return None;
+    }
+    Some((prefix.to_owned(), n.parse().ok()?))
+}
+
+/// How two cursors of one stream are ordered, when both show their place in it.
+fn cursor_order(a: &str, b: &str) -> Option<std::cmp::Ordering> {
+    if a == b {
+        return Some(std::cmp::Ordering::Equal);
+    }
+    let (pa, na) = cursor_position(a)?;
+    let (pb, nb) = cursor_position(b)?;
+    (pa == pb).then(|| na.cmp(&nb))
+}
+
 fn backoff(failures: u32, cap: Duration) -> Duration {
     let exp = failures.saturating_sub(1).min(16);
     let full = BACKOFF_BASE.saturating_mul(1u32 << exp).min(cap.max(BACKOFF_BASE));
@@ -1035,6 +1209,34 @@ mod tests {
             event_cursor(br#"{"data":{"e":{"cursor":"9","big":[1,{"x":[2]}]}},"errors":[]}"#).as_deref(),
             Some("9")
         );
+    }
+
+    #[test]
+    fn cursors_are_ordered_when_they_show_their_place() {
+        use std::cmp::Ordering::{Equal, Greater, Less};
+        assert_eq!(cursor_order("9", "10"), Some(Less));
+        assert_eq!(cursor_order("10", "10"), Some(Equal));
+        assert_eq!(cursor_order("11", "10"), Some(Greater));
+        // Relay cursors: base64 of "arrayconnection:N".
+        assert_eq!(cursor_order("YXJyYXljb25uZWN0aW9uOjk=", "YXJyYXljb25uZWN0aW9uOjEw"), Some(Less));
+        assert_eq!(cursor_order("opaque-a", "opaque-b"), None);
+        assert_eq!(cursor_order("opaque-a", "opaque-a"), Some(Equal));
+        assert_eq!(cursor_order("1", "YXJyYXljb25uZWN0aW9uOjEw"), None);
+        assert_eq!(cursor_order("", "1"), None);
+        assert_eq!(cursor_order(&"9".repeat(60), "1"), None);
+    }
+
+    #[test]
+    fn recent_cursors_are_bounded() {
+        let mut r = Recent::default();
+        for i in 0..(RECENT_CURSORS + 10) {
+            r.push(&i.to_string());
+            r.push(&i.to_string());
+        }
+        assert!(!r.contains("0"));
+        assert!(r.contains(&(RECENT_CURSORS + 9).to_string()));
+        assert_eq!(r.order.len(), RECENT_CURSORS);
+        assert_eq!(r.set.len(), RECENT_CURSORS);
     }
 
     #[test]

@@ -32,6 +32,9 @@ pub struct Transport {
     on_close: tokio::sync::watch::Sender<bool>,
     limiter: Option<RateLimiter>,
     stats: Stats,
+    /// The server has no `subscription_cursor` query (a subscription's start is then its first
+    /// event): asked once per client.
+    no_event_head: AtomicBool,
 }
 
 /// What a client has done so far, for logs and progress (`client.stats()`).
@@ -168,7 +171,17 @@ impl Transport {
             on_close: tokio::sync::watch::channel(false).0,
             limiter,
             stats: Stats::default(),
+            no_event_head: AtomicBool::new(false),
         })
+    }
+
+    /// Whether the server is known to lack the event head query (see `subscribe`).
+    pub fn lacks_event_head(&self) -> bool {
+        self.no_event_head.load(Ordering::Acquire)
+    }
+
+    pub fn set_lacks_event_head(&self) {
+        self.no_event_head.store(true, Ordering::Release);
     }
 
     pub fn stats(&self) -> &Stats {

@@ -127,6 +127,10 @@ impl NativeEmulator {
         self.inner.drop_websockets();
     }
 
+    fn drop_next_websockets(&self, count: u64) {
+        self.inner.drop_next_websockets(count);
+    }
+
     fn set_ws_protocols(&self, protocols: &str) -> PyResult<()> {
         use secfindings_emulator::WsProtocols;
         let p = match protocols {

@@ -61,6 +61,22 @@ impl NativeSubscription {
         })
     }
 
+    /// Blocks (GIL released, Ctrl-C honoured) until the start position is fixed: from then on
+    /// nothing the server publishes is missed, however early the socket drops.
+    fn wait_started(&self, py: Python<'_>) -> PyResult<()> {
+        let inner = Arc::clone(&self.inner);
+        block_on(py, async move { inner.started().await })
+    }
+
+    /// An awaitable that resolves (to None) once the start position is fixed.
+    fn started_async<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
+        let inner = Arc::clone(&self.inner);
+        completions::submit(py, async move {
+            inner.started().await;
+            Ok(Outcome::Ready)
+        })
+    }
+
     /// Ends the subscription on the server; a waiting `next` returns the end.
     fn close(&self) {
         self.inner.close();

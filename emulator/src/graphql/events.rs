@@ -88,6 +88,12 @@ impl EventBus {
         seq
     }
 
+    /// The cursor of the newest event (0 before any): subscribing with it as `after` delivers
+    /// every event published from now on, however late the subscription reaches the server.
+    pub fn head(&self) -> u64 {
+        self.next.load(Ordering::Acquire).saturating_sub(1)
+    }
+
     /// Server-side subscriptions open now.
     pub fn active(&self) -> usize {
         self.active.load(Ordering::Acquire)
@@ -169,6 +175,16 @@ mod tests {
         assert_eq!(got, vec![2, 4]);
         drop(s);
         assert_eq!(bus.active(), 0);
+    }
+
+    #[tokio::test]
+    async fn a_subscriber_from_the_head_gets_what_was_published_before_it_subscribed() {
+        let bus = Arc::new(EventBus::default());
+        finding(&bus, 1);
+        let head = bus.head();
+        let missed = finding(&bus, 2);
+        let mut s = Box::pin(bus.stream("finding_created", Some(head)));
+        assert_eq!(s.next().await.map(|e| e.seq), Some(missed));
     }
 
     #[tokio::test]

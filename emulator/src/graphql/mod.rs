@@ -42,7 +42,7 @@ const VIEW_CACHE_ENTRIES: usize = 16;
 fn roots() -> HashMap<&'static str, RootFn> {
     use mutation as m;
     use query as q;
-    let list: [(&'static str, RootFn); 45] = [
+    let list: [(&'static str, RootFn); 46] = [
         ("Query.finding", q::q_finding),
         ("Query.finding_filters", q::q_finding_filters),
         ("Query.findings_view", q::q_findings_view),
@@ -56,6 +56,7 @@ fn roots() -> HashMap<&'static str, RootFn> {
         ("Query.status_rules", q::q_status_rules),
         ("Query.ticket_sla_rules", q::q_ticket_sla_rules),
         ("Query.trends", q::q_trends),
+        ("Query.subscription_cursor", q::q_subscription_cursor),
         ("Mutation.activate_scoring_rule", m::activate_scoring_rule),
         ("Mutation.activate_sla_rule", m::activate_sla_rule),
         ("Mutation.add_scoring_rule", m::add_scoring_rule),

@@ -785,6 +785,11 @@ pub fn trends(data: &Data, ctx_args: &ObjectAccessor<'_>, fc: &FiltersConfig) ->
     Ok(from_json(serde_json::Value::Array(points)))
 }
 
+/// `subscription_cursor`: where a subscription that starts now resumes from (modelled).
+pub fn q_subscription_cursor(env: &Env, _ctx: &ResolverContext<'_>) -> Res {
+    Ok(Some(FieldValue::value(Value::String(env.events.head().to_string()))))
+}
+
 pub fn q_trends(env: &Env, ctx: &ResolverContext<'_>) -> Res {
     let data = env.store.snapshot();
     let fc = args_fc(ctx)?;

@@ -106,6 +106,8 @@ fn sdl_names_every_query_and_mutation_of_the_spec() {
         }
     }
     let mut q = fields["Query"].clone();
+    // Modelled for subscriptions, not an operation of the specification.
+    q.retain(|n| n != "subscription_cursor");
     q.sort();
     let mut want: Vec<String> = QUERIES.iter().map(|x| x.to_string()).collect();
     want.sort();

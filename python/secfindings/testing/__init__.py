@@ -126,6 +126,13 @@ class Emulator:
         """Drop every open WebSocket connection without a close frame (a network failure)."""
         self._native.drop_websockets()
 
+    def drop_next_websockets(self, count: int = 1) -> None:
+        """Drop the next ``count`` WebSocket connections when their ``connection_init`` arrives,
+        before the server acknowledges it (a connection lost in its handshake)."""
+        if count < 0:
+            raise ValueError(f"count must be at least 0, got {count}")
+        self._native.drop_next_websockets(count)
+
     def set_ws_protocols(self, protocols: str) -> None:
         """Which subprotocols the server accepts: ``"both"`` (default),
         ``"graphql-transport-ws"`` or ``"graphql-ws"`` (the legacy protocol only)."""
