@@ -33,6 +33,8 @@ _UNCHECKED: set[str] = set()
 _LOCKS_GUARD = threading.Lock()
 _CATALOG: dict[str, dict[str, Any]] = {op["name"]: op for op in _native.catalog()}
 _QUERY: list[str] = []
+#: The variables paging fills in itself.
+_PAGING = frozenset({"first", "after"})
 
 
 def introspection_query(deprecated_inputs: bool = True) -> str:
@@ -298,9 +300,14 @@ class LiveNative:
         variables: Mapping[str, Any] | None,
         name: str | None,
         converted: bool = False,
+        supplied: frozenset[str] = frozenset(),
     ) -> None:
+        """Raises ValidationError when the document or the variables do not fit. A document the
+        client built (``converted``) is not checked for undeclared or missing variables; for the
+        caller's own, ``supplied`` names the variables the core fills in (paging's)."""
         if not isinstance(query, str):
             return  # the core refuses it with its own error
+        names = not converted
 
         def convert() -> Mapping[str, Any]:
             # The core's conversion first: its checks (int ranges, naive datetimes, cycles)
@@ -310,7 +317,9 @@ class LiveNative:
             return sent
 
         try:
-            schema.check(query, variables, name, None if converted else convert)
+            schema.check(
+                query, variables, name, None if converted else convert, names=names, supplied=supplied
+            )
         except ValidationError:
             # A schema from the disk cache may be older than the server's: ask again once.
             if schema.source != "disk cache":
@@ -318,7 +327,9 @@ class LiveNative:
             fresh = self.schema_sync(refresh=True)
             if fresh is None or fresh is schema:
                 raise
-            fresh.check(query, variables, name, None if converted else convert)
+            fresh.check(
+                query, variables, name, None if converted else convert, names=names, supplied=supplied
+            )
 
     def _selection(self, schema: Schema | None, name: str, fields: str | None) -> str | None:
         op = _CATALOG.get(name)
@@ -353,9 +364,12 @@ class LiveNative:
         fields = self._selection(schema, name, fields)
         config = args.get("filters_config")
         if schema is not None and isinstance(config, Mapping) and config.get("filtersjson") is not None:
-            from secfindings.filters import unknown_fields
+            from secfindings.filters import unknown_fields, unknown_values
 
-            problem = unknown_fields(config["filtersjson"], schema.fields("FindingsView"))
+            tree = config["filtersjson"]
+            problem = unknown_fields(tree, schema.fields("FindingsView")) or unknown_values(
+                tree, schema.filter_enum
+            )
             if problem:
                 raise ValidationError(problem)
         if schema is not None:
@@ -390,7 +404,7 @@ class LiveNative:
     ) -> Any:
         schema = self.schema_sync()
         if schema is not None:
-            self._check(schema, query, variables, operation_name)
+            self._check(schema, query, variables, operation_name, supplied=_PAGING)
         return self._n.paginate(query, variables, operation_name, path, page_size, limit)
 
     def call(self, name: str, args: Mapping[str, Any], fields: str | None = None) -> Any:

@@ -148,13 +148,25 @@ def forget_cached(base_url: str) -> None:
             path.unlink()
 
 
+class _Operation:
+    """One operation of a checked document: the names it declares, the ones that must be given
+    (non-null without a default) with their types as written, and the definitions to coerce on
+    every call (None when no variable has an enum or input object in its type)."""
+
+    __slots__ = ("coerce", "declared", "required")
+
+    def __init__(self, declared: tuple[str, ...], required: dict[str, str], coerce: Any) -> None:
+        self.declared = declared
+        self.required = required
+        self.coerce = coerce
+
+
 class _Checked:
-    """What validating one document found: an error, or per operation the variable definitions
-    that need coercing on every call (None when none does)."""
+    """What validating one document found: an error, or its operations by name."""
 
     __slots__ = ("error", "operations")
 
-    def __init__(self, error: str | None, operations: dict[str | None, Any]) -> None:
+    def __init__(self, error: str | None, operations: dict[str | None, _Operation]) -> None:
         self.error = error
         self.operations = operations
 
@@ -213,6 +225,7 @@ class Schema:
         self._documents: dict[str, _Checked] = {}
         self._selections: dict[tuple[str, str], str] = {}
         self._field_types: dict[tuple[str, str], tuple[str, bool] | None] = {}
+        self._filter_enums: dict[str, tuple[str, list[str]]] = {}
         self._lock = threading.Lock()
 
     @property
@@ -240,10 +253,60 @@ class Schema:
         return sorted(n for n in self._schema.type_map if not n.startswith("__"))
 
     def fields(self, type_name: str) -> list[str]:
-        """The fields of an object, interface or input type ([] for an unknown type)."""
+        """The fields of an object, interface or input type; for an enum, its values (what a
+        field of that type can hold, as :meth:`enum_values`); [] for a scalar or unknown type."""
         t = self._schema.get_type(type_name)
         found = getattr(t, "fields", None)
-        return list(found) if found else []
+        if found:
+            return list(found)
+        return self.enum_values(type_name)
+
+    def enum_values(self, type_name: str) -> list[str]:
+        """The values of an enum type, in the schema's order ([] when ``type_name`` is not an
+        enum)."""
+        import graphql
+
+        t = self._schema.get_type(type_name)
+        return list(t.values) if isinstance(t, graphql.GraphQLEnumType) else []
+
+    def filter_enum(self, path: str) -> tuple[str, list[str]] | None:
+        """The enum (name and values) of the findings' field at the dotted ``path`` (as a filter
+        names it, e.g. ``actual_status.category``), looked up on ``FindingsView`` then
+        ``Finding``, through objects and connections; None when it is not an enum."""
+        key = ("(filter)", path)
+        if key in self._field_types:
+            return self._filter_enums.get(path)
+        import graphql
+
+        found: tuple[str, list[str]] | None = None
+        for root in ("FindingsView", "Finding"):
+            t: Any = self._object(root)
+            for part in path.split("."):
+                if t is None:
+                    break
+                f = t.fields.get(part)
+                t = graphql.get_named_type(f.type) if f is not None else None
+                t = self._connection_node(t) or t
+            if isinstance(t, graphql.GraphQLEnumType):
+                found = (t.name, list(t.values))
+                break
+            if t is not None:
+                break
+        self._field_types[key] = None
+        if found is not None:
+            self._filter_enums[path] = found
+        return found
+
+    def _connection_node(self, t: Any) -> Any:
+        """The node type of a Relay connection type (None for any other type)."""
+        import graphql
+
+        if not isinstance(t, graphql.GraphQLObjectType) or "edges" not in t.fields:
+            return None
+        edge = graphql.get_named_type(t.fields["edges"].type)
+        if not isinstance(edge, graphql.GraphQLObjectType) or "node" not in edge.fields:
+            return None
+        return graphql.get_named_type(edge.fields["node"].type)
 
     def field_type(self, type_name: str, field: str) -> tuple[str, bool] | None:
         """The named type of ``type_name.field`` and whether it is a leaf (None if unknown)."""
@@ -371,17 +434,39 @@ class Schema:
         if errors:
             first = errors[0]
             more = f" (and {len(errors) - 1} more)" if len(errors) > 1 else ""
+            message = self._with_enum_values(first.message)
             return _Checked(
-                f"the document does not fit the server's schema: {first.message}{more} ({_where(first)})",
+                f"the document does not fit the server's schema: {message}{more} ({_where(first)})",
                 {},
             )
-        operations: dict[str | None, Any] = {}
+        operations: dict[str | None, _Operation] = {}
         for d in doc.definitions:
             if isinstance(d, graphql.OperationDefinitionNode):
                 defs = d.variable_definitions or ()
                 coerce = any(_needs_coercion(v.type, self._schema) for v in defs)
-                operations[d.name.value if d.name else None] = defs if coerce else None
+                required = {
+                    v.variable.name.value: graphql.print_ast(v.type)
+                    for v in defs
+                    if isinstance(v.type, graphql.NonNullTypeNode) and v.default_value is None
+                }
+                declared = tuple(v.variable.name.value for v in defs)
+                operations[d.name.value if d.name else None] = _Operation(
+                    declared, required, defs if coerce else None
+                )
         return _Checked(None, operations)
+
+    def _with_enum_values(self, message: str) -> str:
+        """graphql-core's message for a value an enum lacks, with the valid values listed when it
+        suggests none (``sort: [SCORE]`` says nothing of ``SCORE_DESC`` otherwise)."""
+        import re
+
+        from secfindings.models._base import listed
+
+        found = re.search(r"Value '(.*)' does not exist in '(\w+)' enum\.$", message)
+        if found is None:
+            return message
+        values = self.enum_values(found.group(2))
+        return f"{message} Valid values: {listed(values)}." if values else message
 
     def check(
         self,
@@ -389,11 +474,17 @@ class Schema:
         variables: Mapping[str, Any] | None,
         operation_name: str | None = None,
         convert: Callable[[], Mapping[str, Any]] | None = None,
+        *,
+        names: bool = True,
+        supplied: frozenset[str] = frozenset(),
     ) -> None:
         """Raises :class:`ValidationError` when the document or its variables do not fit.
 
         ``convert`` gives the variables as they will be sent (the core's conversion, with its
-        own checks); it is called only when some variable needs checking here."""
+        own checks); it is called only when some variable needs checking here. With ``names``,
+        a variable the operation does not declare, and one it requires (non-null, no default)
+        that is not given, are errors too; ``supplied`` names the variables the caller fills in
+        itself (paging's ``first`` and ``after``)."""
         checked = self._documents.get(query)
         if checked is None:
             checked = self._validate(query)
@@ -407,11 +498,16 @@ class Schema:
         if checked.error is not None:
             raise ValidationError(checked.error)
         ops = checked.operations
-        defs = (
+        op = (
             ops.get(operation_name)
             if operation_name is not None or len(ops) != 1
             else next(iter(ops.values()))
         )
+        if op is None:
+            return  # no such operation, or several and no name: the core says which
+        if names and (variables is None or isinstance(variables, Mapping)):
+            _check_names(op, variables or {}, supplied)
+        defs = op.coerce
         if defs is None or not variables:
             return
         from graphql.execution.values import get_variable_values
@@ -419,16 +515,91 @@ class Schema:
         sent = convert() if convert is not None else variables
         relevant = {v.variable.name.value for v in defs}
         given = {k: v for k, v in sent.items() if k in relevant}
+        # Enum values first, with bounded work per value (a server's enum may be large), and
+        # the valid values listed when none is close.
+        for v in defs:
+            name = v.variable.name.value
+            if name in given:
+                problem = self._enum_problem(graphql_type(self._schema, v.type), given[name], f"${name}")
+                if problem:
+                    raise ValidationError(f"the variables do not fit the server's schema: {problem}")
         result = get_variable_values(self._schema, defs, given)
         if isinstance(result, list) and result:
             raise ValidationError(
                 f"the variables do not fit the server's schema: {_without_values(result[0].message)}"
             )
 
+    def _enum_problem(self, type_: Any, value: Any, where: str) -> str | None:
+        """A message for the first enum value in ``value`` that ``type_`` does not have."""
+        import graphql
+
+        if value is None or type_ is None:
+            return None
+        if isinstance(type_, graphql.GraphQLNonNull):
+            return self._enum_problem(type_.of_type, value, where)
+        if isinstance(type_, graphql.GraphQLList):
+            if isinstance(value, (list, tuple)):
+                for i, item in enumerate(value):
+                    problem = self._enum_problem(type_.of_type, item, f"{where}[{i}]")
+                    if problem:
+                        return problem
+                return None
+            return self._enum_problem(type_.of_type, value, where)
+        if isinstance(type_, graphql.GraphQLInputObjectType):
+            if isinstance(value, Mapping):
+                for key, item in value.items():
+                    field = type_.fields.get(key)
+                    if field is not None:
+                        problem = self._enum_problem(field.type, item, f"{where}.{key}")
+                        if problem:
+                            return problem
+            return None
+        if (
+            isinstance(type_, graphql.GraphQLEnumType)
+            and isinstance(value, str)
+            and value not in type_.values
+        ):
+            from secfindings.models._base import listed, suggestions
+
+            close = suggestions(value, list(type_.values))
+            shown = repr(value) if len(value) <= 60 else repr(value[:59] + "\u2026")
+            if close:
+                hint = " Did you mean the enum value " + " or ".join(map(repr, close)) + "?"
+            else:
+                hint = f" Valid values: {listed(list(type_.values))}."
+            return f"{where}: {shown} is not a value of the enum {type_.name}.{hint}"
+        return None
+
     def knows(self, query: str) -> bool:
         """Whether ``query`` was checked already and fits (no error)."""
         checked = self._documents.get(query)
         return checked is not None and checked.error is None
+
+
+def graphql_type(schema: graphql.GraphQLSchema, node: Any) -> Any:
+    """The schema's type for a variable's type node (None when the schema lacks it)."""
+    import graphql
+
+    return graphql.type_from_ast(schema, node)
+
+
+def _check_names(op: _Operation, given: Mapping[str, Any], supplied: frozenset[str]) -> None:
+    from secfindings.models._base import did_you_mean
+
+    declared = op.declared
+    for name in given:
+        if name not in declared:
+            what = ", ".join(f"${d}" for d in declared) if declared else "no variables"
+            raise ValidationError(
+                f"unknown variable {name!r}{did_you_mean(str(name), declared)}: the operation declares: "
+                f"{what}"
+            )
+    for name, type_text in op.required.items():
+        if name not in given and name not in supplied:
+            raise ValidationError(
+                f"variable ${name} ({type_text}) is required and was not given "
+                "(it is non-null and has no default)"
+            )
 
 
 def _without_values(message: str) -> str:

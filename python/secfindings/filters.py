@@ -20,12 +20,12 @@ from __future__ import annotations
 import datetime as dt
 import json
 from abc import ABC, abstractmethod
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
 from secfindings.errors import ValidationError
-from secfindings.models._base import did_you_mean
+from secfindings.models._base import did_you_mean, listed, suggestions
 
 __all__ = [
     "CONDITIONS",
@@ -184,7 +184,8 @@ class Filter(ABC):
 
     @abstractmethod
     def to_dict(self) -> dict[str, Any]:
-        """The plain dict tree, as the API's filter JSON has it."""
+        """The plain dict tree, as the API's filter JSON has it (global ids in id filters given
+        as integer ids, see :func:`field`)."""
 
     def to_json(self) -> str:
         """The filter as compact JSON text (the form ``filters_config.filtersjson`` takes)."""
@@ -226,8 +227,13 @@ class Condition(Filter):
 
     def to_dict(self) -> dict[str, Any]:
         """The leaf as ``{"field": ..., "condition": ..., "value": ...}``."""
+        return _global_ids(self._raw())
+
+    def _raw(self) -> dict[str, Any]:
         value = self.value
-        if isinstance(value, Filter):
+        if isinstance(value, (Condition, Group)):
+            value = value._raw()
+        elif isinstance(value, Filter):
             value = value.to_dict()
         elif isinstance(value, tuple):
             value = list(value)
@@ -263,7 +269,11 @@ class Group(Filter):
 
     def to_dict(self) -> dict[str, Any]:
         """The group as ``{"operator": ..., "operands": [...]}``."""
-        return {"operator": self.operator, "operands": [o.to_dict() for o in self.operands]}
+        return _global_ids(self._raw())
+
+    def _raw(self) -> dict[str, Any]:
+        operands = [o._raw() if isinstance(o, (Condition, Group)) else o.to_dict() for o in self.operands]
+        return {"operator": self.operator, "operands": operands}
 
     def __repr__(self) -> str:
         name = "all_of" if self.operator == "and" else "any_of"
@@ -292,6 +302,12 @@ class Field:
     ``severity`` as strings (``"3"``), for example. A ``date`` or an aware ``datetime`` is sent
     as ISO 8601 text (``field("last_reported_time").gte(datetime(2025, 6, 1, tzinfo=UTC))``);
     a naive datetime is refused.
+
+    Ids: the filter language compares ``id`` (and ``id_int``, ``datasource_id``,
+    ``datasource.id``) with the integer id (``id_int``), while the rest of the API takes global
+    ids. Both are accepted: a global id of the right type (``Finding`` or ``FindingsView`` for a
+    finding's id, ``Datasource`` for a datasource's) is sent as its integer id, and one of
+    another type is a :class:`ValidationError` (it would match nothing).
     """
 
     name: str
@@ -453,6 +469,143 @@ def _check_scalar(value: Any, where: str) -> Any:
     return value
 
 
+#: Id fields of the filter language (after any relation prefix, without ``finding.``) and the
+#: types whose global ids they take; the language itself compares integer ids.
+ID_FIELDS: dict[str, frozenset[str]] = {
+    "id": frozenset({"Finding", "FindingsView"}),
+    "id_int": frozenset({"Finding", "FindingsView"}),
+    "datasource_id": frozenset({"Datasource"}),
+    "datasource.id": frozenset({"Datasource"}),
+    "datasource.id_int": frozenset({"Datasource"}),
+}
+
+
+def _as_global_id(value: Any) -> tuple[str, int] | None:
+    """``(type, pk)`` when ``value`` is a Relay global id of an integer pk, else None."""
+    if not isinstance(value, str) or not 4 <= len(value) <= 200 or value.strip().isdigit():
+        return None
+    import base64
+    import binascii
+
+    text = value.strip()
+    try:
+        alt = b"-_" if "-" in text or "_" in text else None
+        raw = base64.b64decode(text.rstrip("=") + "=" * (-len(text.rstrip("=")) % 4), alt, validate=True)
+        decoded = raw.decode("utf-8").rstrip()
+    except (binascii.Error, ValueError):
+        return None
+    type_name, sep, pk = decoded.partition(":")
+    if not sep or not type_name.isidentifier() or not type_name.isascii() or not pk.isdigit():
+        return None
+    return type_name, int(pk)
+
+
+def _id_value(value: Any, name: str, types: frozenset[str], where: str) -> Any:
+    found = _as_global_id(value)
+    if found is None:
+        return value
+    type_name, pk = found
+    if type_name not in types:
+        what = "finding" if "Finding" in types else "datasource"
+        raise _fail(
+            where,
+            f"{value!r} is the global id of a {type_name}; a filter on {name!r} takes the id_int of a "
+            f"{what} (or its global id: {' or '.join(sorted(types))})",
+        )
+    return pk
+
+
+def _global_ids(tree: dict[str, Any], prefix: str = "", path: str = "") -> dict[str, Any]:
+    """``tree`` with the global ids in its id filters turned into the integer ids the filter
+    language compares (see :class:`Field`); a global id of another type is refused."""
+    operands = tree.get("operands")
+    if isinstance(operands, list):
+        out = [
+            _global_ids(o, prefix, _join(path, f"operands[{i}]")) if isinstance(o, dict) else o
+            for i, o in enumerate(operands)
+        ]
+        return {**tree, "operands": out}
+    name = tree.get("field")
+    if not isinstance(name, str):
+        return tree
+    full = f"{prefix}.{name}" if prefix else name.removeprefix("finding.")
+    value = tree.get("value")
+    if tree.get("condition") == "":
+        if isinstance(value, dict):
+            return {**tree, "value": _global_ids(value, full, _join(path, "value"))}
+        return tree
+    types = ID_FIELDS.get(full)
+    if types is None:
+        return tree
+    where = _join(path, "value")
+    if isinstance(value, list):
+        return {**tree, "value": [_id_value(v, full, types, f"{where}[{i}]") for i, v in enumerate(value)]}
+    return {**tree, "value": _id_value(value, full, types, where)}
+
+
+#: Filter field names that mean a field of the schema under another path (the schema's enum
+#: of that field gives the values the filter takes).
+FIELD_PATHS = {
+    "status_category": "actual_status.category",
+    "status.category": "actual_status.category",
+    "ticket_status": "tickets.status",
+    "tickets": "tickets.status",
+}
+
+#: Conditions that compare a value exactly (so an enum field's values are known); the text
+#: conditions (contains, ilike, ...) and comparisons are not checked.
+_EXACT_CONDITIONS = frozenset({"in", "not_in", "equals", "not_equals", "overlap", "notoverlapping"})
+
+
+def unknown_values(tree: Any, enum_of: Callable[[str], tuple[str, Sequence[str]] | None]) -> str | None:
+    """A message for the first value compared exactly with an enum field that is not one of its
+    values, or None. ``enum_of(path)`` gives the enum's name and values for a field path (None
+    when the field is not an enum)."""
+    todo: list[tuple[Any, str]] = [(tree, "")]
+    seen = 0
+    while todo and seen < 100_000:
+        seen += 1
+        node, prefix = todo.pop()
+        if isinstance(node, str):
+            try:
+                node = json.loads(node)
+            except (ValueError, RecursionError):
+                continue
+        if isinstance(node, (list, tuple)):
+            todo.extend((n, prefix) for n in node)
+            continue
+        if not isinstance(node, Mapping):
+            continue
+        operands = node.get("operands")
+        if isinstance(operands, (list, tuple)):
+            todo.extend((o, prefix) for o in operands)
+            continue
+        name, condition = node.get("field"), node.get("condition")
+        if not isinstance(name, str) or not isinstance(condition, str):
+            continue
+        full = f"{prefix}.{name}" if prefix else name.removeprefix("finding.")
+        if condition == "":
+            todo.append((node.get("value"), full))
+            continue
+        if condition.lower() not in _EXACT_CONDITIONS:
+            continue
+        enum = enum_of(FIELD_PATHS.get(full, full))
+        if enum is None:
+            continue
+        enum_name, values = enum
+        members = frozenset(values)
+        given = node.get("value")
+        for v in given if isinstance(given, (list, tuple)) else (given,):
+            if isinstance(v, str) and v not in members:
+                close = suggestions(v, values)
+                hint = f" (did you mean {' or '.join(map(repr, close))}?)" if close else ""
+                return (
+                    f"filter field {full!r}: {v!r} is not a value of {enum_name}{hint}; "
+                    f"valid values: {listed(values)}"
+                )
+    return None
+
+
 def filter_tree(value: Filter | Mapping[str, Any] | str) -> dict[str, Any]:
     """The plain dict tree of a filter, checked.
 
@@ -468,7 +621,7 @@ def filter_tree(value: Filter | Mapping[str, Any] | str) -> dict[str, Any]:
     try:
         if isinstance(value, Filter):
             return value.to_dict()
-        return _check_node(value, "")
+        return _global_ids(_check_node(value, ""))
     except RecursionError:
         # A tree nested deeper than Python's recursion limit (or one that contains itself).
         raise ValidationError("invalid filter: it nests too deeply (does it contain itself?)") from None

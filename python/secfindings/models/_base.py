@@ -704,7 +704,56 @@ def _selection(cls: type[Model], depth: int) -> str:
     return " ".join(parts)
 
 
+#: At most this many candidates go to difflib for one suggestion (those closest in length to the
+#: misspelt name): difflib's work grows with each candidate, and the candidates may come from a
+#: server (an enum of its schema), which must not be able to make a misspelling slow.
+MAX_SUGGESTION_CANDIDATES = 1000
+#: At most this many valid values are listed in a message.
+MAX_LISTED = 30
+
+
+def _candidates(name: str, choices: typing.Sequence[str]) -> list[str]:
+    """The choices difflib compares with ``name``: of a similar length (a longer or much shorter
+    one cannot reach its cutoff), at most :data:`MAX_SUGGESTION_CANDIDATES` of them."""
+    if len(choices) <= MAX_SUGGESTION_CANDIDATES:
+        return list(choices)
+    n = len(name)
+    # difflib's ratio 2*M/(a+b) reaches 0.6 only when the lengths are within a factor of 3 / 7.
+    near = [c for c in choices if 3 * n <= 7 * len(c) and 3 * len(c) <= 7 * n]
+    near.sort(key=lambda c: abs(len(c) - n))
+    return near[:MAX_SUGGESTION_CANDIDATES]
+
+
+def suggestions(name: str, choices: typing.Iterable[str], n: int = 3, prefixes: bool = True) -> list[str]:
+    """The choices ``name`` was probably meant to be, best first: one equal but for case; else,
+    with ``prefixes``, the few (at most ``n``) that start with it, ignoring case; else difflib's
+    close matches (ignoring case) among a bounded number of candidates."""
+    pool = choices if isinstance(choices, (list, tuple)) else list(choices)
+    pool = [c for c in pool if isinstance(c, str)]
+    folded = name.casefold()
+    for c in pool:
+        if c.casefold() == folded:
+            return [c]
+    if prefixes and len(folded) >= 2:
+        starts = [c for c in pool if c.casefold().startswith(folded)]
+        if 0 < len(starts) <= n:
+            return starts
+    by_folded: dict[str, str] = {}
+    for c in _candidates(name, pool):
+        by_folded.setdefault(c.casefold(), c)
+    close = difflib.get_close_matches(folded, list(by_folded), n=n)
+    return [by_folded[c] for c in close]
+
+
+def listed(values: typing.Sequence[str], limit: int = MAX_LISTED) -> str:
+    """``A, B, C`` for at most ``limit`` values, then how many more there are."""
+    shown = ", ".join(str(v) for v in values[:limit])
+    return f"{shown}, ... ({len(values) - limit} more)" if len(values) > limit else shown
+
+
 def did_you_mean(name: str, choices: typing.Iterable[str]) -> str:
-    """`` (did you mean 'x'?)`` for the closest of choices, or an empty string."""
-    close = difflib.get_close_matches(name, list(choices), n=1)
+    """`` (did you mean 'x'?)`` for the closest of choices (the same but for case first), or an
+    empty string. The work is bounded whatever the number of choices (see
+    :data:`MAX_SUGGESTION_CANDIDATES`)."""
+    close = suggestions(name, choices, n=1, prefixes=False)
     return f" (did you mean {close[0]!r}?)" if close else ""

@@ -1,0 +1,246 @@
+"""Input that used to be accepted silently (issue 19): global ids in id filters, filter values a
+schema enum does not have, declared variables with no value, enum values listed when nothing is
+close, and sync/async protocol mix-ups. Each is checked against the emulator over real HTTP, and
+"nothing sent" is read from the emulator's own request counters."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+import pytest
+from tests.conftest import FINDING_QUERY, PAGE_QUERY
+
+import secfindings
+from secfindings import ValidationError, field, filters, to_global_id
+from secfindings.testing import Emulator
+
+pytestmark = pytest.mark.reliability_input
+
+
+def sent(emu: Emulator) -> int:
+    return int(emu.stats()["api_requests"])
+
+
+# ------------------------------------------------------------------------------ ids in filters
+
+
+def test_a_global_id_in_an_id_filter_matches_like_the_integer_id(emulator: Emulator, client: Any) -> None:
+    by_int = [v.id_int for v in client.findings_view(filters=field("id").in_([6, 9]), fields="id_int")]
+    assert by_int == [6, 9]
+    ids = [to_global_id("FindingsView", 6), to_global_id("Finding", 9)]
+    by_global = [v.id_int for v in client.findings_view(filters=field("id").in_(ids), fields="id_int")]
+    assert by_global == [6, 9]
+    # The same through a plain dict tree, a nested group, and the other conditions.
+    tree = {"operator": "or", "operands": [{"field": "id", "condition": "equals", "value": ids[0]}]}
+    assert [v.id_int for v in client.findings_view(filters=tree, fields="id_int")] == [6]
+    assert field("id_int").not_in(ids).to_dict()["value"] == [6, 9]
+    assert field("finding.id").equals(ids[1]).to_dict()["value"] == 9
+
+
+def test_a_global_id_of_another_type_in_an_id_filter_is_refused(emulator: Emulator, client: Any) -> None:
+    before = sent(emulator)
+    scope = to_global_id("ScopeGroup", 3)
+    wrong = field("id").in_([scope])  # its context (a relation?) is known when it is sent
+    with pytest.raises(ValidationError, match=r"ScopeGroup.*id_int of a finding"):
+        wrong.to_dict()
+    with pytest.raises(
+        ValidationError, match=r"value\[0\]: 'U2NvcGVHcm91cDoz' is the global id of a ScopeGroup"
+    ):
+        client.findings_view(filters=wrong).to_list()
+    with pytest.raises(ValidationError, match=r"operands\[0\]\.value\[0\].*ScopeGroup"):
+        filters.filter_tree(
+            {"operator": "and", "operands": [{"field": "id", "condition": "in", "value": [scope]}]}
+        )
+    assert sent(emulator) == before
+    # Text that is not a global id is left alone (the server judges it).
+    assert field("id").in_(["17", "not-an-id"]).to_dict()["value"] == ["17", "not-an-id"]
+    assert field("title").equals(to_global_id("Finding", 1)).to_dict()["value"] == to_global_id("Finding", 1)
+
+
+def test_a_datasource_global_id_in_a_datasource_filter_is_converted(client: Any) -> None:
+    ds = to_global_id("Datasource", 2)
+    assert field("datasource_id").in_([ds]).to_dict()["value"] == [2]
+    nested = field("datasource").where(field("id").in_([ds])).to_dict()
+    assert nested["value"]["value"] == [2]
+    by_int = client.findings_view(filters=field("datasource_id").in_([2]), fields="id_int", limit=5).to_list()
+    by_global = client.findings_view(
+        filters=field("datasource_id").in_([ds]), fields="id_int", limit=5
+    ).to_list()
+    assert by_int
+    assert [v.id_int for v in by_int] == [v.id_int for v in by_global]
+
+
+# ------------------------------------------------------------------------------ values of enum fields
+
+
+def test_a_status_category_in_the_wrong_case_is_caught_with_a_suggestion(
+    emulator: Emulator, client: Any
+) -> None:
+    before = sent(emulator)
+    lower = field("actual_status").where(field("category").in_(["open"]))
+    with pytest.raises(
+        ValidationError, match=r"'open' is not a value of StatusCategoryEnum.*did you mean 'OPEN'"
+    ):
+        client.findings_view(filters=lower).to_list()
+    with pytest.raises(ValidationError, match=r"did you mean 'OPEN'"):
+        client.findings_view(filters=field("actual_status.category").equals("open")).to_list()
+    with pytest.raises(
+        ValidationError,
+        match=r"'CLOSED' is not a value of StatusCategoryEnum; valid values: OPEN, FIXED, IGNORED",
+    ):
+        client.findings_view(filters=field("status_category").in_(["CLOSED"])).to_list()
+    with pytest.raises(ValidationError, match=r"did you mean 'IN_PROGRESS'"):
+        client.findings_view(
+            filters={"field": "ticket_status", "condition": "in", "value": ["in progress"]}
+        ).to_list()
+    assert sent(emulator) == before
+    upper = field("actual_status").where(field("category").in_(["OPEN"]))
+    rows = client.findings_view(filters=upper, fields="actual_status { category }", limit=20).to_list()
+    assert rows
+    assert {r.actual_status.category for r in rows} == {"OPEN"}
+    # Conditions that compare text loosely are not checked against the enum.
+    client.findings_view(filters=field("actual_status.category").contains("op"), limit=1).to_list()
+
+
+# ------------------------------------------------------------------------------ declared variables
+
+
+@pytest.mark.parametrize(
+    ("variables", "message"),
+    [
+        (None, r"\$id \(ID!\) is required and was not given"),
+        ({}, r"\$id \(ID!\) is required and was not given"),
+        ({"idd": 1}, r"unknown variable 'idd' \(did you mean 'id'\?\)"),
+        ({"id": 1, "first": 3}, r"unknown variable 'first'.*declares: \$id"),
+    ],
+)
+def test_a_required_variable_without_a_value_or_an_unknown_one_sends_nothing(
+    emulator: Emulator, client: Any, variables: Any, message: str
+) -> None:
+    with pytest.raises(ValidationError, match=message):
+        client.execute(FINDING_QUERY, variables)
+    assert sent(emulator) == 0
+
+
+def test_variables_with_a_default_or_supplied_by_paging_are_not_required(
+    emulator: Emulator, client: Any
+) -> None:
+    doc = "query Q($id: ID! = 4) { finding(id: $id) { id_int } }"
+    assert client.execute(doc)["finding"]["id_int"] == 4
+    paged = PAGE_QUERY.replace("$first: Int,", "$first: Int!,")
+    assert len(client.paginate(paged, limit=3).to_list()) == 3
+    with pytest.raises(ValidationError, match=r"unknown variable 'filter' \(did you mean 'filters'\?\)"):
+        client.paginate(PAGE_QUERY, {"filter": {}})
+    two = "query A($id: ID!) { finding(id: $id) { id } } query B { findings_view(first: 1) { total_count } }"
+    assert client.execute(two, operation_name="B")["findings_view"]["total_count"] > 0
+    with pytest.raises(ValidationError, match=r"\$id \(ID!\) is required"):
+        client.execute(two, operation_name="A")
+
+
+def test_async_execute_checks_variables_too(emulator: Emulator) -> None:
+    async def main() -> None:
+        async with emulator.async_client() as ac:
+            with pytest.raises(ValidationError, match="did you mean 'id'"):
+                await ac.execute(FINDING_QUERY, {"Id": 1})
+
+    asyncio.run(main())
+    assert sent(emulator) == 0
+
+
+# ------------------------------------------------------------------------------ enum values
+
+
+def test_an_enum_value_with_no_close_match_lists_the_valid_ones(emulator: Emulator, client: Any) -> None:
+    with pytest.raises(
+        ValidationError,
+        match=r"\$sort\[0\]: 'SCORE' is not a value of the enum FindingsViewSortEnum\. "
+        r"Did you mean the enum value 'SCORE_ASC' or 'SCORE_DESC'\?",
+    ) as info:
+        client.findings_view(sort="SCORE").to_list()
+    with pytest.raises(
+        ValidationError, match=r"'BOGUS' is not a value .* Valid values: ID_ASC, ID_DESC, .*, STATUS_DESC\.$"
+    ):
+        client.findings_view(sort=["BOGUS"]).to_list()
+    with pytest.raises(ValidationError, match=r"Did you mean the enum value 'SCORE_DESC'\?$"):
+        client.findings_view(sort="score_desc").to_list()
+    assert "sort" in str(info.value)
+    # In the document itself (graphql-core's check), the valid values are listed too.
+    with pytest.raises(
+        ValidationError, match=r"'SCORE' does not exist .* Valid values: ID_ASC, .*SCORE_DESC"
+    ):
+        client.execute("{ findings_view(sort: [SCORE]) { total_count } }")
+    assert sent(emulator) == 0
+
+
+def test_the_schema_gives_the_values_of_an_enum(client: Any) -> None:
+    schema = client.schema()
+    values = schema.enum_values("FindingsViewSortEnum")
+    assert values[:2] == ["ID_ASC", "ID_DESC"]
+    assert "SCORE_DESC" in values
+    assert schema.fields("FindingsViewSortEnum") == values
+    assert schema.enum_values("StatusCategoryEnum") == ["OPEN", "FIXED", "IGNORED"]
+    assert schema.enum_values("FindingsView") == []
+    assert "severity" in schema.fields("FindingsView")
+
+
+# ------------------------------------------------------------------------------ sync / async mix-ups
+
+
+def test_sync_protocols_on_async_objects_say_what_to_use(emulator: Emulator) -> None:
+    ac = emulator.async_client()
+    try:
+        wrong = r"AsyncClient is asynchronous: use `async with AsyncClient\(\.\.\.\)`"
+        with pytest.raises(TypeError, match=wrong), ac:
+            pass
+        pager = ac.findings_view()
+        with pytest.raises(TypeError, match=r"use `async for`"):
+            for _ in pager:
+                pass
+        with pytest.raises(TypeError, match=r"use `async for`"), pager:
+            pass
+        with pytest.raises(TypeError, match=r"use `async for`"):
+            list(ac.paginate(PAGE_QUERY))
+    finally:
+        ac.close()
+
+
+def test_async_subscription_used_synchronously_says_what_to_use(emulator: Emulator) -> None:
+    async def main() -> None:
+        async with emulator.async_client() as ac:
+            sub = ac.subscribe("finding_created")
+            try:
+                with pytest.raises(TypeError, match=r"use `async for event in subscription`"):
+                    for _ in sub:
+                        pass
+                with pytest.raises(TypeError, match=r"use `async with subscription`"), sub:
+                    pass
+            finally:
+                await sub.aclose()
+
+    asyncio.run(main())
+
+
+def test_async_with_on_the_sync_client_says_what_to_use(emulator: Emulator) -> None:
+    async def main() -> None:
+        c = emulator.client()
+        wrong = r"^Client is synchronous: use `with Client\(\.\.\.\)`.*AsyncClient"
+        try:
+            with pytest.raises(TypeError, match=wrong):
+                async with c:
+                    pass
+            assert c.finding(1).id_int == 1  # still usable
+        finally:
+            c.close()
+
+    asyncio.run(main())
+
+
+def test_the_right_protocols_still_work(emulator: Emulator) -> None:
+    async def main() -> None:
+        async with emulator.async_client() as ac:
+            rows = [v async for v in ac.findings_view(limit=3)]
+            assert len(rows) == 3
+
+    asyncio.run(main())
+    assert isinstance(secfindings.AsyncClient, type)
