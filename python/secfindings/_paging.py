@@ -697,6 +697,19 @@ class AsyncPaginator(Generic[T]):
             for item in self._pos.start(_page(raw, self._wrap)):
                 yield item
 
+    if not TYPE_CHECKING:
+        # A plain `for` or `with` gets a message that says what to use (type checkers report it).
+        def __iter__(self) -> Any:
+            raise TypeError(
+                "AsyncPaginator is asynchronous: use `async for` (or `await paginator.to_list()`)"
+            )
+
+        def __enter__(self) -> Any:
+            raise TypeError("AsyncPaginator is not a context manager: use `async for` over it")
+
+        def __exit__(self, *exc: object) -> None:
+            return None
+
     def __repr__(self) -> str:
         return _repr(self)
 
