@@ -6,6 +6,9 @@ into items (and items into typed models, when the operation has one).
 
 from __future__ import annotations
 
+import base64
+import binascii
+import contextlib
 import csv
 import datetime as dt
 import html
@@ -13,6 +16,7 @@ import importlib
 import io
 import json
 import os
+import stat
 import sys
 import time
 from collections.abc import AsyncIterator, Callable, Iterator
@@ -155,26 +159,46 @@ def _need(module: str, extra: str, what: str) -> Any:
         raise ImportError(f"{what} needs {top}: pip install 'secfindings[{extra}]'") from exc
 
 
-#: ``progress=``: True (a tqdm.auto bar where tqdm is installed, else a line on stderr every few
-#: seconds), or a callable given ``{"items", "pages", "waits", "total"}`` after each page;
-#: ``total`` is the connection's count when the query selects it (``totalCount`` /
-#: ``total_count``), else None.
+#: ``progress=``: True (a tqdm.auto bar where tqdm is installed and stderr is a terminal or a
+#: notebook; else a plain line on stderr every few seconds, for logs), or a callable given
+#: ``{"items", "pages", "waits", "total"}`` after each page; ``total`` is the connection's count
+#: when the query selects it (``totalCount`` / ``total_count``), else None.
 Progress = bool | Callable[[dict[str, Any]], object] | None
+
+#: The clock of the plain progress lines (a test replaces it).
+_clock = time.monotonic
+
+
+def _interactive() -> bool:
+    """Whether stderr shows a live bar: a terminal, or a notebook (tqdm.auto draws a widget)."""
+    if "ipykernel" in sys.modules:
+        return True
+    try:
+        return sys.stderr is not None and sys.stderr.isatty()
+    except (AttributeError, ValueError):  # no isatty, or a closed stream
+        return False
 
 
 class _Progress:
     """Reports a walk page by page; ``waits`` counts rate-limit holds and 429s so far."""
+
+    #: Seconds between plain progress lines (stderr not a terminal, or no tqdm): a log gets a
+    #: line now and then, never a bar redrawn with carriage returns.
+    EVERY = 5.0
 
     def __init__(self, progress: Progress, pages: NativePages, what: str) -> None:
         self._pages = pages
         self.items = self.pages = 0
         self._bar: Any = None
         self._cb: Callable[[dict[str, Any]], object] | None = None
-        self._last = 0.0
+        self._last: float | None = None
         if progress is None or progress is False:
             return
         if progress is not True:
             self._cb = progress
+            return
+        if not _interactive():
+            self._cb = self._plain
             return
         try:
             from tqdm.auto import tqdm  # type: ignore[import-untyped,unused-ignore]
@@ -203,17 +227,23 @@ class _Progress:
             self._cb({"items": self.items, "pages": self.pages, "waits": waits, "total": total})
 
     def _plain(self, info: dict[str, Any]) -> None:
-        now = time.monotonic()
-        if now - self._last >= 2.0:
+        now = _clock()
+        if self._last is None or now - self._last >= self.EVERY:
             self._last = now
             of = f" of {info['total']}" if info["total"] is not None else ""
-            print(f"{info['items']}{of} items, {info['pages']} pages, {info['waits']} waits", file=sys.stderr)
+            _say(f"{info['items']}{of} items, {info['pages']} pages, {info['waits']} waits")
 
-    def close(self) -> None:
+    def close(self, ok: bool = True) -> None:
         if self._bar is not None:
             self._bar.close()
         elif self._cb == self._plain and self.pages:
-            print(f"{self.items} items, {self.pages} pages: done", file=sys.stderr)
+            _say(f"{self.items} items, {self.pages} pages: {'done' if ok else 'stopped'}")
+
+
+def _say(line: str) -> None:
+    """A progress line on stderr (none where there is no stderr, as under pythonw)."""
+    if sys.stderr is not None:
+        print(line, file=sys.stderr, flush=True)
 
 
 def _cell(v: Any, width: int = 60) -> str:
@@ -273,6 +303,11 @@ class ExportResult:
     cursor: str | None
 
 
+#: What a spreadsheet reads as the start of a formula (OWASP, "CSV Injection"): a text cell that
+#: starts with one of these is written with a single quote in front.
+_FORMULA_STARTS = ("=", "+", "-", "@", "\t", "\r")
+
+
 def _csv_cell(v: Any) -> Any:
     if v is None:
         return ""
@@ -284,11 +319,48 @@ def _csv_cell(v: Any) -> Any:
     return v
 
 
+def _no_formula(cell: Any) -> Any:
+    """A CSV cell a spreadsheet shows rather than runs: text that starts like a formula gets a
+    single quote in front. Only text: a number (a negative one too) stays a number."""
+    if isinstance(cell, str) and cell.startswith(_FORMULA_STARTS):
+        return "'" + cell
+    return cell
+
+
+def _relay_index(cursor: str | None) -> int | None:
+    """The index in a graphql-relay array cursor (base64 of ``arrayconnection:N``, the cursors
+    of graphene and of the emulator); None for any other cursor (a server may make its own)."""
+    if not cursor:
+        return None
+    try:
+        text = base64.b64decode(cursor.strip(), validate=True).decode("ascii")
+    except (binascii.Error, ValueError):
+        return None
+    kind, sep, index = text.partition(":")
+    if kind != "arrayconnection" or not sep:
+        return None
+    try:
+        return int(index)
+    except ValueError:
+        return None
+
+
 class _Export:
     """One streaming export: opens the file, writes page after page, records the cursor after
-    each page written (so an interrupted export resumes with nothing lost or repeated)."""
+    each page written (so an interrupted export resumes with nothing lost or repeated).
 
-    def __init__(self, path: str | os.PathLike[str], fmt: str, append: bool, native: Any = None) -> None:
+    A file that is replaced (not appended to) is emptied only when the first page is written, so
+    an export that fails before it (a refused cursor, the network) leaves the file as it was; a
+    file the export created and left empty that way is removed."""
+
+    def __init__(
+        self,
+        path: str | os.PathLike[str],
+        fmt: str,
+        append: bool,
+        native: Any = None,
+        escape_formulas: bool = True,
+    ) -> None:
         self.native = native
         self.path = os.fspath(path)
         self.fmt = fmt
@@ -296,23 +368,43 @@ class _Export:
         self.pages = 0
         self._writer: Any = None
         self._csv_header = False
+        self._escape = escape_formulas
         self._pending: list[Any] = []
         self._pending_rows = 0
         self._mark: int | None = None
         self._header: list[str] | None = None
+        self._append = append
+        self._started = False
+        self._created = False
+        self._file: Any = None
         if fmt == "parquet":
             self._pq = _need("pyarrow.parquet", "arrow", "write_parquet()")
             self._pa = _need("pyarrow", "arrow", "write_parquet()")
-            self._file: Any = None
-        elif fmt == "csv":
+            return
+        if fmt == "csv":
             self._pa = _need("pyarrow", "arrow", "write_csv()")
             exists = append and os.path.exists(self.path) and os.path.getsize(self.path) > 0
             self._csv_header = not exists
-            # Unbuffered bytes: a page goes in with one write and comes out with one truncate,
-            # with no buffer in between that a failed write could leave half flushed.
-            self._file = open(self.path, "ab" if append else "wb", buffering=0)  # noqa: SIM115
-        else:
-            self._file = open(self.path, "ab" if append else "wb", buffering=0)  # noqa: SIM115
+        # Unbuffered bytes: a page goes in with one write and comes out with one truncate, with
+        # no buffer in between that a failed write could leave half flushed. Opened here (an
+        # unwritable path fails before anything is fetched), emptied at the first page.
+        try:
+            self._file = open(self.path, "xb", buffering=0)  # noqa: SIM115
+            self._created = True
+        except FileExistsError:
+            self._file = open(self.path, "ab", buffering=0)  # noqa: SIM115
+        self._seekable = self._file.seekable()
+
+    def _begin(self) -> None:
+        """Before the first bytes (or at a successful end): empties a file being replaced."""
+        if self._started or self._file is None:
+            return
+        self._started = True
+        if self._append:
+            return
+        st = os.fstat(self._file.fileno())
+        if stat.S_ISREG(st.st_mode) and st.st_size:
+            os.ftruncate(self._file.fileno(), 0)
 
     #: Parquet row groups of about this many rows: one per page would make thousands of tiny
     #: groups whose metadata the writer keeps until the file is closed.
@@ -324,7 +416,9 @@ class _Export:
         part-way through it takes it out again (see :meth:`rollback`), so a resumed export
         neither repeats nor skips rows."""
         if self._file is not None:
-            self._mark = self._file.seek(0, os.SEEK_END)
+            self._begin()
+            # A pipe or a terminal cannot be rewound: nothing to take out there.
+            self._mark = self._file.seek(0, os.SEEK_END) if self._seekable else None
         if self.fmt == "jsonl":
             self._write_all(data)
             self.rows += data.count(b"\n")
@@ -341,7 +435,7 @@ class _Export:
             if self._header is None:
                 self._header = batch.schema.names
                 if self._csv_header:
-                    writer.writerow(self._header)
+                    writer.writerow([_no_formula(n) if self._escape else n for n in self._header])
             elif batch.schema.names != self._header:
                 raise ValidationError(
                     f"the columns changed after the CSV header was written ({self._header} -> "
@@ -349,7 +443,8 @@ class _Export:
                 )
             names = batch.schema.names
             for row in batch.to_pylist():
-                writer.writerow([_csv_cell(row[n]) for n in names])
+                cells = [_csv_cell(row[n]) for n in names]
+                writer.writerow([_no_formula(c) for c in cells] if self._escape else cells)
             self._write_all(text.getvalue().encode("utf-8"))
             self.rows += batch.num_rows
         self.pages += 1
@@ -361,12 +456,19 @@ class _Export:
             n = self._file.write(view)
             view = view[n:]
 
-    def rollback(self) -> None:
-        """Takes out a page whose write was interrupted (CSV, JSON lines)."""
-        if self._file is not None and self._mark is not None:
-            os.ftruncate(self._file.fileno(), self._mark)
-            self._file.seek(self._mark)
-            self._mark = None
+    def rollback(self, cause: BaseException) -> None:
+        """Takes out a page whose write was interrupted (CSV, JSON lines). ``cause`` (what
+        interrupted it) stays the error to report: when the page cannot be taken out too (a
+        device such as /dev/full cannot be truncated), that is only added to it as a note."""
+        if self._file is None or self._mark is None:
+            return
+        mark, self._mark = self._mark, None
+        try:
+            os.ftruncate(self._file.fileno(), mark)
+            self._file.seek(mark)
+        except OSError as exc:
+            if hasattr(cause, "add_note"):  # Python 3.11+
+                cause.add_note(f"the partly written page could not be taken out of {self.path}: {exc}")
 
     def flush(self, pages: Any = None) -> bool:
         """Writes the buffered pages (Parquet): True when there were any. The first row group
@@ -386,11 +488,23 @@ class _Export:
         self._pending, self._pending_rows = [], 0
         return True
 
-    def close(self) -> None:
+    def close(self, ok: bool = True) -> None:
+        """Closes the file. After a success a replaced file holds only this export (none of
+        its old content, even with no rows); after a failure before the first page, a file
+        this export created is removed and any other is left as it was."""
         if self.fmt == "parquet" and self._writer is not None:
             self._writer.close()
-        if self._file is not None:
+        if self._file is None:
+            return
+        try:
+            if ok:
+                self._begin()
+        finally:
             self._file.close()
+            if not ok and self._created and not self._started:
+                with contextlib.suppress(OSError):
+                    if os.path.getsize(self.path) == 0:
+                        os.unlink(self.path)
 
 
 _FORMATS = {"parquet", "csv", "jsonl"}
@@ -571,13 +685,21 @@ class Paginator(Generic[T]):
         return Watch(method, args, interval=interval, watermark=watermark, by=by, max_polls=max_polls)
 
     def _export(
-        self, path: str | os.PathLike[str], fmt: str, append: bool, progress: Progress
+        self,
+        path: str | os.PathLike[str],
+        fmt: str,
+        append: bool,
+        progress: Progress,
+        escape_formulas: bool = True,
     ) -> ExportResult:
         self._check_usable()
-        out = _Export(path, fmt, append, self._pages)
         self._pos.columns()
+        # The cursor the first page is asked after: checked against that page (see _ignored).
+        start = self._pos.cursor()
+        out = _Export(path, fmt, append, self._pages, escape_formulas)
         report = _Progress(progress, self._pages, f"write_{fmt}")
         pending: str | None = None
+        ok = False
         try:
             while not self._done:
                 # Parquet fixes its schema at its first row group (widened over the pages
@@ -587,16 +709,21 @@ class Paginator(Generic[T]):
                     self._done = True
                     break
                 data, cursor = got
+                if start is not None:
+                    rows = data.count(b"\n") if isinstance(data, bytes) else data.num_rows
+                    self._ignored(start, rows, cursor)
+                    start = None
                 pending = cursor
                 before = out.rows + out._pending_rows
                 try:
                     written = out.write(data)
-                except BaseException:
-                    out.rollback()
+                except BaseException as exc:
+                    out.rollback(exc)
                     raise
                 if written:
                     self._pos.moved(cursor)
                 report.page(out.rows + out._pending_rows - before)
+            ok = True
         except BaseException:
             # The walk has moved past what was written: this paginator cannot go on, only a
             # new one from `cursor`.
@@ -608,9 +735,27 @@ class Paginator(Generic[T]):
                 if out.flush(self._pages):
                     self._pos.moved(pending)
             finally:
-                out.close()
-                report.close()
-        return ExportResult(out.path, out.rows, out.pages, self._pos.cursor())
+                try:
+                    out.close(ok)
+                finally:
+                    report.close(ok)
+                    # What is in the file, for the command line's resume hint.
+                    self._written = ExportResult(out.path, out.rows, out.pages, self._pos.cursor())
+        return self._written
+
+    def _ignored(self, after: str, rows: int, end: str | None) -> None:
+        """Refuses a first page the server answered from the start although it was asked for
+        the rows after ``after``: graphene reads a cursor it cannot decode as "from the start",
+        so an export resumed with a mistyped cursor would repeat every row. Seen with
+        graphql-relay cursors (the page of ``rows`` rows ends at index ``rows - 1``); other
+        servers' cursors are opaque and taken as they are."""
+        if rows and _relay_index(end) == rows - 1:
+            shown = self._pages.redact(after)
+            raise ValidationError(
+                f"after={shown!r} is not one of the server's cursors (it answered from the first "
+                "row, so the export would repeat rows): give a cursor the server gave "
+                "(paginator.cursor, ExportResult.cursor, the command line's resume hint), or none"
+            )
 
     def write_parquet(self, path: str | os.PathLike[str], *, progress: Progress = None) -> ExportResult:
         """Streams the rest of the walk into a Parquet file (zstd), a page at a time: memory stays
@@ -620,12 +765,27 @@ class Paginator(Generic[T]):
         return self._export(path, "parquet", False, progress)
 
     def write_csv(
-        self, path: str | os.PathLike[str], *, append: bool = False, progress: Progress = None
+        self,
+        path: str | os.PathLike[str],
+        *,
+        append: bool = False,
+        progress: Progress = None,
+        escape_formulas: bool = True,
     ) -> ExportResult:
         """Streams the rest of the walk into a CSV file (a header unless appending to a non-empty
         file; lists and objects as JSON text). Resume an interrupted export with
-        ``after=paginator.cursor`` and ``append=True``. Needs ``secfindings[arrow]``."""
-        return self._export(path, "csv", append, progress)
+        ``after=paginator.cursor`` and ``append=True``. Needs ``secfindings[arrow]``.
+
+        Spreadsheet formula injection: a text cell that starts with ``=``, ``+``, ``-``, ``@``, a
+        tab or a carriage return (what Excel, LibreOffice and Google Sheets may run as a
+        formula) is written with a single quote in front, as OWASP advises: ``'=HYPERLINK(...)``.
+        Numbers are never changed (``-5`` in an Int column stays ``-5``). Pass
+        ``escape_formulas=False`` for the text exactly as the server sent it, for a program
+        rather than a spreadsheet to read.
+
+        The file is replaced unless ``append=True`` (emptied when the first page is written: an
+        export that fails before that leaves it as it was)."""
+        return self._export(path, "csv", append, progress, escape_formulas)
 
     def write_jsonl(
         self, path: str | os.PathLike[str], *, append: bool = False, progress: Progress = None

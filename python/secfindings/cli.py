@@ -18,15 +18,18 @@ from __future__ import annotations
 
 import json
 import os
+import re
+import shlex
 import sys
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any, NoReturn, TypeVar
 
 import click
 
 import secfindings
+from secfindings._paging import ExportResult, _relay_index
 from secfindings.errors import (
     AuthenticationError,
     ConfigurationError,
@@ -50,6 +53,13 @@ EXPORTS = {
     "ticket_sla_rules": "ticket_sla_rules",
 }
 
+#: The formats `export` writes, by the extension of --out (a file with no extension: JSON lines).
+SUFFIXES = {".jsonl": "jsonl", ".ndjson": "jsonl", ".csv": "csv", ".parquet": "parquet", ".pq": "parquet"}
+
+#: The library's limit on the nesting of a variable (the core's MAX_DEPTH, src/py/convert.rs):
+#: a --var too deep for Python's JSON parser gets the error the library gives past it.
+MAX_DEPTH = 120
+
 
 def _client() -> secfindings.Client:
     """A client from the environment, or from a prompt on a terminal."""
@@ -69,14 +79,18 @@ def _client() -> secfindings.Client:
     return secfindings.Client(token, base_url=base)
 
 
+def _interrupted() -> NoReturn:
+    click.echo("interrupted", err=True)
+    sys.exit(130)
+
+
 @contextmanager
 def _errors() -> Iterator[None]:
     """Maps the library's errors to messages and exit codes a shell user expects."""
     try:
         yield
     except KeyboardInterrupt:
-        click.echo("interrupted", err=True)
-        sys.exit(130)
+        _interrupted()
     except (ConfigurationError, ValidationError) as exc:
         click.echo(f"error: {exc}", err=True)
         sys.exit(2)
@@ -94,15 +108,41 @@ def _errors() -> Iterator[None]:
         sys.exit(1)
 
 
-def _value(text: str) -> Any:
+def _value(name: str, text: str) -> Any:
     """A --var value: JSON when it parses (numbers, true, lists, objects), else the text."""
     try:
         return json.loads(text)
+    except RecursionError:
+        # Deeper than Python's parser goes, so far deeper than the library takes.
+        raise ValidationError(
+            f"variables nests deeper than {MAX_DEPTH} levels (at variables.{name}); does it contain itself?"
+        ) from None
     except ValueError:
         return text
 
 
-@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+class _Main(click.Group):
+    """The command group. Ctrl-C is exit 130 wherever it comes, also while the arguments are
+    read (a FILE that is a FIFO nobody writes) or at a prompt, where click would exit 1."""
+
+    def make_context(self, *args: Any, **kwargs: Any) -> click.Context:
+        try:
+            return super().make_context(*args, **kwargs)
+        except KeyboardInterrupt:
+            _interrupted()
+
+    def invoke(self, ctx: click.Context) -> Any:
+        try:
+            return super().invoke(ctx)
+        except KeyboardInterrupt:
+            _interrupted()
+        except click.Abort as exc:  # click.prompt turns Ctrl-C into Abort
+            if isinstance(exc.__context__, KeyboardInterrupt):
+                _interrupted()
+            raise
+
+
+@click.group(cls=_Main, context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(package_name="secfindings", message="%(prog)s %(version)s")
 def main() -> None:
     """The Security Findings Management API from the shell (see `secfindings COMMAND --help`)."""
@@ -114,15 +154,17 @@ def main() -> None:
 @click.option("--operation", help="The operation to run, when the document has several.")
 def query(file: Any, variables: tuple[str, ...], operation: str | None) -> None:
     """Run the GraphQL document in FILE ('-' for stdin) and print its data as JSON."""
-    values: dict[str, Any] = {}
+    pairs = []
     for item in variables:
         name, sep, text = item.partition("=")
         if not sep or not name:
             raise click.BadParameter(f"expected NAME=VALUE, got {item!r}", param_hint="--var")
-        values[name] = _value(text)
-    document = file.read()
-    with _errors(), _client() as client:
-        data = client.execute(document, values or None, operation)
+        pairs.append((name, text))
+    with _errors():
+        values = {name: _value(name, text) for name, text in pairs}
+        document = file.read()
+        with _client() as client:
+            data = client.execute(document, values or None, operation)
     click.echo(json.dumps(data, indent=2, ensure_ascii=False, default=str))
 
 
@@ -134,7 +176,8 @@ def query(file: Any, variables: tuple[str, ...], operation: str | None) -> None:
     "fmt",
     type=click.Choice(["jsonl", "csv", "parquet"]),
     default=None,
-    help="Default: from --out.",
+    help="Default: from the extension of --out (.jsonl or .ndjson, .csv, .parquet or .pq; "
+    "JSON lines when it has none). Any other extension needs --format.",
 )
 @click.option("--filter", "filter_json", help="A filter tree in the API's filter JSON (findings only).")
 @click.option("--fields", help="The fields to select (GraphQL selection text, or '*').")
@@ -143,8 +186,18 @@ def query(file: Any, variables: tuple[str, ...], operation: str | None) -> None:
 @click.option("--limit", type=click.IntRange(min=0), help="At most this many rows.")
 @click.option("--page-size", type=click.IntRange(1, 100), default=100, show_default=True)
 @click.option("--append", is_flag=True, help="Append to --out (jsonl, csv) instead of replacing it.")
+@click.option("--overwrite", is_flag=True, help="Replace --out when it exists and is not empty.")
+@click.option(
+    "--escape-formulas/--no-escape-formulas",
+    default=True,
+    show_default=True,
+    help="CSV: write text cells that start with =, +, -, @, a tab or a CR with a ' in front, "
+    "so that a spreadsheet shows them instead of running them as formulas.",
+)
 @click.option("--progress/--no-progress", default=True, show_default=True, help="Progress on stderr.")
+@click.pass_context
 def export(
+    ctx: click.Context,
     what: str,
     out: Path,
     fmt: str | None,
@@ -155,16 +208,33 @@ def export(
     limit: int | None,
     page_size: int,
     append: bool,
+    overwrite: bool,
+    escape_formulas: bool,
     progress: bool,
 ) -> None:
     """Stream a connection (default: findings) into a JSON-lines, CSV or Parquet file.
 
-    Memory stays at about a page. When the export is interrupted, the cursor to resume from is
-    printed on stderr: run the same command with --after CURSOR (and --append for jsonl/csv).
+    Memory stays at about a page. A file that exists and is not empty is replaced only with
+    --overwrite, added to only with --append. When the export is interrupted, the command that
+    completes it is printed on stderr: the same one with --after CURSOR and --append (jsonl,
+    csv), or with --out naming a new part file (Parquet); with nothing lost or repeated.
     """
-    fmt = fmt or {".parquet": "parquet", ".csv": "csv"}.get(out.suffix.lower(), "jsonl")
+    fmt = fmt or _format_of(out)
     if fmt == "parquet" and append:
-        raise click.BadParameter("Parquet files cannot be appended to: write the rest to a new file")
+        raise click.BadParameter(
+            "Parquet files cannot be appended to: write the rest to a new file", param_hint="--append"
+        )
+    if append and overwrite:
+        raise click.UsageError("--append and --overwrite contradict each other: give one of them")
+    if not append and not overwrite and out.is_file() and out.stat().st_size > 0:
+        how = (
+            "--overwrite to replace it"
+            if fmt == "parquet"
+            else "--append to add to it, --overwrite to replace it"
+        )
+        raise click.UsageError(f"{out} exists and is not empty: give {how}, or another --out")
+    if after is not None:
+        _check_cursor(after)
     operation = EXPORTS[what]
     kwargs: dict[str, Any] = {"after": after, "limit": limit, "page_size": page_size, "fields": fields}
     if filter_json is not None:
@@ -182,20 +252,112 @@ def export(
             with _client() as client:
                 pager = getattr(client, operation)(**kwargs)
                 writer = getattr(pager, f"write_{fmt}")
-                result = (
-                    writer(out, progress=progress)
-                    if fmt == "parquet"
-                    else writer(out, append=append, progress=progress)
-                )
+                if fmt == "parquet":
+                    result = writer(out, progress=progress)
+                elif fmt == "csv":
+                    result = writer(out, append=append, progress=progress, escape_formulas=escape_formulas)
+                else:
+                    result = writer(out, append=append, progress=progress)
+        except OSError as exc:
+            if exc.filename is None:  # a failed write names no file: say which
+                exc.filename = str(out)
+            _hint(ctx, pager, fmt)
+            raise
         except BaseException:
-            if pager is not None and pager.cursor is not None:
-                click.echo(f"resume with: --after {pager.cursor}", err=True)
+            _hint(ctx, pager, fmt)
             raise
     click.echo(
         f"wrote {result.rows} rows in {result.pages} pages to {result.path}"
         + (f"; last cursor {result.cursor}" if result.cursor else ""),
         err=True,
     )
+
+
+def _format_of(out: Path) -> str:
+    """The format --out names by its extension (JSON lines when it has none)."""
+    suffix = out.suffix.lower()
+    if not suffix:
+        return "jsonl"
+    if suffix not in SUFFIXES:
+        known = ", ".join(SUFFIXES)
+        raise click.BadParameter(
+            f"{out.name!r} names no format this command writes ({known}): give --format "
+            "jsonl, csv or parquet to write that format under this name",
+            param_hint="--out",
+        )
+    return SUFFIXES[suffix]
+
+
+def _check_cursor(after: str) -> None:
+    """What can be told of a cursor without the server: not empty, and a graphql-relay array
+    cursor has an index of 0 or more. (One the server cannot read is refused by the export at
+    its first page, before anything is written: the server answers it from the start.)"""
+    index = _relay_index(after)
+    if not after.strip() or (index is not None and index < 0):
+        raise click.BadParameter(
+            f"{after!r} is not a cursor of the server: give the one an interrupted export printed",
+            param_hint="--after",
+        )
+
+
+def _part_file(out: Path) -> Path:
+    """A file next to ``out`` for the rest of a Parquet export: ``NAME.partN.parquet`` with the
+    first N from 2 that names no existing file."""
+    stem = re.sub(r"\.part\d+$", "", out.stem)
+    n = 2
+    while True:
+        part = out.with_name(f"{stem}.part{n}{out.suffix}")
+        if not part.exists():
+            return part
+        n += 1
+
+
+def _hint(ctx: click.Context, pager: Any, fmt: str) -> None:
+    """After an interruption: prints the command that completes the export, as it is to be run."""
+    if pager is None:
+        return
+    written: ExportResult | None = getattr(pager, "_written", None)
+    cursor = written.cursor if written is not None else pager.cursor
+    if cursor is None:
+        return  # nothing written and no cursor given: the same command again
+    rows = written.rows if written is not None else 0
+    p = dict(ctx.params)
+    argv = [ctx.find_root().info_name or "secfindings", "export", p["what"]]
+    out: Path = p["out"]
+    change: list[str] = ["--after", cursor]
+    if rows:  # the file has the rows up to the cursor: the rest goes after them
+        if fmt == "parquet":
+            out = _part_file(out)
+            change += ["--out", str(out)]
+        else:
+            change.append("--append")
+        p["append"], p["overwrite"] = fmt != "parquet", False
+        if p["limit"] is not None:
+            p["limit"] -= rows
+            if p["limit"] <= 0:
+                click.echo(f"all {rows} rows asked for were written to {p['out']}", err=True)
+                return
+            change += ["--limit", str(p["limit"])]
+    argv += ["--out", str(out)]
+    for name, option in (
+        ("fmt", "--format"),
+        ("filter_json", "--filter"),
+        ("fields", "--fields"),
+        ("sort", "--sort"),
+        ("limit", "--limit"),
+    ):
+        if p[name] is not None:
+            argv += [option, str(p[name])]
+    argv += ["--page-size", str(p["page_size"]), "--after", cursor]
+    argv += [flag for flag, on in (("--append", p["append"]), ("--overwrite", p["overwrite"])) if on]
+    if not p["escape_formulas"]:
+        argv.append("--no-escape-formulas")
+    if not p["progress"]:
+        argv.append("--no-progress")
+    if rows:
+        click.echo(f"{rows} rows were written to {p['out']}", err=True)
+    click.echo(f"resume with: {shlex.join(change)}; that is, run:", err=True)
+    click.echo(f"  {shlex.join(argv)}", err=True)
 
 
 @main.command()
@@ -222,11 +384,15 @@ def schema(refresh: bool) -> None:
     click.echo(live.sdl)
 
 
-@main.command(context_settings={"ignore_unknown_options": True, "allow_extra_args": True})
+@main.command(
+    context_settings={"ignore_unknown_options": True, "allow_extra_args": True, "help_option_names": []},
+    add_help_option=False,
+)
 @click.pass_context
 def emulator(ctx: click.Context) -> None:
-    """Run the offline emulator (options: see `secfindings emulator --help-emulator`)."""
+    """Run the offline emulator (options: see `secfindings emulator --help`)."""
     from secfindings.emulator import main as run
 
+    # Its options are the emulator's own (python -m secfindings.emulator), --help included.
     args = ["--help" if a == "--help-emulator" else a for a in ctx.args]
-    sys.exit(run(args))
+    sys.exit(run(args, prog=f"{ctx.find_root().info_name or 'secfindings'} emulator"))

@@ -7,17 +7,70 @@ interrupted (Ctrl-C).
 from __future__ import annotations
 
 import argparse
+import ipaddress
+import math
 import sys
 import threading
+from collections.abc import Callable
+
+#: The most findings the emulator seeds (they are generated and held in memory).
+MAX_FINDINGS = 10_000_000
+#: The longest JWT lifetime it issues, in seconds (ten years).
+MAX_JWT_LIFETIME = 10 * 365 * 86_400
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m secfindings.emulator", description=__doc__)
-    parser.add_argument("--host", default="127.0.0.1", help="address to bind (default 127.0.0.1)")
-    parser.add_argument("--port", type=int, default=8080, help="port (0 picks a free one; default 8080)")
-    parser.add_argument("--findings", type=int, default=5_000, help="findings to seed (default 5000)")
-    parser.add_argument("--seed", type=int, default=7, help="seed of the generated data (default 7)")
-    parser.add_argument("--jwt-lifetime", type=float, default=3600.0, help="JWT lifetime in seconds")
+def _int_in(low: int, high: int) -> Callable[[str], int]:
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from None
+        if not low <= value <= high:
+            raise argparse.ArgumentTypeError(f"must be from {low} to {high}, got {value}")
+        return value
+
+    return parse
+
+
+def _seconds(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number of seconds, got {text!r}") from None
+    if not (math.isfinite(value) and 0 <= value <= MAX_JWT_LIFETIME):
+        raise argparse.ArgumentTypeError(f"must be from 0 to {MAX_JWT_LIFETIME} seconds, got {text}")
+    return value
+
+
+def _host(text: str) -> str:
+    try:
+        ipaddress.ip_address(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected an IP address such as 127.0.0.1, got {text!r}") from None
+    return text
+
+
+def main(argv: list[str] | None = None, prog: str = "python -m secfindings.emulator") -> int:
+    """Runs the emulator until Ctrl-C. Bad options exit 2 (argparse), naming the option."""
+    parser = argparse.ArgumentParser(prog=prog, description=__doc__)
+    parser.add_argument(
+        "--host", type=_host, default="127.0.0.1", help="IP address to bind (default 127.0.0.1)"
+    )
+    parser.add_argument(
+        "--port", type=_int_in(0, 65_535), default=8080, help="port (0 picks a free one; default 8080)"
+    )
+    parser.add_argument(
+        "--findings",
+        type=_int_in(0, MAX_FINDINGS),
+        default=5_000,
+        help=f"findings to seed (default 5000, at most {MAX_FINDINGS})",
+    )
+    parser.add_argument(
+        "--seed", type=_int_in(0, 2**64 - 1), default=7, help="seed of the generated data (default 7)"
+    )
+    parser.add_argument(
+        "--jwt-lifetime", type=_seconds, default=3600.0, help="JWT lifetime in seconds (default 3600)"
+    )
     parser.add_argument("--customer", default="acme", help="customer of the printed API token")
     parser.add_argument(
         "--response-cache",

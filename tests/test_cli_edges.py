@@ -1,0 +1,149 @@
+"""The command line at its edges (issue 19): usage errors of the emulator command, a deep --var,
+Ctrl-C while a query waits on its input, and a variable declared with no value. Each runs the
+command as a user runs it (a real process)."""
+
+from __future__ import annotations
+
+import errno
+import os
+import signal
+import subprocess
+import sys
+import time
+from typing import Any
+
+import pytest
+
+from secfindings.errors import SecFindingsError, ValidationError
+
+
+def run(args: list[str], env: dict[str, str] | None = None, module: str = "secfindings") -> Any:
+    base = {k: v for k, v in os.environ.items() if not k.startswith("SECFINDINGS_")}
+    return subprocess.run(
+        [sys.executable, "-m", module, *args],
+        env={**base, **(env or {})},
+        input="",
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+
+
+@pytest.fixture
+def creds(emulator: Any) -> dict[str, str]:
+    return {
+        "SECFINDINGS_API_TOKEN": emulator.create_api_token(),
+        "SECFINDINGS_BASE_URL": emulator.base_url,
+        "SECFINDINGS_AUTH_URL": emulator.auth_url,
+    }
+
+
+# -- 4. the emulator command ------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("args", "option"),
+    [
+        (["--findings", "-5"], "--findings"),
+        (["--findings", "many"], "--findings"),
+        (["--port", "70000"], "--port"),
+        (["--port", "-1"], "--port"),
+        (["--seed", "-1"], "--seed"),
+        (["--jwt-lifetime", "-3"], "--jwt-lifetime"),
+        (["--jwt-lifetime", "nan"], "--jwt-lifetime"),
+        (["--host", "localhost.invalid"], "--host"),
+    ],
+)
+@pytest.mark.parametrize("module", ["secfindings", "secfindings.emulator"])
+def test_emulator_usage_errors_exit_2_naming_the_option(args, option, module):
+    prefix = ["emulator"] if module == "secfindings" else []
+    out = run([*prefix, *args], module=module)
+    assert out.returncode == 2, out.stderr
+    assert option in out.stderr
+    assert "unsigned" not in out.stderr
+    assert "Traceback" not in out.stderr
+
+
+def test_emulator_help_lists_its_options():
+    out = run(["emulator", "--help"])
+    assert out.returncode == 0, out.stderr
+    for option in ("--findings", "--port", "--seed", "--jwt-lifetime", "--host"):
+        assert option in out.stdout
+    assert "help-emulator" not in out.stdout
+    assert "secfindings emulator" in out.stdout
+    # The old spelling still works.
+    assert "--findings" in run(["emulator", "--help-emulator"]).stdout
+
+
+# -- 6. a deep --var --------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("depth", [200, 5_000])
+def test_a_deep_var_is_one_line_and_exit_2(creds, tmp_path, depth):
+    doc = tmp_path / "q.graphql"
+    doc.write_text("query Q($id: ID!) { finding(id: $id) { id } }")
+    out = run(["query", str(doc), "--var", "id=" + "[" * depth + "]" * depth], creds)
+    assert out.returncode == 2, out.stderr
+    assert "Traceback" not in out.stderr
+    assert out.stderr.count("\n") == 1
+    assert "nests deeper than 120 levels" in out.stderr
+    assert "variables.id" in out.stderr
+
+
+# -- 7. Ctrl-C while the input is read --------------------------------------------------------
+
+
+def _reader_waits_on(fifo: str) -> int:
+    """Opens the FIFO's write end once a reader waits on it (ENXIO until then); the caller
+    holds it open and writes nothing."""
+    while True:
+        try:
+            return os.open(fifo, os.O_WRONLY | os.O_NONBLOCK)
+        except OSError as exc:
+            if exc.errno != errno.ENXIO:
+                raise
+            time.sleep(0.01)  # polling for the reader to arrive, not timing anything
+
+
+@pytest.mark.skipif(not hasattr(os, "mkfifo"), reason="no FIFOs here")
+def test_ctrl_c_while_query_waits_on_a_fifo_exits_130(creds, tmp_path):
+    fifo = str(tmp_path / "q.graphql")
+    os.mkfifo(fifo)
+    base = {k: v for k, v in os.environ.items() if not k.startswith("SECFINDINGS_")}
+    with subprocess.Popen(
+        [sys.executable, "-m", "secfindings", "query", fifo],
+        env={**base, **creds},
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    ) as proc:
+        writer = _reader_waits_on(fifo)
+        try:
+            proc.send_signal(signal.SIGINT)
+            _, err = proc.communicate(timeout=60)
+        finally:
+            os.close(writer)
+    assert proc.returncode == 130, err
+    assert "interrupted" in err
+    assert "Traceback" not in err
+
+
+# -- 10. a declared variable with no value ----------------------------------------------------
+
+
+def test_a_declared_variable_without_a_value_is_exit_2(client, creds, tmp_path):
+    try:
+        client.execute("query Q($id: ID!) { finding(id: $id) { id } }", {})
+    except ValidationError:
+        pass
+    except SecFindingsError:
+        pytest.skip("the library does not check declared variables yet")
+    doc = tmp_path / "q.graphql"
+    doc.write_text("query Q($id: ID!) { finding(id: $id) { id } }")
+    out = run(["query", str(doc)], creds)
+    assert out.returncode == 2, out.stderr
+    assert "$id" in out.stderr or "id" in out.stderr
+    out = run(["query", str(doc), "--var", "idd=1"], creds)
+    assert out.returncode == 2, out.stderr
+    assert "Traceback" not in out.stderr
