@@ -16,7 +16,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from secfindings import _native
-from secfindings._schema import ANALYST, Schema, forget_cached, read_cached, write_cached
+from secfindings._schema import ANALYST, Schema, SchemaTooLarge, forget_cached, read_cached, write_cached
 from secfindings.errors import APIStatusError, GraphQLError, RateLimitError, ValidationError
 
 __all__ = ["MODES", "LiveNative", "introspection_query"]
@@ -100,12 +100,11 @@ def _masked(error: Exception) -> str:
 
 def _fell_back(base_url: str, error: Exception) -> Schema | None:
     schema = _builtin(base_url)
-    log.info(
-        "introspection is not available at %s (%s); %s",
-        base_url,
-        _masked(error),
-        "checking against the built-in schema" if schema else "no schema checks (this build has none)",
-    )
+    then = "checking against the built-in schema" if schema else "no schema checks (this build has none)"
+    if isinstance(error, _Unusable) and error.too_large:
+        log.warning("the schema of %s is not used: %s; %s", base_url, _masked(error), then)
+    else:
+        log.info("introspection is not available at %s (%s); %s", base_url, _masked(error), then)
     if schema is not None:
         _MEMORY[(base_url, "live")] = schema
     else:
@@ -143,7 +142,12 @@ def _settled(base_url: str, data: Any = None, error: Exception | None = None) ->
 
 
 class _Unusable(Exception):
-    """An introspection answer the client cannot build a schema from."""
+    """An introspection answer the client cannot build a schema from (``too_large``: beyond the
+    limits of :mod:`secfindings._schema`)."""
+
+    def __init__(self, message: str, too_large: bool = False) -> None:
+        super().__init__(message)
+        self.too_large = too_large
 
 
 def _fetched(base_url: str, data: Any) -> Schema:
@@ -152,6 +156,8 @@ def _fetched(base_url: str, data: Any) -> Schema:
     now = time.time()
     try:
         schema = Schema(base_url, "server", introspection=data, fetched_at=now)
+    except SchemaTooLarge as e:
+        raise _Unusable(f"it is larger than the client accepts: {e}", too_large=True) from None
     except Exception as e:  # graphql-core's errors for a malformed answer are of several kinds
         raise _Unusable(f"the answer is not a usable schema: {str(e)[:200]}") from None
     write_cached(base_url, data, now)
