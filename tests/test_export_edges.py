@@ -425,3 +425,10 @@ def test_a_full_disk_is_reported_as_such_by_the_command(creds, fmt):
     assert "No space left on device" in out.stderr
     assert "Invalid argument" not in out.stderr
     assert "Traceback" not in out.stderr
+
+
+def test_an_export_into_a_pipe_is_written(creds):
+    # A pipe cannot be rewound (nothing to take out of it after a failure), yet it takes an export.
+    out = run(["export", "--out", "/dev/stdout", "--format", "jsonl", "--limit", "3", "--no-progress"], creds)
+    assert out.returncode == 0, out.stderr
+    assert [json.loads(line)["id_int"] for line in out.stdout.splitlines()] == [1, 2, 3]

@@ -390,7 +390,7 @@ def schema(refresh: bool) -> None:
 )
 @click.pass_context
 def emulator(ctx: click.Context) -> None:
-    """Run the offline emulator (options: see `secfindings emulator --help`)."""
+    """Run the offline emulator on loopback. Its options: `secfindings emulator --help`."""
     from secfindings.emulator import main as run
 
     # Its options are the emulator's own (python -m secfindings.emulator), --help included.

@@ -52,7 +52,11 @@ def _host(text: str) -> str:
 
 def main(argv: list[str] | None = None, prog: str = "python -m secfindings.emulator") -> int:
     """Runs the emulator until Ctrl-C. Bad options exit 2 (argparse), naming the option."""
-    parser = argparse.ArgumentParser(prog=prog, description=__doc__)
+    parser = argparse.ArgumentParser(
+        prog=prog,
+        description="Runs the emulator as a standalone server on loopback: prints the base URL, the "
+        "identity-provider URL and a ready API token, then serves until interrupted (Ctrl-C).",
+    )
     parser.add_argument(
         "--host", type=_host, default="127.0.0.1", help="IP address to bind (default 127.0.0.1)"
     )
