@@ -77,4 +77,8 @@ def wrap(operation: str, model: type[M], raw: Any) -> M:
     """The typed result; a null result (with no error) is raised, never returned as None."""
     if raw is None:
         raise NotFoundError(f"{operation}() returned null (no object, and no error from the server)")
+    if not isinstance(raw, Mapping):
+        from secfindings.models._base import ShapeError, kind
+
+        raise ShapeError(f"{operation}: expected an object ({model.__name__}), got {kind(raw)}")
     return model(raw)

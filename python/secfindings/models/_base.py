@@ -19,6 +19,7 @@ from collections.abc import Callable, Iterator, Mapping
 from typing import TYPE_CHECKING, Annotated, Any, ClassVar, Generic, TypeVar, overload
 
 from secfindings._paging import PageInfo
+from secfindings.errors import TransportError
 
 __all__ = ["Connection", "GenericModel", "JSONString", "Model"]
 
@@ -41,6 +42,27 @@ JSONString = Annotated[Any, _JSON_STRING]
 """A GraphQL ``JSONString`` field: decoded with :func:`json.loads` on access."""
 
 _Convert = Callable[[Any], Any]
+
+
+class ShapeError(TransportError, ValueError):
+    """An answer whose shape does not fit the selection (a string where an object was selected,
+    an object where a list was): a :class:`~secfindings.TransportError` naming where and what
+    was expected (also a ValueError, as these errors were before)."""
+
+
+def kind(value: Any) -> str:
+    """What a JSON value is, for messages: ``a string``, ``an object``, ..."""
+    if isinstance(value, str):
+        return "a string"
+    if isinstance(value, bool):
+        return "a boolean"
+    if isinstance(value, (int, float)):
+        return "a number"
+    if isinstance(value, Mapping):
+        return "an object"
+    if isinstance(value, (list, tuple)):
+        return "a list"
+    return "null" if value is None else f"a {type(value).__name__}"
 
 
 class _Field:
@@ -97,6 +119,18 @@ class Model(metaclass=_ModelMeta):
     dict and :meth:`selection` the GraphQL text that selects every declared field. Two models
     are equal when they are of the same class over equal data; copies and pickles carry the
     raw data only.
+
+    Field names the model uses itself: ``model["name"]`` reads any field by its GraphQL name,
+    converted like the attribute, which is how to read a field named like one of the model's
+    own attributes (its methods ``to_dict``, ``selection`` and ``declared_fields``, or any name
+    starting with ``_``, such as ``_data``): ``model.to_dict`` is always the method and
+    ``model["to_dict"]`` the field. :meth:`to_dict`, ``repr`` and ``in`` include every field.
+    A name not selected raises KeyError with the same message as the attribute's
+    AttributeError. Models are not iterable (``to_dict()`` gives the fields).
+
+    An answer of the wrong shape (a string where an object is selected, an object where a list
+    or a connection is) raises :class:`~secfindings.TransportError` naming the field, when it
+    is read.
     """
 
     __slots__ = ("_cache", "_data")
@@ -129,6 +163,8 @@ class Model(metaclass=_ModelMeta):
     )
 
     def __init__(self, data: Mapping[str, Any]) -> None:
+        if type(data) is not dict and not isinstance(data, Mapping):
+            raise ShapeError(f"{type(self).__name__}: expected an object, got {kind(data)}")
         self._data = data
         self._cache = None
 
@@ -155,27 +191,59 @@ class Model(metaclass=_ModelMeta):
             if cache is not None and name in cache:
                 return cache[name]
             data = self._data
-            field = type(self)._table().get(name)
             if name in data:
                 value = data[name]
                 if value is None:
                     return value
-                if field is None:
-                    # A field the class does not declare (selected with fields=, or one the
-                    # live schema has): typed from the live schema where it knows the field,
-                    # and objects in it read as generic models, not bare dicts.
-                    value = _undeclared(type(self).__name__, name, value)
-                elif field.convert is None:
+                field = type(self)._table().get(name)
+                if field is not None and field.convert is None:
                     return value
-                else:
-                    value = field.convert(value)
-                if cache is None:
-                    self._cache = cache = {}
-                cache[name] = value
-                return value
-            if field is not None:
-                raise AttributeError(_not_selected(self, name))
-            raise AttributeError(f"{type(self).__name__!r} object has no field {name!r}")
+                return self._converted(name, value, field)
+            raise AttributeError(self._missing(name))
+
+    def __getitem__(self, name: str) -> Any:
+        """The field ``name`` (its GraphQL name), converted as its attribute is; also for fields
+        named like the model's own attributes (``model["to_dict"]``, ``model["_data"]``)."""
+        if not isinstance(name, str):
+            raise TypeError(
+                f"{type(self).__name__} fields are read by name (a str), not {type(name).__name__}"
+            )
+        cache = self._cache
+        if cache is not None and name in cache:
+            return cache[name]
+        data = self._data
+        if name not in data:
+            raise KeyError(self._missing(name))
+        value = data[name]
+        if value is None:
+            return value
+        field = type(self)._table().get(name)
+        if field is not None and field.convert is None:
+            return value
+        return self._converted(name, value, field)
+
+    __iter__ = None  # a model is not a sequence of its fields (item access is by name)
+
+    def _converted(self, name: str, value: Any, field: _Field | None) -> Any:
+        if field is None:
+            # A field the class does not declare (selected with fields=, or one the live schema
+            # has): typed from the live schema where it knows the field, and objects in it read
+            # as generic models, not bare dicts.
+            value = _undeclared(type(self).__name__, name, value)
+        else:
+            convert = field.convert
+            assert convert is not None
+            value = convert(value)
+        cache = self._cache
+        if cache is None:
+            self._cache = cache = {}
+        cache[name] = value
+        return value
+
+    def _missing(self, name: str) -> str:
+        if name in type(self)._table():
+            return _not_selected(self, name)
+        return f"{type(self).__name__!r} object has no field {name!r}"
 
     def __contains__(self, name: object) -> bool:
         return name in self._data
@@ -300,6 +368,10 @@ def _undeclared(owner: str, name: str, value: Any) -> Any:
     named, leaf = known
     if leaf:
         return _leaf(named, f"{owner}.{name}", value)
+    if not isinstance(value, (dict, list)) or (
+        isinstance(value, list) and any(v is not None and not isinstance(v, (dict, list)) for v in value)
+    ):
+        raise ShapeError(f"{owner}.{name}: expected an object ({named}), got {kind(value)}")
     return _generic(value, generic_class(named))
 
 
@@ -315,12 +387,14 @@ class Connection(Generic[T]):
     nothing to show and are skipped.
     """
 
-    __slots__ = ("_node_type", "_nodes", "_raw")
+    __slots__ = ("_node_type", "_nodes", "_raw", "_where")
 
-    def __init__(self, raw: Mapping[str, Any], node_type: type[T]) -> None:
+    def __init__(self, raw: Mapping[str, Any], node_type: type[T], where: str | None = None) -> None:
         self._raw = raw
         self._node_type = node_type
         self._nodes: list[T] | None = None
+        #: Where the connection is (``Finding.tickets``), for messages.
+        self._where = where or f"Connection[{node_type.__name__}]"
 
     @property
     def nodes(self) -> list[T]:
@@ -333,16 +407,28 @@ class Connection(Generic[T]):
                     "select it as `edges { node { ... } }`"
                 )
             make = self._node_type
+            edges = self._raw["edges"]
+            if edges is not None and not isinstance(edges, list):
+                raise ShapeError(f"{self._where}.edges: expected a list, got {kind(edges)}")
             nodes = []
-            for edge in self._raw["edges"] or ():
+            for i, edge in enumerate(edges or ()):
                 if edge is None:
                     continue
+                if not isinstance(edge, Mapping):
+                    raise ShapeError(
+                        f"{self._where}.edges[{i}]: expected an object (an edge), got {kind(edge)}"
+                    )
                 if "node" not in edge:
                     raise AttributeError(
                         f"Connection[{make.__name__}]: edges {{ node }} was not selected in this request"
                     )
                 node = edge["node"]
                 if node is not None:
+                    if not isinstance(node, Mapping):
+                        raise ShapeError(
+                            f"{self._where}.edges[{i}].node: expected an object ({make.__name__}), "
+                            f"got {kind(node)}"
+                        )
                     nodes.append(make(node))
             self._nodes = nodes
         return nodes
@@ -356,6 +442,8 @@ class Connection(Generic[T]):
         info = self._raw.get("pageInfo")
         if info is None:
             return None
+        if not isinstance(info, Mapping):
+            raise ShapeError(f"{self._where}.pageInfo: expected an object (PageInfo), got {kind(info)}")
         return PageInfo(
             has_next_page=bool(info.get("hasNextPage", False)),
             has_previous_page=bool(info.get("hasPreviousPage", False)),
@@ -367,6 +455,8 @@ class Connection(Generic[T]):
     def total_count(self) -> int | None:
         """The connection's ``total_count``, or None if it was not selected (or is null)."""
         value = self._raw.get("total_count")
+        if value is not None and (isinstance(value, bool) or not isinstance(value, (int, float, str))):
+            raise ShapeError(f"{self._where}.total_count: expected a number, got {kind(value)}")
         return None if value is None else int(value)
 
     def __iter__(self) -> Iterator[T]:
@@ -455,7 +545,8 @@ def _compile(hint: Any, where: str) -> _Field:
     if origin is list:
         (item_hint,) = typing.get_args(hint)
         item = _compile(item_hint, f"{where}[]")
-        convert = None if item.convert is None else functools.partial(_convert_list, item.convert)
+        # Converted on access even when its items are not: a list is checked to be one.
+        convert = functools.partial(_convert_list_at, where, item.convert)
         dump = None if item.dump is None else functools.partial(_convert_list, item.dump)
         return _Field(convert, dump, "list" if item.kind == "scalar" else item.kind, item.node)
     if origin is Connection:
@@ -483,6 +574,12 @@ def _convert_list(item: _Convert, value: Any) -> Any:
     return [None if v is None else item(v) for v in value]
 
 
+def _convert_list_at(where: str, item: _Convert | None, value: Any) -> Any:
+    if not isinstance(value, list):
+        raise ShapeError(f"{where}: expected a list, got {kind(value)}")
+    return value if item is None else [None if v is None else item(v) for v in value]
+
+
 def _to_float(value: Any) -> Any:
     # JSON has one number type; a whole-number score may arrive as 7, which is still a Float.
     if type(value) is int:
@@ -492,14 +589,16 @@ def _to_float(value: Any) -> Any:
 
 def _make_model(cls: type[Model], where: str, value: Any) -> Model:
     if not isinstance(value, Mapping):
-        raise ValueError(f"{where}: expected a JSON object for {cls.__name__}, got {type(value).__name__}")
+        raise ShapeError(f"{where}: expected a JSON object for {cls.__name__}, got {kind(value)}")
     return cls(value)
 
 
 def _make_connection(node: type[Model], where: str, value: Any) -> Connection[Any]:
     if not isinstance(value, Mapping):
-        raise ValueError(f"{where}: expected a JSON object for a connection, got {type(value).__name__}")
-    return Connection(value, node)
+        raise ShapeError(
+            f"{where}: expected a JSON object for a connection of {node.__name__}, got {kind(value)}"
+        )
+    return Connection(value, node, where)
 
 
 def _decode_json(where: str, value: Any) -> Any:
