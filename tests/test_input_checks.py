@@ -6,6 +6,11 @@ close, and sync/async protocol mix-ups. Each is checked against the emulator ove
 from __future__ import annotations
 
 import asyncio
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -136,6 +141,31 @@ def test_variables_with_a_default_or_supplied_by_paging_are_not_required(
     assert client.execute(two, operation_name="B")["findings_view"]["total_count"] > 0
     with pytest.raises(ValidationError, match=r"\$id \(ID!\) is required"):
         client.execute(two, operation_name="A")
+
+
+def test_the_command_line_exits_2_for_a_missing_variable(emulator: Emulator, tmp_path: Path) -> None:
+    doc = tmp_path / "q.graphql"
+    doc.write_text(FINDING_QUERY)
+    env = {k: v for k, v in os.environ.items() if not k.startswith("SECFINDINGS_")}
+    env.update(
+        SECFINDINGS_API_TOKEN=emulator.create_api_token(),
+        SECFINDINGS_BASE_URL=emulator.base_url,
+        SECFINDINGS_AUTH_URL=emulator.auth_url,
+        SECFINDINGS_SCHEMA_CACHE=str(tmp_path / "cache"),
+    )
+    for extra in ([], ["--var", "idd=1"]):
+        out = subprocess.run(
+            [sys.executable, "-m", "secfindings", "query", str(doc), *extra],
+            env=env,
+            input="",
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+        assert out.returncode == 2, out.stderr
+        assert "$id (ID!) is required" in out.stderr or "did you mean 'id'" in out.stderr
+    logged = [r for r in emulator.request_log() if "IntrospectionQuery" not in json.dumps(r)]
+    assert logged == []  # only the introspection reached the server
 
 
 def test_async_execute_checks_variables_too(emulator: Emulator) -> None:
