@@ -63,6 +63,23 @@ def test_a_global_id_of_another_type_in_an_id_filter_is_refused(emulator: Emulat
     assert field("title").equals(to_global_id("Finding", 1)).to_dict()["value"] == to_global_id("Finding", 1)
 
 
+def test_a_global_id_in_a_raw_filters_config_is_refused_with_the_form_to_use(emulator: Emulator) -> None:
+    gid = to_global_id("FindingsView", 6)
+    raw = {"field": "id", "condition": "in", "value": [gid]}
+    for mode in ("builtin", "off"):
+        with emulator.client(schema=mode) as c:
+            for tree in (raw, json.dumps(raw)):
+                with pytest.raises(
+                    ValidationError, match=r"give the integer id, or pass the filter as filters="
+                ):
+                    c.findings_view(filters_config={"filtersjson": tree}).to_list()
+            ok = c.findings_view(filters_config={"filtersjson": {**raw, "value": [6]}}, fields="id_int")
+            assert [v.id_int for v in ok] == [6]
+    assert [r["variables"]["filters_config"]["filtersjson"] for r in emulator.request_log()] == [
+        '{"field":"id","condition":"in","value":[6]}'
+    ] * 2
+
+
 def test_a_datasource_global_id_in_a_datasource_filter_is_converted(client: Any) -> None:
     ds = to_global_id("Datasource", 2)
     assert field("datasource_id").in_([ds]).to_dict()["value"] == [2]

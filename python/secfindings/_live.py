@@ -369,6 +369,12 @@ class LiveNative:
     ) -> str | None:
         fields = self._selection(schema, name, fields)
         config = args.get("filters_config")
+        if isinstance(config, Mapping) and config.get("filtersjson") is not None:
+            from secfindings.filters import global_id_problem
+
+            problem = global_id_problem(config["filtersjson"])
+            if problem:
+                raise ValidationError(problem)
         if schema is not None and isinstance(config, Mapping) and config.get("filtersjson") is not None:
             from secfindings.filters import unknown_fields, unknown_values
 

@@ -543,6 +543,33 @@ def _global_ids(tree: dict[str, Any], prefix: str = "", path: str = "") -> dict[
     return {**tree, "value": _id_value(value, full, types, where)}
 
 
+def global_id_problem(tree: Any) -> str | None:
+    """For a filter given as is (a raw ``filters_config.filtersjson``, dict or JSON text): a
+    message when an id filter in it holds a global id, which the filter language would compare
+    with integer ids and match nothing (``filters=`` converts them); else None."""
+    if isinstance(tree, Filter):
+        return None  # its to_dict() converts them
+    if isinstance(tree, str):
+        try:
+            tree = json.loads(tree)
+        except (ValueError, RecursionError):
+            return None
+    if not isinstance(tree, dict):
+        return None
+    try:
+        converted = _global_ids(tree)
+        if converted == tree:
+            return None
+    except ValidationError as e:
+        return str(e)
+    except RecursionError:
+        return None  # the core refuses a tree this deep
+    return (
+        "filters_config.filtersjson compares ids as integers (id_int), and it holds a global id: "
+        "give the integer id, or pass the filter as filters= (which converts global ids)"
+    )
+
+
 #: Filter field names that mean a field of the schema under another path (the schema's enum
 #: of that field gives the values the filter takes).
 FIELD_PATHS = {
