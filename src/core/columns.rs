@@ -217,11 +217,18 @@ impl Layout {
     fn learn_value(&mut self, v: &Value, prefix: &mut Vec<String>, row: usize) -> Result<()> {
         match v {
             Value::Object(map) => {
-                if let Some(idx) = self.column_at(prefix) {
+                if let Some(idx) = self.column_at(prefix, row)? {
                     // A typed (or already seen) column holds this object as a whole.
                     return self.learn_kind(idx, Kind::Json, row);
                 }
                 for (k, child) in map {
+                    if k.contains('\0') {
+                        // Arrow hands names over as C strings: the name would be cut or refused.
+                        return Err(Error::Transport(format!(
+                            "row {row}: the key {k:?} holds a NUL character, which no column name can \
+                             carry; read these rows with to_list() or write_jsonl()"
+                        )));
+                    }
                     prefix.push(k.clone());
                     self.learn_value(child, prefix, row)?;
                     prefix.pop();
@@ -233,7 +240,7 @@ impl Layout {
                 if kind == Kind::Null && self.parents.contains(&prefix.join(".")) {
                     return Ok(());
                 }
-                match self.column_at(prefix) {
+                match self.column_at(prefix, row)? {
                     Some(idx) => self.learn_kind(idx, kind, row),
                     None if self.frozen => Err(self.frozen_error(&prefix.join("."), row)),
                     None => {
@@ -245,8 +252,20 @@ impl Layout {
         }
     }
 
-    fn column_at(&self, path: &[String]) -> Option<usize> {
-        self.by_name.get(&path.join(".")).copied()
+    /// The column of `path`; an error when another path flattens to the same name (a key
+    /// `x.y` beside `x { y }`): one of them would be dropped.
+    fn column_at(&self, path: &[String], row: usize) -> Result<Option<usize>> {
+        let Some(&idx) = self.by_name.get(&path.join(".")) else { return Ok(None) };
+        match self.columns.get(idx) {
+            Some(c) if c.path != path => Err(Error::Transport(format!(
+                "columns collide at row {row}: {} and {} both flatten to the column {:?}; select \
+                 one of them under an alias, or read the rows as dicts (to_list())",
+                describe_path(&c.path),
+                describe_path(path),
+                c.name
+            ))),
+            _ => Ok(Some(idx)),
+        }
     }
 
     fn learn_kind(&mut self, idx: usize, seen: Kind, row: usize) -> Result<()> {
@@ -280,6 +299,23 @@ impl Layout {
             "column {name:?} changes type or first appears at row {row}, after the stream's schema was fixed \
              from its first page; use to_arrow() (which widens the schema over every page) or a typed method"
         ))
+    }
+}
+
+/// A column's path as the reader sees it in the JSON: `the key "x.y"` or `the field x { y }`.
+fn describe_path(path: &[String]) -> String {
+    match path.split_last() {
+        None => "the empty key".into(),
+        Some((one, [])) => format!("the key {one:?}"),
+        Some((last, outer)) => {
+            let mut text = String::from("the field ");
+            for key in outer {
+                text.push_str(&format!("{key:?} {{ "));
+            }
+            text.push_str(&format!("{last:?}"));
+            text.push_str(&" }".repeat(outer.len()));
+            text
+        }
     }
 }
 
@@ -319,13 +355,74 @@ pub fn page_batch(
     if !layout.columns.is_empty() {
         if let Some(trie) = Trie::of(&layout.columns) {
             match fast::page(body, path, take, layout, &trie, first_row) {
-                Ok(Some(batch)) => return Ok(batch),
+                Ok(Some(batch)) => return exact(batch, body, first_row),
                 Ok(None) => {} // the layout must learn from this page first
                 Err(e) => return Err(e),
             }
         }
     }
-    slow_page_batch(body, path, take, layout, first_row)
+    exact(slow_page_batch(body, path, take, layout, first_row)?, body, first_row)
+}
+
+/// The batch, unless a float column took an integer literal beyond 64 bits (which JSON parsing
+/// turns into the nearest float: a silent change of the value). Whole floats that large are
+/// rare, so the body is looked at again only when one shows.
+fn exact(batch: RecordBatch, body: &[u8], first_row: usize) -> Result<RecordBatch> {
+    use arrow_array::Array as _;
+    for (field, column) in batch.schema().fields().iter().zip(batch.columns()) {
+        let Some(floats) = column.as_any().downcast_ref::<arrow_array::Float64Array>() else { continue };
+        let suspicious = floats.iter().flatten().any(|v| v.fract() == 0.0 && v.abs() >= 9.2e18);
+        if suspicious {
+            if let Some(literal) = wide_int_literal(body) {
+                let shown: String = literal.chars().take(40).collect();
+                return Err(Error::Transport(format!(
+                    "column {:?} (float), page from row {first_row}: the integer {shown} does not fit 64 bits, \
+                     and a float would change it; read these rows with to_list() (which keeps it exact), \
+                     or leave the field out",
+                    field.name()
+                )));
+            }
+        }
+    }
+    Ok(batch)
+}
+
+/// The first integer literal of a JSON text that no 64-bit integer holds (strings skipped).
+fn wide_int_literal(body: &[u8]) -> Option<String> {
+    let mut i = 0;
+    let mut in_string = false;
+    while let Some(&b) = body.get(i) {
+        if in_string {
+            match b {
+                b'\\' => i += 1,
+                b'"' => in_string = false,
+                _ => {}
+            }
+            i += 1;
+            continue;
+        }
+        match b {
+            b'"' => in_string = true,
+            b'-' | b'0'..=b'9' => {
+                let start = i;
+                while body.get(i).is_some_and(|c| matches!(c, b'-' | b'+' | b'.' | b'e' | b'E' | b'0'..=b'9')) {
+                    i += 1;
+                }
+                let token = body.get(start..i).unwrap_or_default();
+                let integral = !token.iter().any(|c| matches!(c, b'.' | b'e' | b'E'));
+                if integral {
+                    let text = String::from_utf8_lossy(token);
+                    if text.parse::<i64>().is_err() && text.parse::<u64>().is_err() {
+                        return Some(text.into_owned());
+                    }
+                }
+                continue;
+            }
+            _ => {}
+        }
+        i += 1;
+    }
+    None
 }
 
 /// Decodes one page answer through a JSON tree, learning new columns and types from it first
@@ -1254,6 +1351,11 @@ pub fn parse_datetime_us(s: &str) -> Option<i64> {
                 5 if t.as_bytes().get(2) == Some(&b':') => (digits(t.get(..2)?)?, digits(t.get(3..)?)?),
                 _ => return None,
             };
+            // As Python's datetime: an offset is less than a day and its minutes a valid count
+            // (`+99:99` would shift the time by more than four days).
+            if oh > 23 || om > 59 {
+                return None;
+            }
             sign * (oh * 3600 + om * 60)
         }
         _ => return None,
@@ -1664,11 +1766,63 @@ mod tests {
             "2024-13-01T00:00:00",
             "2024-01-01T25:00:00",
             "2024-01-01T00:00:00+1",
+            "2024-01-01T00:00:00+99:99",
+            "2024-01-01T00:00:00+24:00",
+            "2024-01-01T00:00:00-23:60",
+            "2024-01-01T00:00:00+0099",
             "2024-01-01T00:00+€1",
             "é024-01-01",
         ] {
             assert_eq!(parse_datetime_us(bad), None, "{bad}");
         }
+    }
+
+    fn raw_page(body: Vec<u8>) -> RawPage {
+        RawPage { body: body.into(), take: usize::MAX, info: Default::default(), path: None }
+    }
+
+    #[test]
+    fn integers_beyond_64_bits_are_refused_not_rounded() {
+        let body = br#"{"data": {"items": {"edges": [{"node": {"s": "99999999999999999999999", "n": 1180591620717411303424}}],
+            "pageInfo": {"hasNextPage": false}}}}"#;
+        let err = Columnar::new(None).unwrap().batch(&raw_page(body.to_vec())).unwrap_err().to_string();
+        assert!(err.contains("1180591620717411303424") && err.contains("\"n\""), "{err}");
+        // A float that large, written as a float, is a float.
+        let body = br#"{"data": {"items": {"edges": [{"node": {"s": "123456789012345678901", "n": 1.5e21}}],
+            "pageInfo": {"hasNextPage": false}}}}"#;
+        assert!(Columnar::new(None).unwrap().batch(&raw_page(body.to_vec())).is_ok());
+        assert_eq!(wide_int_literal(br#"{"a": "1234567890123456789012", "b": -9223372036854775808}"#), None);
+        assert_eq!(wide_int_literal(br#"{"a": "x\"1", "b": -9223372036854775809}"#).as_deref(), Some("-9223372036854775809"));
+        assert_eq!(wide_int_literal(br#"[18446744073709551615, 18446744073709551616]"#).as_deref(), Some("18446744073709551616"));
+    }
+
+    #[test]
+    fn a_key_with_a_nul_is_an_error_naming_it() {
+        let err = Columnar::new(None).unwrap().batch(&raw_page(page(json!([{"a\u{0}b": 1}])))).unwrap_err();
+        assert!(err.to_string().contains("NUL"), "{err}");
+    }
+
+    #[test]
+    fn offsets_up_to_a_day_are_taken() {
+        assert_eq!(parse_datetime_us("1970-01-01T00:00:00+23:59"), Some(-(23 * 3600 + 59 * 60) * 1_000_000));
+        assert_eq!(parse_datetime_us("1970-01-01T00:00:00-0130"), Some(5400 * 1_000_000));
+    }
+
+    #[test]
+    fn a_key_with_a_dot_beside_a_nested_field_is_an_error_naming_both() {
+        for nodes in [json!([{"x.y": 1, "x": {"y": 2}}]), json!([{"x": {"y": 2}, "x.y": 1}])] {
+            let body = page(nodes);
+            let raw = raw_page(body);
+            let mut c = Columnar::new(None).unwrap();
+            let err = c.batch(&raw).unwrap_err().to_string();
+            assert!(err.contains("the key \"x.y\""), "{err}");
+            assert!(err.contains("the field \"x\" { \"y\" }"), "{err}");
+        }
+        // Across pages, on the fast route: the second page brings the literal key.
+        let mut c = Columnar::new(None).unwrap();
+        c.batch(&raw_page(page(json!([{"x": {"y": 2}}])))).unwrap();
+        let err = c.batch(&raw_page(page(json!([{"x": {"y": 3}, "x.y": 4}]))));
+        assert!(err.unwrap_err().to_string().contains("collide"));
     }
 
     #[test]

@@ -111,10 +111,19 @@ pub struct Redactor {
     jwts: Arc<std::sync::RwLock<std::collections::VecDeque<Secret>>>,
 }
 
-/// The forms a secret may come back in: as is, and with `/` escaped as JSON allows (`\/`).
+/// The forms a secret may come back in: as is, with `/` escaped as JSON allows (`\/`), and for a
+/// JWT its signature alone (a server may echo the part it failed to verify).
 fn variants(secret: Secret) -> impl Iterator<Item = Secret> {
     let escaped = secret.expose().contains('/').then(|| Secret::new(secret.expose().replace('/', "\\/")));
-    std::iter::once(secret).chain(escaped)
+    let signature = jwt_signature(secret.expose()).map(Secret::new);
+    std::iter::once(secret).chain(escaped).chain(signature)
+}
+
+/// The signature segment of a JWT-shaped secret, when it is long enough to be unmistakable.
+fn jwt_signature(secret: &str) -> Option<&str> {
+    let mut parts = secret.split('.');
+    let (_header, _payload, signature) = (parts.next()?, parts.next()?, parts.next()?);
+    (parts.next().is_none() && signature.len() >= 16).then_some(signature)
 }
 
 impl Redactor {
@@ -142,10 +151,14 @@ impl Redactor {
             if list.iter().any(|s| s.expose() == jwt) {
                 return;
             }
-            if list.len() >= REMEMBERED_JWTS {
+            // Each JWT with its signature: two entries.
+            while list.len() + 2 > REMEMBERED_JWTS * 2 {
                 list.pop_front();
             }
             list.push_back(Secret::new(jwt));
+            if let Some(signature) = jwt_signature(jwt) {
+                list.push_back(Secret::new(signature));
+            }
         }
     }
 
@@ -279,6 +292,25 @@ mod tests {
         let e = ApiToken::parse(&token("[1,2]")).unwrap_err();
         assert!(e.contains("object"), "{e}");
         assert!(ApiToken::parse("   ").is_err());
+    }
+
+    #[test]
+    fn a_jwt_signature_alone_is_scrubbed() {
+        let sig = "Qx7vZ2pLm9Kd3WfR8tYb1nHc";
+        let jwt = format!("eyJhbGciOiJSUzI1NiJ9.eyJzdWIiOiIxIn0.{sig}");
+        let r = Redactor::default();
+        r.remember_jwt(&jwt);
+        assert_eq!(r.scrub(&format!("bad signature {sig}!")), "bad signature ****!");
+        let (cut, _) = r.scrub_cut(&format!("bad signature {sig}"), 20);
+        assert!(!cut.contains(&sig[..6]), "{cut}");
+        // A given JWT (not obtained by the client) too.
+        let given = Redactor::new([Secret::new(jwt.clone())]);
+        assert_eq!(given.scrub(sig), "****");
+        // Many JWTs later, the list stays bounded.
+        for i in 0..20 {
+            r.remember_jwt(&format!("eyJh.eyJz.{sig}{i:04}"));
+        }
+        assert!(r.jwts.read().unwrap().len() <= REMEMBERED_JWTS * 2);
     }
 
     #[test]
