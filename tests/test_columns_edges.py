@@ -10,8 +10,8 @@ from typing import Any
 
 import pytest
 from tests.hostile import HostileServer, Response, client, make_jwt
-from tests.test_subscriptions_hostile import first_error, upgrade, websocket_only
 from tests.test_subscriptions_hostile import close_frame as ws_close
+from tests.test_subscriptions_hostile import first_error, upgrade, websocket_only
 
 import secfindings
 
@@ -50,7 +50,10 @@ HOW = ["to_arrow", "to_pandas", "write_parquet", "write_csv"]
 @pytest.mark.parametrize("how", HOW)
 @pytest.mark.parametrize(
     "node",
-    [pytest.param({"x.y": 1, "x": {"y": 2}}, id="key-first"), pytest.param({"x": {"y": 2}, "x.y": 1}, id="nested-first")],
+    [
+        pytest.param({"x.y": 1, "x": {"y": 2}}, id="key-first"),
+        pytest.param({"x": {"y": 2}, "x.y": 1}, id="nested-first"),
+    ],
 )
 def test_names_that_collide_once_flattened_are_an_error_naming_both(
     node: dict[str, Any], how: str, tmp_path: Path
@@ -58,7 +61,8 @@ def test_names_that_collide_once_flattened_are_an_error_naming_both(
     with pytest.raises(secfindings.TransportError) as info:
         run([node], how, tmp_path)
     msg = str(info.value)
-    assert 'the key "x.y"' in msg and 'the field "x" { "y" }' in msg, msg
+    assert 'the key "x.y"' in msg, msg
+    assert 'the field "x" { "y" }' in msg, msg
 
 
 @pytest.mark.parametrize("how", HOW)
@@ -69,7 +73,10 @@ def test_a_nul_in_a_key_is_a_transport_error_not_a_bare_exception(how: str, tmp_
 
 def test_an_integer_beyond_64_bits_is_refused_not_rounded(tmp_path: Path) -> None:
     with HostileServer() as server:
-        body = '{"data": {"c": {"edges": [{"node": {"n": 1180591620717411303424}, "cursor": "0"}], "pageInfo": {"hasNextPage": false}}}}'
+        body = (
+            '{"data": {"c": {"edges": [{"node": {"n": 1180591620717411303424}, "cursor": "0"}], '
+            '"pageInfo": {"hasNextPage": false}}}}'
+        )
         server.api = lambda req: Response.text(body, content_type="application/json")
         with client(server) as c:
             with pytest.raises(secfindings.TransportError, match="1180591620717411303424"):
@@ -88,7 +95,14 @@ def test_an_impossible_utc_offset_is_refused_in_a_typed_datetime_column() -> Non
     with HostileServer() as server:
         node = {"id": "RmluZGluZ3NWaWV3OjE=", "last_reported_time": "2024-01-01T00:00:00+99:99"}
         server.api = lambda req: Response.of_json(
-            {"data": {"findings_view": {"edges": [{"node": node, "cursor": "0"}], "pageInfo": {"hasNextPage": False}}}}
+            {
+                "data": {
+                    "findings_view": {
+                        "edges": [{"node": node, "cursor": "0"}],
+                        "pageInfo": {"hasNextPage": False},
+                    }
+                }
+            }
         )
         with client(server) as c:
             pager = c.findings_view(fields="id last_reported_time")
@@ -105,13 +119,17 @@ def test_a_jwt_signature_echoed_alone_is_masked_in_close_reasons_and_error_paylo
         with client(server, jwt=jwt) as c:
             err = first_error(c.subscribe("subscription S($after: String) { e(after: $after) { cursor } }"))
         assert isinstance(err, secfindings.AuthenticationError)
-        assert signature not in str(err) and signature[:12] not in str(err)
+        assert signature not in str(err)
+        assert signature[:12] not in str(err)
     with HostileServer() as server:
         server.api = lambda req: Response.of_json(
-            {"errors": [{"message": f"signature {signature} does not verify", "extensions": {"sig": signature}}]}
+            {
+                "errors": [
+                    {"message": f"signature {signature} does not verify", "extensions": {"sig": signature}}
+                ]
+            }
         )
-        with client(server, jwt=jwt) as c:
-            with pytest.raises(secfindings.GraphQLError) as info:
-                c.execute("{ a }")
+        with client(server, jwt=jwt) as c, pytest.raises(secfindings.GraphQLError) as info:
+            c.execute("{ a }")
         assert signature not in str(info.value)
         assert signature not in json.dumps(info.value.errors)

@@ -145,8 +145,7 @@ def test_an_event_replayed_on_every_reconnect_is_delivered_once_and_the_subscrip
             watchdog.start()
             try:
                 with pytest.raises(secfindings.SubscriptionError) as info:
-                    for e in sub:
-                        got.append(e)
+                    got.extend(sub)
             finally:
                 watchdog.cancel()
     assert got == [{"e": {"cursor": "5"}}]

@@ -244,8 +244,17 @@ def test_retry_after_longer_than_max_retry_wait_does_not_block_for_an_hour() -> 
             t, _ = in_thread(lambda: list(sub))
             try:
                 with contextlib.suppress(AssertionError):
-                    wait_for(lambda: len([r for r in server.api_requests if r.method == "GET"]) >= 2 or not t.is_alive(), "", 10)
-                progressed = len([r for r in server.api_requests if r.method == "GET"]) >= 2 or not t.is_alive()
+                    wait_for(
+                        lambda: (
+                            len([r for r in server.api_requests if r.method == "GET"]) >= 2
+                            or not t.is_alive()
+                        ),
+                        "",
+                        10,
+                    )
+                progressed = (
+                    len([r for r in server.api_requests if r.method == "GET"]) >= 2 or not t.is_alive()
+                )
             finally:
                 sub.close()
                 t.join(5)

@@ -81,6 +81,18 @@ def main(argv: list[str] | None = None, prog: str = "python -m secfindings.emula
         action="store_true",
         help="answer repeated queries from memory until the next mutation (for benchmarks)",
     )
+    parser.add_argument(
+        "--control",
+        action="store_true",
+        help="serve the test hooks (create_finding, inject, stats, ...) on a loopback control "
+        "endpoint behind a random key printed at start; see secfindings.testing.control",
+    )
+    parser.add_argument(
+        "--control-port",
+        type=_int_in(0, 65_535),
+        default=0,
+        help="port of the control endpoint (default 0: a free one)",
+    )
     args = parser.parse_args(argv)
 
     from secfindings.testing import Emulator
@@ -97,6 +109,16 @@ def main(argv: list[str] | None = None, prog: str = "python -m secfindings.emula
     except Exception as exc:  # a taken port is the usual cause: say so plainly
         print(f"error: {exc}", file=sys.stderr)
         return 1
+    control = None
+    if args.control:
+        from secfindings.testing.control import ControlServer
+
+        try:
+            control = ControlServer(emu, port=args.control_port)
+        except OSError as exc:
+            emu.close()
+            print(f"error: the control endpoint cannot listen: {exc}", file=sys.stderr)
+            return 1
     token = emu.create_api_token(customer=args.customer, name="cli")
     print(f"base_url:  {emu.base_url}")
     print(f"auth_url:  {emu.auth_url}")
@@ -105,12 +127,17 @@ def main(argv: list[str] | None = None, prog: str = "python -m secfindings.emula
     print(f"export SECFINDINGS_BASE_URL={emu.base_url}")
     print(f"export SECFINDINGS_AUTH_URL={emu.auth_url}")
     print(f"export SECFINDINGS_API_TOKEN={token}")
+    if control is not None:
+        print(f"control_url: {control.url}")
+        print(f"control_key: {control.key}")
     print("serving; press Ctrl-C to stop", flush=True)
     try:
         threading.Event().wait()
     except KeyboardInterrupt:
         pass
     finally:
+        if control is not None:
+            control.close()
         emu.close()
     return 0
 

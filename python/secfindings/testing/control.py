@@ -1,0 +1,149 @@
+"""A control endpoint for a standalone emulator, so tests in another process (or language) can
+drive it: ``secfindings emulator --control`` serves it on loopback beside the API.
+
+Every hook of :class:`secfindings.testing.Emulator` that changes or reads the server's state is a
+``POST /<hook>`` with the keyword arguments as a JSON object, authorised by the key the emulator
+prints at start (``Authorization: Bearer <key>``); the answer is ``{"result": ...}``, or
+``{"error": "..."}`` with status 400 (bad arguments), 401 (no or wrong key) or 404 (no such hook).
+``GET /`` (with the key) lists the hooks::
+
+    curl -s -X POST -H "Authorization: Bearer $KEY" -d '{"severity": 5}' \\
+        http://127.0.0.1:$CONTROL_PORT/create_finding
+    {"result": [5001, "1"]}
+
+It listens on 127.0.0.1 only, is off unless asked for, compares keys in constant time, and takes
+bodies of at most 64 KiB.
+"""
+
+from __future__ import annotations
+
+import hmac
+import json
+import secrets
+import threading
+from collections.abc import Callable
+from http import HTTPStatus
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+__all__ = ["HOOKS", "ControlServer"]
+
+#: The hooks served: name -> the one-line description shown by ``GET /``.
+HOOKS: dict[str, str] = {
+    "create_finding": "severity=5 -> [id, cursor]: add a finding and publish finding_created",
+    "change_finding": "id, kind='changed' -> cursor: publish finding_changed for a finding",
+    "create_api_token": "customer='acme', name='default' -> a new API token",
+    "revoke_api_token": "api_token -> whether it existed",
+    "expire_jwts": "make every JWT issued so far answer 401",
+    "set_jwt_lifetime": "seconds: lifetime of JWTs issued from now on",
+    "set_rate_limit": "scope (global|customer|token|idp), limit=[requests, seconds] or null",
+    "inject": "kind, count=1, target='api', status, retry_after, delay, error_type, message",
+    "clear_faults": "forget injected faults",
+    "stats": "counters: api_requests, idp_requests, token_exchanges, rate_limited, unauthorized",
+    "reset_stats": "set the counters to 0",
+    "request_log": "the API requests received, oldest first",
+    "clear_request_log": "empty the request log",
+    "subscription_stats": "subscriptions active, WebSockets open and accepted",
+    "drop_websockets": "drop every open WebSocket without a close frame",
+    "drop_next_websockets": "count=1: drop the next WebSockets before their ack",
+    "set_ws_protocols": "protocols: both | graphql-transport-ws | graphql-ws",
+}
+
+MAX_BODY = 64 * 1024
+
+
+class ControlServer:
+    """Serves ``HOOKS`` of ``target`` (an :class:`~secfindings.testing.Emulator`) on
+    127.0.0.1 in a background thread, behind a random key."""
+
+    def __init__(self, target: Any, port: int = 0, key: str | None = None) -> None:
+        self.key = key or secrets.token_urlsafe(24)
+        hooks: dict[str, Callable[..., Any]] = {name: getattr(target, name) for name in HOOKS}
+        key_bytes = self.key.encode()
+
+        class Handler(BaseHTTPRequestHandler):
+            server_version = "secfindings-emulator-control"
+
+            def log_message(self, format: str, *args: Any) -> None:
+                return None  # quiet: the emulator prints what matters
+
+            def _answer(self, status: HTTPStatus, body: dict[str, Any]) -> None:
+                data = json.dumps(body, default=str).encode()
+                self.send_response(status)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(data)))
+                self.end_headers()
+                self.wfile.write(data)
+
+            def _authorised(self) -> bool:
+                given = self.headers.get("Authorization", "")
+                token = given[7:].strip() if given.lower().startswith("bearer ") else ""
+                if hmac.compare_digest(token.encode(), key_bytes):
+                    return True
+                self._answer(
+                    HTTPStatus.UNAUTHORIZED, {"error": "a valid Authorization: Bearer <key> is required"}
+                )
+                return False
+
+            def do_GET(self) -> None:
+                if not self._authorised():
+                    return
+                if self.path.rstrip("/") != "":
+                    self._answer(HTTPStatus.NOT_FOUND, {"error": "GET / lists the hooks; call one with POST"})
+                    return
+                self._answer(HTTPStatus.OK, {"result": HOOKS})
+
+            def do_POST(self) -> None:
+                if not self._authorised():
+                    return
+                name = self.path.strip("/")
+                hook = hooks.get(name)
+                if hook is None:
+                    self._answer(HTTPStatus.NOT_FOUND, {"error": f"no hook {name!r}; GET / lists them"})
+                    return
+                try:
+                    length = int(self.headers.get("Content-Length") or 0)
+                except ValueError:
+                    length = -1
+                if not 0 <= length <= MAX_BODY:
+                    self._answer(
+                        HTTPStatus.BAD_REQUEST, {"error": f"a body of 0 to {MAX_BODY} bytes is required"}
+                    )
+                    return
+                try:
+                    kwargs = json.loads(self.rfile.read(length) or b"{}")
+                except ValueError as exc:
+                    self._answer(HTTPStatus.BAD_REQUEST, {"error": f"the body is not JSON: {exc}"})
+                    return
+                if not isinstance(kwargs, dict):
+                    self._answer(
+                        HTTPStatus.BAD_REQUEST, {"error": "the body must be a JSON object of arguments"}
+                    )
+                    return
+                if name == "set_rate_limit" and isinstance(kwargs.get("limit"), list):
+                    kwargs["limit"] = tuple(kwargs["limit"])
+                try:
+                    result = hook(**kwargs)
+                except (TypeError, ValueError, OverflowError) as exc:
+                    self._answer(HTTPStatus.BAD_REQUEST, {"error": f"{name}: {exc}"})
+                    return
+                self._answer(HTTPStatus.OK, {"result": result})
+
+        self._server = ThreadingHTTPServer(("127.0.0.1", port), Handler)
+        self._server.daemon_threads = True
+        self._thread = threading.Thread(
+            target=self._server.serve_forever, name="emulator-control", daemon=True
+        )
+        self._thread.start()
+
+    @property
+    def port(self) -> int:
+        return int(self._server.server_address[1])
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    def close(self) -> None:
+        self._server.shutdown()
+        self._server.server_close()

@@ -1,0 +1,136 @@
+"""The standalone emulator (`secfindings emulator --control`) driven from another process over
+its loopback control endpoint: the hooks of `secfindings.testing.Emulator`, behind a key."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+import secfindings
+
+
+class Standalone:
+    def __init__(self, lines: dict[str, str]) -> None:
+        self.base_url = lines["base_url"]
+        self.auth_url = lines["auth_url"]
+        self.api_token = lines["api_token"]
+        self.control_url = lines["control_url"]
+        self.key = lines["control_key"]
+
+    def call(self, hook: str, key: str | None = None, method: str = "POST", **kwargs: Any) -> tuple[int, Any]:
+        data = json.dumps(kwargs).encode() if method == "POST" else None
+        req = urllib.request.Request(f"{self.control_url}/{hook}", data=data, method=method)
+        req.add_header("Authorization", f"Bearer {self.key if key is None else key}")
+        try:
+            with urllib.request.urlopen(req, timeout=10) as resp:
+                return resp.status, json.loads(resp.read())
+        except urllib.error.HTTPError as err:
+            return err.code, json.loads(err.read())
+
+    def client(self, **kw: Any) -> secfindings.Client:
+        return secfindings.Client(
+            self.api_token, base_url=self.base_url, auth_url=self.auth_url, schema="builtin", **kw
+        )
+
+
+@pytest.fixture(scope="module")
+def standalone() -> Iterator[Standalone]:
+    cmd = [sys.executable, "-m", "secfindings", "emulator", "--port", "0", "--findings", "50", "--control"]
+    env = {**os.environ, "PYTHONUNBUFFERED": "1"}
+    with subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, env=env) as proc:
+        try:
+            lines: dict[str, str] = {}
+            assert proc.stdout is not None
+            for line in proc.stdout:
+                if ": " in line and not line.startswith("export"):
+                    k, v = line.split(": ", 1)
+                    lines[k.strip()] = v.strip()
+                if line.startswith("serving"):
+                    break
+            assert "control_key" in lines, lines
+            yield Standalone(lines)
+        finally:
+            proc.send_signal(signal.SIGINT)
+            try:
+                proc.wait(timeout=20)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+
+
+def test_the_control_endpoint_is_on_loopback_only(standalone: Standalone) -> None:
+    assert standalone.control_url.startswith("http://127.0.0.1:")
+
+
+def test_a_wrong_or_missing_key_is_refused(standalone: Standalone) -> None:
+    status, body = standalone.call("create_finding", key="wrong", severity=5)
+    assert status == 401
+    assert "Authorization" in body["error"]
+    status, _ = standalone.call("", key="", method="GET")
+    assert status == 401
+    status, body = standalone.call("", method="GET")
+    assert status == 200
+    assert "create_finding" in body["result"]
+
+
+def test_created_and_changed_findings_are_seen_by_a_client(standalone: Standalone) -> None:
+    status, body = standalone.call("create_finding", severity=4)
+    assert status == 200
+    new_id, cursor = body["result"]
+    with standalone.client() as c:
+        assert c.finding(new_id).finding_score.severity == 4
+        status, body = standalone.call("change_finding", id=new_id, kind="triaged")
+        assert status == 200
+        assert int(body["result"]) > int(cursor)
+
+
+def test_faults_rate_limits_and_stats_from_outside(standalone: Standalone) -> None:
+    assert standalone.call("reset_stats")[0] == 200
+    assert standalone.call("inject", kind="status", status=503, count=1)[0] == 200
+    with standalone.client(max_retries=0) as c:
+        with pytest.raises(secfindings.APIStatusError) as info:
+            c.execute("{ findings_view(first: 1) { edges { node { id } } } }")
+        assert info.value.status_code == 503
+        status, body = standalone.call("stats")
+        assert status == 200
+        assert body["result"]["api_requests"] >= 1
+        assert standalone.call("set_rate_limit", scope="token", limit=[1, 60])[0] == 200
+        c.execute("{ findings_view(first: 1) { edges { node { id } } } }")
+        with pytest.raises(secfindings.RateLimitError):
+            c.execute("{ findings_view(first: 1) { edges { node { id } } } }")
+        assert standalone.call("set_rate_limit", scope="token", limit=None)[0] == 200
+        assert standalone.call("expire_jwts")[0] == 200
+        c.execute("{ findings_view(first: 1) { edges { node { id } } } }")
+
+
+def test_sockets_can_be_dropped_from_outside(standalone: Standalone) -> None:
+    with standalone.client() as c, c.subscribe("finding_created") as sub:
+        deadline = time.monotonic() + 20
+        while standalone.call("subscription_stats")[1]["result"]["active"] < 1:
+            assert time.monotonic() < deadline
+            time.sleep(0.01)
+        assert standalone.call("drop_websockets")[0] == 200
+        _, body = standalone.call("create_finding", severity=5)
+        event = next(iter(sub))
+        assert event.cursor == body["result"][1]
+        assert sub.connects >= 2
+
+
+def test_bad_calls_are_400_or_404_with_a_message(standalone: Standalone) -> None:
+    status, body = standalone.call("no_such_hook")
+    assert status == 404
+    assert "no_such_hook" in body["error"]
+    status, body = standalone.call("create_finding", colour="red")
+    assert status == 400
+    assert "colour" in body["error"]
+    status, body = standalone.call("drop_next_websockets", count=-1)
+    assert status == 400
