@@ -405,7 +405,8 @@ fn wide_int_literal(body: &[u8]) -> Option<String> {
             b'"' => in_string = true,
             b'-' | b'0'..=b'9' => {
                 let start = i;
-                while body.get(i).is_some_and(|c| matches!(c, b'-' | b'+' | b'.' | b'e' | b'E' | b'0'..=b'9')) {
+                while body.get(i).is_some_and(|c| matches!(c, b'-' | b'+' | b'.' | b'e' | b'E' | b'0'..=b'9'))
+                {
                     i += 1;
                 }
                 let token = body.get(start..i).unwrap_or_default();
@@ -1792,8 +1793,14 @@ mod tests {
             "pageInfo": {"hasNextPage": false}}}}"#;
         assert!(Columnar::new(None).unwrap().batch(&raw_page(body.to_vec())).is_ok());
         assert_eq!(wide_int_literal(br#"{"a": "1234567890123456789012", "b": -9223372036854775808}"#), None);
-        assert_eq!(wide_int_literal(br#"{"a": "x\"1", "b": -9223372036854775809}"#).as_deref(), Some("-9223372036854775809"));
-        assert_eq!(wide_int_literal(br#"[18446744073709551615, 18446744073709551616]"#).as_deref(), Some("18446744073709551616"));
+        assert_eq!(
+            wide_int_literal(br#"{"a": "x\"1", "b": -9223372036854775809}"#).as_deref(),
+            Some("-9223372036854775809")
+        );
+        assert_eq!(
+            wide_int_literal(br#"[18446744073709551615, 18446744073709551616]"#).as_deref(),
+            Some("18446744073709551616")
+        );
     }
 
     #[test]

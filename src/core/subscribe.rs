@@ -616,7 +616,9 @@ impl Task {
             Err(e) => {
                 // Not a reason to give up: the socket has its own retries. This start only is
                 // at the first event.
-                log::info!("subscription: the start position could not be asked for ({e}); it is the first event");
+                log::info!(
+                    "subscription: the start position could not be asked for ({e}); it is the first event"
+                );
                 return Ok(());
             }
         };
