@@ -16,6 +16,8 @@ import pytest
 
 from secfindings.errors import SecFindingsError, ValidationError
 
+pytestmark = pytest.mark.reliability_input
+
 
 def run(args: list[str], env: dict[str, str] | None = None, module: str = "secfindings") -> Any:
     base = {k: v for k, v in os.environ.items() if not k.startswith("SECFINDINGS_")}

@@ -27,6 +27,8 @@ from tests.hostile import HostileServer, Request, Response
 from secfindings import _paging
 from secfindings.errors import ValidationError
 
+pytestmark = pytest.mark.reliability_fault
+
 
 def run(args: list[str], env: dict[str, str] | None = None) -> Any:
     return subprocess.run(

@@ -17,6 +17,8 @@ from tests.test_subscriptions_hostile import ACK, close_frame, event, upgrade
 import secfindings
 from secfindings.testing import Emulator
 
+pytestmark = pytest.mark.reliability_fault
+
 DEADLINE = 20.0
 
 
