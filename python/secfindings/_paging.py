@@ -171,7 +171,12 @@ _clock = time.monotonic
 
 def _interactive() -> bool:
     """Whether stderr shows a live bar: a terminal, or a notebook (tqdm.auto draws a widget)."""
-    if "ipykernel" in sys.modules:
+    # A running kernel, not a module that was merely imported (a test suite or a tool may import
+    # ipykernel without being a notebook).
+    ipython = sys.modules.get("IPython")
+    get_shell = getattr(ipython, "get_ipython", None)
+    shell = get_shell() if callable(get_shell) else None
+    if shell is not None and getattr(shell, "kernel", None) is not None:
         return True
     try:
         return sys.stderr is not None and sys.stderr.isatty()
