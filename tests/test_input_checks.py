@@ -291,3 +291,43 @@ def test_the_right_protocols_still_work(emulator: Emulator) -> None:
 
     asyncio.run(main())
     assert isinstance(secfindings.AsyncClient, type)
+
+
+# --------------------------------------------------------------- the same checks in the core
+
+
+@pytest.mark.parametrize(
+    ("variables", "message"),
+    [
+        pytest.param({}, r"\$id \(ID!\) is required", id="missing"),
+        pytest.param({"idd": 1}, r"\$idd is not declared \(did you mean \$id\?\)", id="misspelt"),
+    ],
+)
+def test_with_the_schema_off_the_core_checks_declared_variables(
+    emulator: Emulator, variables: dict[str, Any], message: str
+) -> None:
+    with emulator.client(schema="off") as c:
+        before = sent(emulator)
+        with pytest.raises(ValidationError, match=message):
+            c.execute(FINDING_QUERY, variables)
+        assert sent(emulator) == before
+        # A default makes a non-null variable optional.
+        doc = "query Q($id: ID! = 3) { finding(id: $id) { id_int } }"
+        assert c.execute(doc, {})["finding"]["id_int"] == 3
+
+
+def test_a_cursor_the_server_reads_as_the_start_is_refused_by_every_walk(emulator: Emulator) -> None:
+    with emulator.client() as c:
+        with pytest.raises(ValidationError, match="not one of the server's cursors"):
+            c.findings_view(after="garbage").to_list()
+        pager = c.findings_view(page_size=5, limit=5)
+        pager.to_list()
+        rest = c.findings_view(page_size=5, limit=5, after=pager.cursor).to_list()
+        assert [v.id_int for v in rest] == [6, 7, 8, 9, 10]
+
+    async def main() -> None:
+        async with emulator.async_client() as ac:
+            with pytest.raises(ValidationError, match="not one of the server's cursors"):
+                await ac.findings_view(after="bm9wZQ==").to_list()
+
+    asyncio.run(main())

@@ -699,8 +699,6 @@ class Paginator(Generic[T]):
     ) -> ExportResult:
         self._check_usable()
         self._pos.columns()
-        # The cursor the first page is asked after: checked against that page (see _ignored).
-        start = self._pos.cursor()
         out = _Export(path, fmt, append, self._pages, escape_formulas)
         report = _Progress(progress, self._pages, f"write_{fmt}")
         pending: str | None = None
@@ -714,10 +712,6 @@ class Paginator(Generic[T]):
                     self._done = True
                     break
                 data, cursor = got
-                if start is not None:
-                    rows = data.count(b"\n") if isinstance(data, bytes) else data.num_rows
-                    self._ignored(start, rows, cursor)
-                    start = None
                 pending = cursor
                 before = out.rows + out._pending_rows
                 try:
@@ -747,20 +741,6 @@ class Paginator(Generic[T]):
                     # What is in the file, for the command line's resume hint.
                     self._written = ExportResult(out.path, out.rows, out.pages, self._pos.cursor())
         return self._written
-
-    def _ignored(self, after: str, rows: int, end: str | None) -> None:
-        """Refuses a first page the server answered from the start although it was asked for
-        the rows after ``after``: graphene reads a cursor it cannot decode as "from the start",
-        so an export resumed with a mistyped cursor would repeat every row. Seen with
-        graphql-relay cursors (the page of ``rows`` rows ends at index ``rows - 1``); other
-        servers' cursors are opaque and taken as they are."""
-        if rows and _relay_index(end) == rows - 1:
-            shown = self._pages.redact(after)
-            raise ValidationError(
-                f"after={shown!r} is not one of the server's cursors (it answered from the first "
-                "row, so the export would repeat rows): give a cursor the server gave "
-                "(paginator.cursor, ExportResult.cursor, the command line's resume hint), or none"
-            )
 
     def write_parquet(self, path: str | os.PathLike[str], *, progress: Progress = None) -> ExportResult:
         """Streams the rest of the walk into a Parquet file (zstd), a page at a time: memory stays

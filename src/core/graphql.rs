@@ -35,6 +35,8 @@ pub struct OperationInfo {
     pub kind: OperationKind,
     pub name: Option<String>,
     pub variables: Vec<(String, TypeRef)>,
+    /// The variables declared with a default value (`$first: Int = 10`).
+    pub defaulted: Vec<String>,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -161,7 +163,12 @@ pub fn scan_operations(doc: &str) -> Vec<OperationInfo> {
         match &toks[i] {
             Tok::Punct('{') => {
                 if depth == 0 && (i == 0 || matches!(toks.get(i.wrapping_sub(1)), Some(Tok::Punct('}')))) {
-                    ops.push(OperationInfo { kind: OperationKind::Query, name: None, variables: vec![] });
+                    ops.push(OperationInfo {
+                        kind: OperationKind::Query,
+                        name: None,
+                        variables: vec![],
+                        defaulted: vec![],
+                    });
                 }
                 depth += 1;
             }
@@ -172,7 +179,7 @@ pub fn scan_operations(doc: &str) -> Vec<OperationInfo> {
                     "subscription" => OperationKind::Subscription,
                     _ => OperationKind::Query,
                 };
-                let mut op = OperationInfo { kind, name: None, variables: vec![] };
+                let mut op = OperationInfo { kind, name: None, variables: vec![], defaulted: vec![] };
                 i += 1;
                 if let Some(Tok::Name(n)) = toks.get(i) {
                     op.name = Some((*n).to_string());
@@ -188,6 +195,9 @@ pub fn scan_operations(doc: &str) -> Vec<OperationInfo> {
                                 let mut p = i + 3;
                                 if let Some(t) = parse_type(&toks, &mut p) {
                                     op.variables.push(((*var).to_string(), t));
+                                    if toks.get(p) == Some(&Tok::Punct('=')) {
+                                        op.defaulted.push((*var).to_string());
+                                    }
                                 }
                                 i = p;
                                 continue;
@@ -262,13 +272,39 @@ fn check_value(name: &str, ty: &TypeRef, value: &Value) -> Result<()> {
     }
 }
 
-/// Checks the variables against the operation's declarations, before anything is sent.
+/// Checks the variables against the operation's declarations, before anything is sent: every
+/// variable given is declared, every required one (non-null, no default) is given, and each
+/// value fits its type.
 pub fn check_variables(op: &OperationInfo, variables: &Map<String, Value>) -> Result<()> {
+    let declared = || {
+        if op.variables.is_empty() {
+            "the operation declares no variables".to_string()
+        } else {
+            let list: Vec<String> =
+                op.variables.iter().map(|(n, t)| format!("${n}: {}", t.render())).collect();
+            format!("the operation declares {}", list.join(", "))
+        }
+    };
+    for name in variables.keys() {
+        if !op.variables.iter().any(|(n, _)| n == name) {
+            let hint = super::suggest::closest(name, op.variables.iter().map(|(n, _)| n.as_str()))
+                .map(|c| format!(" (did you mean ${c}?)"))
+                .unwrap_or_default();
+            let shown: String = name.chars().take(64).collect();
+            return Err(Error::validation(format!(
+                "variable ${shown} is not declared{hint}; {}",
+                declared()
+            )));
+        }
+    }
     for (name, ty) in &op.variables {
         match variables.get(name) {
             Some(v) => check_value(name, ty, v)?,
-            None if matches!(ty, TypeRef::NonNull(_)) => {
-                // A declared default would make this fine; the server says so precisely if not.
+            None if matches!(ty, TypeRef::NonNull(_)) && !op.defaulted.contains(name) => {
+                return Err(Error::validation(format!(
+                    "variable ${name} ({}) is required and was not given (it is non-null and has no default)",
+                    ty.render()
+                )));
             }
             None => {}
         }
@@ -415,6 +451,27 @@ mod tests {
         let ok =
             format!("query Q($x: {}Int{}) {{ a }}", "[".repeat(MAX_TYPE_DEPTH), "]".repeat(MAX_TYPE_DEPTH));
         assert_eq!(select_operation(&ok, None).unwrap().variables.len(), 1);
+    }
+
+    #[test]
+    fn required_and_undeclared_variables_are_refused() {
+        let op = select_operation("query Q($id: ID!, $n: Int! = 3, $s: String) { a }", None).unwrap();
+        assert_eq!(op.defaulted, vec!["n".to_string()]);
+        let e = check_variables(&op, &vars(json!({}))).unwrap_err().to_string();
+        assert!(e.contains("$id (ID!) is required"), "{e}");
+        let e = check_variables(&op, &vars(json!({"idd": 1}))).unwrap_err().to_string();
+        assert!(e.contains("$idd is not declared (did you mean $id?)"), "{e}");
+        assert!(e.contains("$id: ID!, $n: Int!, $s: String"), "{e}");
+        assert!(check_variables(&op, &vars(json!({"id": 1}))).is_ok());
+        let e =
+            check_variables(&select_operation("{ a }", None).unwrap(), &vars(json!({"x": 1}))).unwrap_err();
+        assert!(e.to_string().contains("declares no variables"), "{e}");
+        // A default written as a list or an object is skipped over.
+        let op =
+            select_operation("query Q($l: [Int!]! = [1, 2], $o: In! = {a: {b: 1}}, $id: ID!) { a }", None)
+                .unwrap();
+        assert_eq!(op.defaulted, vec!["l".to_string(), "o".to_string()]);
+        assert!(check_variables(&op, &vars(json!({"id": "1"}))).is_ok());
     }
 
     #[test]

@@ -15,6 +15,7 @@ pub mod retry;
 pub mod scan;
 pub mod secret;
 pub mod subscribe;
+pub mod suggest;
 pub mod transport;
 
 pub use client::CoreClient;

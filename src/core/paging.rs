@@ -79,6 +79,8 @@ pub struct Walker {
     yielded: u64,
     /// The connection's own count of its items (`totalCount` / `total_count`), when selected.
     total: Option<u64>,
+    /// The cursor the caller started after, until the first page shows the server read it.
+    given_after: Option<String>,
     done: bool,
 }
 
@@ -127,6 +129,7 @@ impl Walker {
             spec,
             path,
             resume: after.clone(),
+            given_after: after.clone(),
             after,
             seen: HashSet::new(),
             seen_edges: HashSet::new(),
@@ -222,6 +225,20 @@ impl Walker {
         if !meta.has_list {
             return Err(Error::pagination(format!("connection {label}: select edges {{ node {{ ... }} }}")));
         }
+        if let Some(given) = self.given_after.take() {
+            // graphql-relay (graphene, the emulator) reads a cursor it cannot decode as "from the
+            // start": a mistyped resume cursor would hand out every item again.
+            let ends_at = info.end_cursor.as_deref().and_then(relay_index);
+            if meta.items > 0 && ends_at == u64::try_from(meta.items - 1).ok() {
+                self.done = true;
+                return Err(Error::validation(format!(
+                    "after={} is not one of the server's cursors: it answered {label} from the first item, so \
+                     the walk would repeat items; give a cursor the server gave (paginator.cursor, \
+                     ExportResult.cursor, the command line's resume hint), or none",
+                    shown(&given)
+                )));
+            }
+        }
         if meta.edge_cursors.iter().any(|h| self.seen_edges.contains(h)) {
             return Err(Error::pagination(format!(
                 "the server handed out items of {label} it had already given (an edge cursor came back); \
@@ -288,6 +305,15 @@ impl Walker {
         }
         Ok((take, info))
     }
+}
+
+/// The index in a graphql-relay array cursor (base64 of `arrayconnection:N`); `None` for any
+/// other cursor (a server may make its own, which stay opaque).
+fn relay_index(cursor: &str) -> Option<u64> {
+    use base64::Engine as _;
+    let raw = base64::engine::general_purpose::STANDARD.decode(cursor.trim()).ok()?;
+    let text = std::str::from_utf8(&raw).ok()?;
+    text.strip_prefix("arrayconnection:")?.parse().ok()
 }
 
 /// Walks a connection over the network, one page ahead of the caller. The page fetched ahead is
@@ -448,6 +474,34 @@ mod tests {
         assert!(w.is_done());
         assert!(w.next_request().is_none());
         assert_eq!(w.cursor(), Some("B"));
+    }
+
+    fn relay(i: u64) -> String {
+        use base64::Engine as _;
+        base64::engine::general_purpose::STANDARD.encode(format!("arrayconnection:{i}"))
+    }
+
+    #[test]
+    fn a_cursor_the_server_answered_from_the_start_is_refused() {
+        let mut given = spec(3, None);
+        given.variables.insert("after".into(), json!("garbage"));
+        let mut w = Walker::new(given.clone()).unwrap();
+        let e = accept(&mut w, page(0..3, true, &relay(2))).unwrap_err();
+        assert!(
+            matches!(e, Error::Validation(ref m) if m.contains("not one of the server's cursors")),
+            "{e}"
+        );
+        assert!(w.next_request().is_none());
+        // Read as asked: the page starts after the cursor.
+        let mut w = Walker::new(given.clone()).unwrap();
+        assert_eq!(accept(&mut w, page(5..8, true, &relay(7))).unwrap().0, 3);
+        // Only the first page is judged, and opaque cursors are taken as they are.
+        accept(&mut w, page(8..9, false, &relay(0))).unwrap();
+        let mut w = Walker::new(given).unwrap();
+        assert!(accept(&mut w, page(0..3, false, "opaque")).is_ok());
+        // Without a cursor, a walk starts at 0 of course.
+        let mut w = Walker::new(spec(3, None)).unwrap();
+        assert!(accept(&mut w, page(0..3, false, &relay(2))).is_ok());
     }
 
     #[test]

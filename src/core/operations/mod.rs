@@ -295,28 +295,7 @@ pub fn is_required(text: &str) -> bool {
     text.ends_with('!')
 }
 
-fn closest<'a>(name: &str, candidates: impl Iterator<Item = &'a str>) -> Option<&'a str> {
-    candidates
-        .map(|c| (strsim_distance(name, c), c))
-        .filter(|(d, c)| *d <= 2.max(c.len() / 4))
-        .min_by_key(|(d, _)| *d)
-        .map(|(_, c)| c)
-}
-
-/// Levenshtein distance, for "did you mean" hints on argument and input-field names.
-fn strsim_distance(a: &str, b: &str) -> usize {
-    let b: Vec<char> = b.chars().collect();
-    let mut prev: Vec<usize> = (0..=b.len()).collect();
-    for (i, ca) in a.chars().enumerate() {
-        let mut cur = vec![i + 1; b.len() + 1];
-        for (j, cb) in b.iter().enumerate() {
-            let sub = prev[j] + usize::from(ca != *cb);
-            cur[j + 1] = sub.min(prev[j + 1] + 1).min(cur[j] + 1);
-        }
-        prev = cur;
-    }
-    prev[b.len()]
-}
+use super::suggest::closest;
 
 fn hint(name: &str, candidates: &[Arg]) -> String {
     match closest(name, candidates.iter().map(|a| a.name)) {
