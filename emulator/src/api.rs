@@ -8,7 +8,7 @@ use hyper::{Method, Response, StatusCode};
 use serde::Serialize;
 
 use crate::fault::Fault;
-use crate::http::{json, status_fault, truncate, with_header, Conn, ResetConnection, RespBody};
+use crate::response::{json, status_fault, truncate, with_header, Conn, ResetConnection, RespBody};
 use crate::stats::{Counters, LoggedRequest};
 use crate::Shared;
 

@@ -7,7 +7,7 @@ use hyper::{Method, Response, StatusCode};
 
 use crate::auth::ExchangeError;
 use crate::fault::Fault;
-use crate::http::{respond, status_fault, truncate, Conn, ResetConnection, RespBody};
+use crate::response::{respond, status_fault, truncate, Conn, ResetConnection, RespBody};
 use crate::stats::Counters;
 
 const TARGET: &str = "AWSCognitoIdentityProviderService.InitiateAuth";

@@ -20,6 +20,7 @@ pub mod graphql;
 mod http;
 mod idp;
 mod limits;
+mod response;
 mod stats;
 mod ws;
 

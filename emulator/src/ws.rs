@@ -27,7 +27,7 @@ use tokio_tungstenite::tungstenite::protocol::{CloseFrame, Role, WebSocketConfig
 use tokio_tungstenite::tungstenite::Message;
 use tokio_tungstenite::WebSocketStream;
 
-use crate::http::{json, RespBody};
+use crate::response::{json, RespBody};
 use crate::Shared;
 
 /// How often an open socket's JWT is checked again.

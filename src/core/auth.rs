@@ -12,6 +12,7 @@ use url::Url;
 
 use super::config::{Credential, Settings};
 use super::error::{secs, Error, Result};
+use super::http::{classify, transport_error};
 use super::retry::{Decision, Outcome, RetryClass, RetryPolicy};
 use super::secret::{ApiToken, Redactor};
 
@@ -388,11 +389,11 @@ impl TokenProvider {
                                 "the identity provider answered HTTP {status} with a redirect to {}, which \
                                  the client does not follow (it would carry the API token elsewhere); \
                                  check auth_url and region",
-                                super::transport::location(&self.redactor, resp.headers())
+                                super::http::location(&self.redactor, resp.headers())
                             ),
                         });
                     }
-                    match super::transport::read_capped(&mut resp, MAX_IDP_BODY).await {
+                    match super::http::read_capped(&mut resp, MAX_IDP_BODY).await {
                         Ok((_, true)) => {
                             return Err(Error::Authentication {
                                 error_type: None,
@@ -456,37 +457,6 @@ impl TokenProvider {
                 Decision::GiveUp | Decision::RateLimited { .. } => return Err(error),
             }
         }
-    }
-}
-
-/// Maps a reqwest failure to the retry outcome it means.
-pub fn classify(e: &reqwest::Error) -> Outcome<'static> {
-    if e.is_timeout() {
-        Outcome::TimedOut
-    } else if e.is_connect() {
-        Outcome::ConnectFailed
-    } else {
-        Outcome::ConnectionLost
-    }
-}
-
-/// A transport error with the whole cause chain, scrubbed of secrets.
-pub fn transport_error(redactor: &Redactor, peer: &str, e: &reqwest::Error) -> Error {
-    let mut text = e.to_string();
-    let mut source = std::error::Error::source(e);
-    while let Some(s) = source {
-        let part = s.to_string();
-        if !text.contains(&part) {
-            text.push_str(": ");
-            text.push_str(&part);
-        }
-        source = s.source();
-    }
-    let text = redactor.scrub(&text);
-    if e.is_timeout() {
-        Error::Timeout(format!("request to the {peer} timed out: {text}"))
-    } else {
-        Error::Transport(format!("request to the {peer} failed: {text}"))
     }
 }
 

@@ -8,8 +8,7 @@ use serde_json::{Map, Value};
 use super::error::{Error, Result};
 use super::retry::RetryClass;
 
-/// The largest magnitude of a GraphQL Int: the spec's range is -(2^31 - 1) ..= 2^31 - 1.
-pub const INT_MAX: i64 = (1 << 31) - 1;
+pub use super::scalars::INT_MAX;
 
 /// A variable's declared type, as far as the checks need it.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -263,7 +262,7 @@ fn check_value(name: &str, ty: &TypeRef, value: &Value) -> Result<()> {
             ("String", _) => bad("must be a str"),
             ("Boolean", Value::Bool(_)) => Ok(()),
             ("Boolean", _) => bad("must be a bool"),
-            ("DateTime", Value::String(t)) if !super::operations::is_aware_datetime(t) => bad(&format!(
+            ("DateTime", Value::String(t)) if !super::scalars::is_aware_datetime(t) => bad(&format!(
                 "must be a timezone-aware ISO 8601 datetime (with Z or +HH:MM), got {:?}",
                 t.chars().take(40).collect::<String>()
             )),

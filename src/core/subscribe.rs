@@ -681,7 +681,7 @@ impl Task {
         request
             .headers_mut()
             .insert("Sec-WebSocket-Protocol", HeaderValue::from_static("graphql-transport-ws, graphql-ws"));
-        request.headers_mut().insert("User-Agent", HeaderValue::from_static(super::transport::USER_AGENT));
+        request.headers_mut().insert("User-Agent", HeaderValue::from_static(super::http::USER_AGENT));
         let max = settings.max_response_bytes.clamp(64 * 1024, MAX_MESSAGE_CAP);
         let config = WebSocketConfig::default().max_message_size(Some(max)).max_frame_size(Some(max));
         let host = request
@@ -696,7 +696,10 @@ impl Task {
             let tcp = tokio::net::TcpStream::connect((host.as_str(), port)).await.map_err(WsError::Io)?;
             let _ = tcp.set_nodelay(true);
             let connector = if self.url.starts_with("wss://") {
-                Some(tokio_tungstenite::Connector::Rustls(tls_config(settings)?))
+                Some(tokio_tungstenite::Connector::Rustls(
+                    super::http::tls_config(settings)
+                        .map_err(|e| WsError::Io(std::io::Error::other(e.to_string())))?,
+                ))
             } else {
                 None
             };
@@ -1100,32 +1103,6 @@ fn backoff(failures: u32, cap: Duration) -> Duration {
     let exp = failures.saturating_sub(1).min(16);
     let full = BACKOFF_BASE.saturating_mul(1u32 << exp).min(cap.max(BACKOFF_BASE));
     full.mul_f64(0.5 + fastrand::f64() / 2.0)
-}
-
-fn tls_config(settings: &super::config::Settings) -> std::result::Result<Arc<rustls::ClientConfig>, WsError> {
-    use rustls_platform_verifier::BuilderVerifierExt as _;
-    let provider = Arc::new(rustls::crypto::ring::default_provider());
-    let builder = rustls::ClientConfig::builder_with_provider(Arc::clone(&provider))
-        .with_safe_default_protocol_versions()
-        .map_err(|e| WsError::Io(std::io::Error::other(e)))?;
-    let config = match &settings.ca_bundle {
-        None => builder
-            .with_platform_verifier()
-            .map_err(|e| WsError::Io(std::io::Error::other(e)))?
-            .with_no_client_auth(),
-        Some(path) => {
-            use rustls::pki_types::pem::PemObject as _;
-            let certs: Vec<rustls::pki_types::CertificateDer<'static>> =
-                rustls::pki_types::CertificateDer::pem_file_iter(path)
-                    .map_err(|e| WsError::Io(std::io::Error::other(e)))?
-                    .filter_map(std::result::Result::ok)
-                    .collect();
-            let verifier = rustls_platform_verifier::Verifier::new_with_extra_roots(certs, provider)
-                .map_err(|e| WsError::Io(std::io::Error::other(e)))?;
-            builder.dangerous().with_custom_certificate_verifier(Arc::new(verifier)).with_no_client_auth()
-        }
-    };
-    Ok(Arc::new(config))
 }
 
 #[cfg(test)]

@@ -7,10 +7,11 @@ use std::time::{Instant, SystemTime};
 use bytes::Bytes;
 use reqwest::header::{HeaderMap, AUTHORIZATION, CONTENT_TYPE, RETRY_AFTER};
 
-use super::auth::{classify, transport_error, TokenProvider};
+use super::auth::TokenProvider;
 use super::config::Settings;
 use super::error::{secs, Error, Result};
 use super::graphql::{decode_response, PreparedRequest};
+use super::http::{build_http, classify, location, read_capped, transport_error};
 use super::limit::{Pace, RateLimiter};
 use super::retry::{Decision, Outcome, RetryPolicy};
 use super::secret::Redactor;
@@ -19,8 +20,6 @@ use super::secret::Redactor;
 const BODY_KEEP: usize = 4096;
 /// Read past what is kept, so that a secret echoed across the cut is whole when it is masked.
 const BODY_MARGIN: usize = 16 * 1024;
-
-pub const USER_AGENT: &str = concat!("secfindings-python/", env!("CARGO_PKG_VERSION"));
 
 /// The HTTP side of a client: one connection pool, one token provider, one retry policy.
 pub struct Transport {
@@ -59,48 +58,6 @@ fn add_micros(counter: &AtomicU64, d: std::time::Duration) {
     counter.fetch_add(u64::try_from(d.as_micros()).unwrap_or(u64::MAX), Ordering::Relaxed);
 }
 
-fn install_crypto_provider() {
-    // reqwest is built without a default provider (ring keeps the build small); installing it
-    // twice is harmless, so the error of a second install is ignored on purpose.
-    let _ = rustls::crypto::ring::default_provider().install_default();
-}
-
-fn build_http(settings: &Settings) -> Result<reqwest::Client> {
-    install_crypto_provider();
-    let mut b = reqwest::Client::builder()
-        .user_agent(USER_AGENT)
-        .connect_timeout(settings.connect_timeout)
-        .timeout(settings.timeout)
-        .pool_idle_timeout(std::time::Duration::from_secs(60))
-        .tcp_nodelay(true)
-        // No redirect is followed, for the API or the identity provider: a redirect would carry
-        // the JWT, the API token, a document or a mutation to wherever the Location says.
-        .redirect(reqwest::redirect::Policy::none())
-        .gzip(true);
-    if let Some(p) = &settings.proxy {
-        let proxy = reqwest::Proxy::all(p.as_str())
-            .map_err(|e| Error::config(format!("proxy is not usable: {e}")))?
-            .no_proxy(reqwest::NoProxy::from_env());
-        b = b.proxy(proxy);
-    } else if settings.all_loopback() {
-        // The emulator is on this machine: an HTTPS_PROXY meant for the internet must not catch it.
-        b = b.no_proxy();
-    }
-    if let Some(path) = &settings.ca_bundle {
-        let pem = std::fs::read(path)
-            .map_err(|e| Error::config(format!("ca_bundle {} cannot be read: {e}", path.display())))?;
-        let certs = reqwest::Certificate::from_pem_bundle(&pem)
-            .map_err(|e| Error::config(format!("ca_bundle {} is not a PEM bundle: {e}", path.display())))?;
-        if certs.is_empty() {
-            return Err(Error::config(format!("ca_bundle {} holds no certificate", path.display())));
-        }
-        for c in certs {
-            b = b.add_root_certificate(c);
-        }
-    }
-    b.build().map_err(|e| Error::config(format!("cannot build the HTTP client: {e}")))
-}
-
 /// The start of an error body for an exception: scrubbed of secrets first, then cut (so a
 /// secret across the cut is masked, not half shown).
 fn truncated(redactor: &Redactor, body: &[u8], more: bool) -> String {
@@ -130,30 +87,6 @@ fn header_pairs(h: &HeaderMap) -> Vec<(String, String)> {
         .filter(|(k, _)| !SENSITIVE_HEADERS.contains(&k.as_str()))
         .map(|(k, v)| (k.as_str().to_string(), String::from_utf8_lossy(v.as_bytes()).into_owned()))
         .collect()
-}
-
-/// Reads a body, decompressed, up to `cap` bytes; the flag says whether more was left unread
-/// (the rest is never read: the connection is dropped instead of reused).
-pub(crate) async fn read_capped(resp: &mut reqwest::Response, cap: usize) -> reqwest::Result<(Bytes, bool)> {
-    let hint = resp.content_length().and_then(|n| usize::try_from(n).ok()).unwrap_or(0);
-    let mut buf = bytes::BytesMut::with_capacity(hint.min(cap).min(16 * 1024 * 1024));
-    while let Some(chunk) = resp.chunk().await? {
-        let room = cap.saturating_sub(buf.len());
-        if chunk.len() > room {
-            buf.extend_from_slice(&chunk[..room]);
-            return Ok((buf.freeze(), true));
-        }
-        buf.extend_from_slice(&chunk);
-    }
-    Ok((buf.freeze(), false))
-}
-
-/// The text of a `Location` header, for the message of a redirect that is not followed:
-/// scrubbed, then cut.
-pub(crate) fn location(redactor: &Redactor, h: &HeaderMap) -> String {
-    h.get(reqwest::header::LOCATION)
-        .map(|v| redactor.scrub_cut(&String::from_utf8_lossy(v.as_bytes()), 512).0)
-        .unwrap_or_else(|| "(no Location)".into())
 }
 
 impl Transport {

@@ -271,7 +271,7 @@ impl NativeClient {
         let redactor = core.settings().redactor.clone();
         completions::submit(py, async move {
             let body = core.call_raw(&name, args, fields.as_deref()).await?;
-            Ok(Outcome::Field(body, name, redactor))
+            Ok(Outcome::with(move |py| field(py, &body, &name, &redactor)))
         })
     }
 

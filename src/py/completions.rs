@@ -12,7 +12,6 @@
 use bytes::Bytes;
 use pyo3::prelude::*;
 
-use crate::core::paging::RawPage;
 use crate::core::secret::Redactor;
 use crate::py::errors::to_py as err;
 
@@ -21,32 +20,33 @@ pub(crate) use generic as submit;
 #[cfg(unix)]
 pub(crate) use queue::submit;
 
+/// Turns a finished result into Python objects, on the loop's thread (where the GIL is).
+pub(crate) type Convert = Box<dyn FnOnce(Python<'_>) -> PyResult<Py<PyAny>> + Send>;
+
 /// A finished call's result, decoded into Python objects on the loop's thread.
-/// Each carries the client's redactor: a GraphQL error found while decoding is scrubbed with it.
+/// A body carries the client's redactor: a GraphQL error found while decoding is scrubbed with it.
+/// Results of other shapes bring their own conversion, so this module (a leaf of the glue) knows
+/// nothing of the callers above it.
 pub(crate) enum Outcome {
     /// A response body: its `data`.
     Data(Bytes, Redactor),
-    /// A response body: `data[name]`.
-    Field(Bytes, String, Redactor),
-    /// A page of a walk (`None` at the end).
-    Page(Option<RawPage>, Redactor),
-    /// A page of a walk as a record batch, and the cursor after it.
-    Batch(Option<crate::py::paging::Batch>),
-    /// The rest of a walk as one table.
-    Table(Vec<arrow_array::RecordBatch>, arrow_schema::SchemaRef),
     /// Something became ready (resolves to None).
     Ready,
+    /// Anything else, with the conversion its caller gives.
+    Other(Convert),
 }
 
 impl Outcome {
+    /// A result converted by `convert` on the loop's thread.
+    pub(crate) fn with(convert: impl FnOnce(Python<'_>) -> PyResult<Py<PyAny>> + Send + 'static) -> Self {
+        Self::Other(Box::new(convert))
+    }
+
     fn into_py(self, py: Python<'_>) -> PyResult<Py<PyAny>> {
         match self {
             Self::Data(body, r) => Ok(crate::py::decode::data(py, &body, &r)?.unbind()),
-            Self::Field(body, name, r) => crate::py::client::field(py, &body, &name, &r),
-            Self::Page(page, r) => crate::py::paging::page_to_py(py, page, &r),
-            Self::Batch(batch) => crate::py::paging::batch_to_py(py, batch),
-            Self::Table(batches, schema) => crate::py::paging::table_to_py(py, batches, schema),
             Self::Ready => Ok(py.None()),
+            Self::Other(convert) => convert(py),
         }
     }
 }

@@ -7,7 +7,7 @@ use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyList};
 use secfindings_emulator::{Emulator, EmulatorConfig, Fault, FaultTarget, LimitScope, RateLimit};
 
-use crate::py::convert::to_py;
+use crate::py::values::to_py;
 
 fn limit(v: Option<(u32, f64)>) -> PyResult<Option<RateLimit>> {
     match v {

@@ -8,7 +8,7 @@ use pyo3::sync::PyOnceLock;
 use pyo3::types::{PyDict, PyList, PyModule};
 
 use crate::core::Error;
-use crate::py::convert::to_py as value_to_py;
+use crate::py::values::to_py as value_to_py;
 
 static ERRORS: PyOnceLock<Py<PyModule>> = PyOnceLock::new();
 

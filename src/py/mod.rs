@@ -11,6 +11,7 @@ pub mod operations;
 pub mod paging;
 pub mod runtime;
 pub mod subscribe;
+pub mod values;
 
 use std::sync::OnceLock;
 

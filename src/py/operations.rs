@@ -78,7 +78,7 @@ pub fn build_operation<'py>(
     let built = operations::build(op, args, fields).map_err(err)?;
     let d = PyDict::new(py);
     d.set_item("query", built.query)?;
-    d.set_item("variables", crate::py::convert::dict(py, &built.variables)?)?;
+    d.set_item("variables", crate::py::values::dict(py, &built.variables)?)?;
     Ok(d)
 }
 

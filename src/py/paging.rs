@@ -298,7 +298,7 @@ impl NativePages {
             if freeze {
                 source.freeze();
             }
-            batch.map(Outcome::Batch)
+            batch.map(|b| Outcome::with(move |py| batch_to_py(py, b)))
         })
     }
 
@@ -343,7 +343,7 @@ impl NativePages {
         let source = self.source();
         completions::submit(py, async move {
             let (batches, schema) = source.all().await?;
-            Ok(Outcome::Table(batches, schema))
+            Ok(Outcome::with(move |py| table_to_py(py, batches, schema)))
         })
     }
 
@@ -432,6 +432,8 @@ impl NativePages {
     fn next_page_async<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
         let (stream, cursor) = (Arc::clone(&self.stream), Arc::clone(&self.cursor));
         let redactor = self.redactor.clone();
-        completions::submit(py, async move { next(stream, cursor).await.map(|p| Outcome::Page(p, redactor)) })
+        completions::submit(py, async move {
+            next(stream, cursor).await.map(|p| Outcome::with(move |py| page_to_py(py, p, &redactor)))
+        })
     }
 }

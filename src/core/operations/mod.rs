@@ -24,8 +24,9 @@ mod sla;
 use serde_json::{Map, Value};
 
 use super::error::{Error, Result};
-use super::graphql::{OperationKind, INT_MAX};
+use super::graphql::OperationKind;
 use super::retry::RetryClass;
+use super::scalars::{is_aware_datetime, INT_MAX};
 
 /// One argument: its GraphQL name and type text (`"ID!"`, `"[FindingsViewSortEnum]"`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -304,36 +305,6 @@ fn hint(name: &str, candidates: &[Arg]) -> String {
             let names: Vec<&str> = candidates.iter().map(|a| a.name).collect();
             format!("; expected one of: {}", names.join(", "))
         }
-    }
-}
-
-/// Is `s` an ISO 8601 date, or a date-time that carries its UTC offset?
-pub(crate) fn is_aware_datetime(s: &str) -> bool {
-    let b = s.as_bytes();
-    let digits = |r: std::ops::Range<usize>| b.get(r).is_some_and(|x| x.iter().all(u8::is_ascii_digit));
-    let date_ok =
-        digits(0..4) && b.get(4) == Some(&b'-') && digits(5..7) && b.get(7) == Some(&b'-') && digits(8..10);
-    if !date_ok {
-        return false;
-    }
-    if b.len() == 10 {
-        return true;
-    }
-    if !matches!(b.get(10), Some(b'T' | b't' | b' ')) {
-        return false;
-    }
-    let rest = &s[11..];
-    if rest.ends_with('Z') || rest.ends_with('z') {
-        return true;
-    }
-    // An offset: the last '+' or '-' after the time, followed by hh:mm or hhmm.
-    match rest.rfind(['+', '-']) {
-        Some(i) if i >= 5 => {
-            let off = &rest[i + 1..];
-            let off: String = off.chars().filter(|c| *c != ':').collect();
-            off.len() == 4 && off.chars().all(|c| c.is_ascii_digit())
-        }
-        _ => false,
     }
 }
 
@@ -708,17 +679,5 @@ mod tests {
             assert!(build(op, args(json!({"id": 1})), Some(bad)).is_err(), "{bad}");
         }
         assert!(build(op, args(json!({"id": 1})), Some("id d: description(f: \"}\")")).is_ok());
-    }
-
-    #[test]
-    fn recognises_aware_datetimes() {
-        for ok in
-            ["2026-01-01", "2026-01-01T10:00:00Z", "2026-01-01T10:00:00+02:00", "2026-01-01 10:00:00.5-0500"]
-        {
-            assert!(is_aware_datetime(ok), "{ok}");
-        }
-        for bad in ["2026-01-01T10:00:00", "yesterday", "2026-1-1", "2026-01-01T10:00:00+2"] {
-            assert!(!is_aware_datetime(bad), "{bad}");
-        }
     }
 }

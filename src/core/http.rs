@@ -1,0 +1,143 @@
+//! The ground floor for talking HTTP: the user agent, the one TLS setup (rustls with the ring
+//! provider and the platform verifier, plus `ca_bundle`), the reqwest client, capped body reads,
+//! and how a reqwest failure is classified and reported. It imports nothing of ours but settings,
+//! errors, secrets and the retry policy's outcomes, so the token exchange (`auth`), the send loop
+//! (`transport`) and subscriptions (`subscribe`) all build on it without importing each other.
+
+use std::sync::Arc;
+
+use bytes::Bytes;
+use reqwest::header::HeaderMap;
+
+use super::config::Settings;
+use super::error::{Error, Result};
+use super::retry::Outcome;
+use super::secret::Redactor;
+
+pub const USER_AGENT: &str = concat!("secfindings-python/", env!("CARGO_PKG_VERSION"));
+
+pub(crate) fn install_crypto_provider() {
+    // reqwest is built without a default provider (ring keeps the build small); installing it
+    // twice is harmless, so the error of a second install is ignored on purpose.
+    let _ = rustls::crypto::ring::default_provider().install_default();
+}
+
+pub(crate) fn build_http(settings: &Settings) -> Result<reqwest::Client> {
+    install_crypto_provider();
+    let mut b = reqwest::Client::builder()
+        .user_agent(USER_AGENT)
+        .connect_timeout(settings.connect_timeout)
+        .timeout(settings.timeout)
+        .pool_idle_timeout(std::time::Duration::from_secs(60))
+        .tcp_nodelay(true)
+        // No redirect is followed, for the API or the identity provider: a redirect would carry
+        // the JWT, the API token, a document or a mutation to wherever the Location says.
+        .redirect(reqwest::redirect::Policy::none())
+        .gzip(true);
+    if let Some(p) = &settings.proxy {
+        let proxy = reqwest::Proxy::all(p.as_str())
+            .map_err(|e| Error::config(format!("proxy is not usable: {e}")))?
+            .no_proxy(reqwest::NoProxy::from_env());
+        b = b.proxy(proxy);
+    } else if settings.all_loopback() {
+        // The emulator is on this machine: an HTTPS_PROXY meant for the internet must not catch it.
+        b = b.no_proxy();
+    }
+    if let Some(path) = &settings.ca_bundle {
+        let pem = std::fs::read(path)
+            .map_err(|e| Error::config(format!("ca_bundle {} cannot be read: {e}", path.display())))?;
+        let certs = reqwest::Certificate::from_pem_bundle(&pem)
+            .map_err(|e| Error::config(format!("ca_bundle {} is not a PEM bundle: {e}", path.display())))?;
+        if certs.is_empty() {
+            return Err(Error::config(format!("ca_bundle {} holds no certificate", path.display())));
+        }
+        for c in certs {
+            b = b.add_root_certificate(c);
+        }
+    }
+    b.build().map_err(|e| Error::config(format!("cannot build the HTTP client: {e}")))
+}
+
+/// Reads a body, decompressed, up to `cap` bytes; the flag says whether more was left unread
+/// (the rest is never read: the connection is dropped instead of reused).
+pub(crate) async fn read_capped(resp: &mut reqwest::Response, cap: usize) -> reqwest::Result<(Bytes, bool)> {
+    let hint = resp.content_length().and_then(|n| usize::try_from(n).ok()).unwrap_or(0);
+    let mut buf = bytes::BytesMut::with_capacity(hint.min(cap).min(16 * 1024 * 1024));
+    while let Some(chunk) = resp.chunk().await? {
+        let room = cap.saturating_sub(buf.len());
+        if chunk.len() > room {
+            buf.extend_from_slice(&chunk[..room]);
+            return Ok((buf.freeze(), true));
+        }
+        buf.extend_from_slice(&chunk);
+    }
+    Ok((buf.freeze(), false))
+}
+
+/// The text of a `Location` header, for the message of a redirect that is not followed:
+/// scrubbed, then cut.
+pub(crate) fn location(redactor: &Redactor, h: &HeaderMap) -> String {
+    h.get(reqwest::header::LOCATION)
+        .map(|v| redactor.scrub_cut(&String::from_utf8_lossy(v.as_bytes()), 512).0)
+        .unwrap_or_else(|| "(no Location)".into())
+}
+
+/// Maps a reqwest failure to the retry outcome it means.
+pub fn classify(e: &reqwest::Error) -> Outcome<'static> {
+    if e.is_timeout() {
+        Outcome::TimedOut
+    } else if e.is_connect() {
+        Outcome::ConnectFailed
+    } else {
+        Outcome::ConnectionLost
+    }
+}
+
+/// A transport error with the whole cause chain, scrubbed of secrets.
+pub fn transport_error(redactor: &Redactor, peer: &str, e: &reqwest::Error) -> Error {
+    let mut text = e.to_string();
+    let mut source = std::error::Error::source(e);
+    while let Some(s) = source {
+        let part = s.to_string();
+        if !text.contains(&part) {
+            text.push_str(": ");
+            text.push_str(&part);
+        }
+        source = s.source();
+    }
+    let text = redactor.scrub(&text);
+    if e.is_timeout() {
+        Error::Timeout(format!("request to the {peer} timed out: {text}"))
+    } else {
+        Error::Transport(format!("request to the {peer} failed: {text}"))
+    }
+}
+
+fn tls_error(e: impl std::fmt::Display) -> Error {
+    Error::config(format!("TLS cannot be set up: {e}"))
+}
+
+/// The TLS client configuration of WebSocket connections: the same provider and verifier as the
+/// reqwest client, with `ca_bundle`'s certificates added to the platform's.
+pub fn tls_config(settings: &Settings) -> Result<Arc<rustls::ClientConfig>> {
+    use rustls_platform_verifier::BuilderVerifierExt as _;
+    let provider = Arc::new(rustls::crypto::ring::default_provider());
+    let builder = rustls::ClientConfig::builder_with_provider(Arc::clone(&provider))
+        .with_safe_default_protocol_versions()
+        .map_err(tls_error)?;
+    let config = match &settings.ca_bundle {
+        None => builder.with_platform_verifier().map_err(tls_error)?.with_no_client_auth(),
+        Some(path) => {
+            use rustls::pki_types::pem::PemObject as _;
+            let certs: Vec<rustls::pki_types::CertificateDer<'static>> =
+                rustls::pki_types::CertificateDer::pem_file_iter(path)
+                    .map_err(tls_error)?
+                    .filter_map(std::result::Result::ok)
+                    .collect();
+            let verifier = rustls_platform_verifier::Verifier::new_with_extra_roots(certs, provider)
+                .map_err(tls_error)?;
+            builder.dangerous().with_custom_certificate_verifier(Arc::new(verifier)).with_no_client_auth()
+        }
+    };
+    Ok(Arc::new(config))
+}
