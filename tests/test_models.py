@@ -47,7 +47,7 @@ from secfindings.models import (
 from secfindings.models import Finding as FindingModel
 from secfindings.models._base import _parse_datetime, _parse_datetime_slow
 
-SDL_PATH = Path(__file__).parents[1] / "emulator/src/graphql/schema.graphql"
+SDL_PATH = Path(__file__).parents[1] / "schema/schema.graphql"
 
 LONG_DESCRIPTION = "## Disk encryption is not enabled\n\n" + "The volumes are not encrypted at rest. " * 200
 

@@ -25,7 +25,7 @@ use super::scalars::{parse_date, parse_datetime_us};
 
 /// The schema the typed operations are checked against (the emulator's SDL, which models the
 /// specification): output fields' types by `Type.field`.
-const SDL: &str = include_str!("../../emulator/src/graphql/schema.graphql");
+const SDL: &str = secfindings_schema::SDL;
 
 /// A column's type.
 #[derive(Clone, Debug, PartialEq, Eq)]

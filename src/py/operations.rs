@@ -7,18 +7,11 @@ use crate::core::graphql::OperationKind;
 use crate::core::operations::{self, Returns};
 use crate::py::errors::to_py as err;
 
-/// The SDL the package was built against (the emulator's), the fallback when a server refuses
-/// introspection.
+/// The SDL the package was built against (`schema/schema.graphql`, the emulator's too), the
+/// fallback when a server refuses introspection. Built in with or without the emulator.
 #[pyfunction]
 pub fn builtin_sdl() -> &'static str {
-    #[cfg(feature = "emulator")]
-    {
-        secfindings_emulator::graphql::SCHEMA_SDL
-    }
-    #[cfg(not(feature = "emulator"))]
-    {
-        ""
-    }
+    secfindings_schema::SDL
 }
 
 /// Every catalog entry as a dict (what the generator of the typed methods reads).

@@ -1,4 +1,4 @@
-//! Builds the executable schema mechanically from the SDL in `schema.graphql`.
+//! Builds the executable schema mechanically from the SDL in `schema/schema.graphql`.
 //!
 //! Every object field gets a generic resolver (read the same-named member of the parent
 //! value; page it when the field's type is a `*Connection`), except the root Query / Mutation

@@ -5,7 +5,7 @@
 //! - `GraphqlService::execute(&self, request, caller) -> async_graphql::Response`
 //! - `GraphqlService::sdl(&self) -> String`
 //!
-//! Layout: `schema.graphql` is the whole model (with descriptions); `engine` turns it into a
+//! Layout: `schema/schema.graphql` (the `secfindings-schema` crate) is the whole model (with descriptions); `engine` turns it into a
 //! dynamic schema with generic resolvers; `query` / `mutation` hold the root resolvers;
 //! `data` seeds the deterministic store (SplitMix64, see `util::Rng`); `filter` implements the
 //! filter JSON language; `findings` derives finding values and caches sorted views; `paging`
@@ -34,7 +34,7 @@ use crate::caller::Caller;
 use engine::{Env, RootFn};
 
 /// The SDL of the emulated API.
-pub const SCHEMA_SDL: &str = include_str!("schema.graphql");
+pub const SCHEMA_SDL: &str = secfindings_schema::SDL;
 
 /// How many (filters, sort) result lists of findings_view stay cached for deep paging.
 const VIEW_CACHE_ENTRIES: usize = 16;
