@@ -11,8 +11,8 @@ import urllib.request
 from typing import Any
 
 import pytest
-from tests import hostile
-from tests.hostile import HostileServer, Response
+from tests.servers import http as hostile
+from tests.servers.http import HostileServer, Response
 
 import secfindings
 

@@ -14,8 +14,8 @@ import sys
 from typing import Any
 
 import pytest
-from tests import hostile
-from tests.hostile import HostileServer, Response
+from tests.servers import http as hostile
+from tests.servers.http import HostileServer, Response
 
 import secfindings
 from secfindings import APIStatusError, ValidationError

@@ -9,9 +9,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from tests.hostile import HostileServer, Response, client, make_jwt
-from tests.test_subscriptions_hostile import close_frame as ws_close
-from tests.test_subscriptions_hostile import first_error, upgrade, websocket_only
+from tests.servers.http import HostileServer, Response, client, make_jwt
+from tests.servers.ws import close_frame as ws_close
+from tests.servers.ws import first_error, upgrade, websocket_only
 
 import secfindings
 

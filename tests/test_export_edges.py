@@ -21,8 +21,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from tests import hostile
-from tests.hostile import HostileServer, Request, Response
+from tests.servers import http as hostile
+from tests.servers.http import HostileServer, Request, Response
 
 from secfindings import _paging
 from secfindings.errors import ValidationError

@@ -1,4 +1,4 @@
-"""Regression tests for defects a hostile review found (all fixed), against tests/hostile.py.
+"""Regression tests for defects a hostile review found (all fixed), against tests/servers/http.py.
 
 - a value whose ``to_dict()`` / ``isoformat()`` grows its parent dict made the argument
   conversion panic;
@@ -29,8 +29,8 @@ from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
 import pytest
-from tests import hostile
-from tests.hostile import HostileServer, Request, Response, idp_answer, make_api_token, make_jwt
+from tests.servers import http as hostile
+from tests.servers.http import HostileServer, Request, Response, idp_answer, make_api_token, make_jwt
 
 import secfindings
 from secfindings import APIStatusError, AuthenticationError, PaginationError, ValidationError

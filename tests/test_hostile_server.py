@@ -1,6 +1,6 @@
 """The client against peers that misbehave or attack, and callers that pass absurd input.
 
-The peer is tests/hostile.py: a scripted HTTP/1.1 server on raw sockets playing both the
+The peer is tests/servers/http.py: a scripted HTTP/1.1 server on raw sockets playing both the
 identity provider and the API. What these tests prove:
 
 - redirects are never followed: no request, JWT or refresh token reaches another server;
@@ -34,8 +34,16 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any, TypeVar
 
 import pytest
-from tests import hostile
-from tests.hostile import HostileServer, Request, Response, idp_answer, json_stream, make_api_token, make_jwt
+from tests.servers import http as hostile
+from tests.servers.http import (
+    HostileServer,
+    Request,
+    Response,
+    idp_answer,
+    json_stream,
+    make_api_token,
+    make_jwt,
+)
 
 import secfindings
 from secfindings import (

@@ -11,8 +11,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from tests import hostile
-from tests.variant import ROWS, VariantServer
+from tests.servers import http as hostile
+from tests.servers.variant import ROWS, VariantServer
 
 import secfindings
 from secfindings import _live
@@ -286,7 +286,7 @@ def test_watch_keys_on_last_reported_time_where_the_server_can_and_on_id_where_i
     # A server whose view has no last_reported_time (nor its sort values): by id.
     with VariantServer() as server:
         import graphql
-        from tests.variant import _edit_type, variant_sdl
+        from tests.servers.variant import _edit_type, variant_sdl
 
         sdl = _edit_type(variant_sdl(), "FindingsView", drop=("last_reported_time",))
         sdl = _edit_type(

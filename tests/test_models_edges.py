@@ -11,8 +11,8 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
-from tests import hostile
-from tests.hostile import HostileServer, Request, Response
+from tests.servers import http as hostile
+from tests.servers.http import HostileServer, Request, Response
 
 import secfindings
 from secfindings import TransportError, models

@@ -18,7 +18,7 @@ from typing import Any
 import pytest
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
-from tests.hostile import HostileServer, make_jwt
+from tests.servers.http import HostileServer, make_jwt
 
 import secfindings
 from secfindings import ValidationError, _native

@@ -20,8 +20,8 @@ from typing import Any
 
 import graphql
 import pytest
-from tests import hostile
-from tests.hostile import HostileServer, Request, Response
+from tests.servers import http as hostile
+from tests.servers.http import HostileServer, Request, Response
 
 import secfindings
 from secfindings import _live, _schema

@@ -11,8 +11,8 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
-from tests.hostile import HostileServer, Request, Response, client
-from tests.test_subscriptions_hostile import ACK, close_frame, event, upgrade
+from tests.servers.http import HostileServer, Request, Response, client
+from tests.servers.ws import ACK, close_frame, event, upgrade
 
 import secfindings
 from secfindings.testing import Emulator

@@ -3,93 +3,28 @@ ends in a typed error, without a hang, a spin, a secret in a message or a follow
 
 from __future__ import annotations
 
-import base64
-import hashlib
-import json
 import struct
 import threading
-from collections.abc import Callable
 from typing import Any
 
 import pytest
-from tests.hostile import HostileServer, Request, Response, client, make_jwt
+from tests.servers.http import HostileServer, Request, Response, client, make_jwt
+from tests.servers.ws import (
+    ACK,
+    DEADLINE,
+    DOC,
+    close_frame,
+    event,
+    first_error,
+    frame,
+    upgrade,
+    upgrades,
+    websocket_only,
+)
 
 import secfindings
 
 pytestmark = pytest.mark.reliability_hostile
-
-GUID = "258EAFA5-E914-47DA-95CA-C5AB0DC85B11"
-
-
-def frame(payload: bytes | str, opcode: int = 1) -> bytes:
-    data = payload.encode() if isinstance(payload, str) else payload
-    n = len(data)
-    if n < 126:
-        head = struct.pack("!BB", 0x80 | opcode, n)
-    elif n < 1 << 16:
-        head = struct.pack("!BBH", 0x80 | opcode, 126, n)
-    else:
-        head = struct.pack("!BBQ", 0x80 | opcode, 127, n)
-    return head + data
-
-
-def close_frame(code: int, reason: str) -> bytes:
-    return frame(struct.pack("!H", code) + reason.encode(), opcode=8)
-
-
-def upgrade(req: Request, frames: bytes = b"", protocol: str | None = "graphql-transport-ws") -> Response:
-    """A valid 101 answer to ``req``, then ``frames``, then the connection closes."""
-    key = req.headers.get("sec-websocket-key", "")
-    accept = base64.b64encode(hashlib.sha1((key + GUID).encode()).digest()).decode()
-    head = [
-        "HTTP/1.1 101 Switching Protocols",
-        "Upgrade: websocket",
-        "Connection: Upgrade",
-        f"Sec-WebSocket-Accept: {accept}",
-    ]
-    if protocol:
-        head.append(f"Sec-WebSocket-Protocol: {protocol}")
-    return Response.raw(("\r\n".join(head) + "\r\n\r\n").encode() + frames)
-
-
-ACK = frame('{"type":"connection_ack"}')
-
-
-def upgrades(server: HostileServer) -> list[Request]:
-    """The WebSocket upgrade requests (a subscription first asks for its start position with a
-    POST, which these servers do not understand)."""
-    return [r for r in server.api_requests if r.method == "GET"]
-
-
-def websocket_only(handler: Callable[[Request], Response]) -> Callable[[Request], Response]:
-    """``handler`` for the upgrades; a POST (the start position) gets a GraphQL error, as from a
-    server without the query."""
-
-    def api(req: Request) -> Response:
-        if req.method == "POST":
-            return Response.of_json({"errors": [{"message": "Cannot query field 'subscription_cursor'"}]})
-        return handler(req)
-
-    return api
-
-
-def event(cursor: str) -> bytes:
-    return frame(json.dumps({"type": "next", "id": "1", "payload": {"data": {"e": {"cursor": cursor}}}}))
-
-
-def first_error(sub: secfindings.Subscription[Any]) -> BaseException:
-    watchdog = threading.Timer(20, sub.close)
-    watchdog.start()
-    try:
-        with pytest.raises(secfindings.SecFindingsError) as info:
-            for _ in sub:
-                pass
-        return info.value
-    finally:
-        watchdog.cancel()
-
-
-DOC = "subscription S($after: String) { e(after: $after) { cursor } }"
 
 
 def test_an_upgrade_answered_404_is_a_subscription_error_at_once() -> None:
@@ -174,6 +109,29 @@ def test_a_refused_given_jwt_is_an_authentication_error_without_the_jwt() -> Non
         assert isinstance(err, secfindings.AuthenticationError)
         assert jwt[:100] not in str(err)
         assert len(upgrades(server)) == 1
+
+
+def test_a_connection_error_cut_inside_the_jwt_does_not_leak_its_prefix() -> None:
+    """DEFECT: `parse` keeps the first 300 characters of a legacy `connection_error` payload with
+    `chars().take(300)`; the redactor then masks only whole known secrets (or `eyJ` shapes), so
+    a JWT that the cut splits survives as a prefix in the AuthenticationError. Elsewhere the
+    client cuts with `Redactor::scrub_cut`, which masks a cut inside a secret."""
+    jwt = make_jwt(opaque=True)  # masked by its value only, not by its shape
+    payload = '{"message":"' + "x" * 188 + jwt + '"}'  # characters 200..300 are jwt[:100]
+    msg = frame('{"type":"connection_error","payload":' + payload + "}")
+    with HostileServer() as server:
+        server.api = lambda req: upgrade(req, msg, protocol="graphql-ws")
+        with client(server, jwt=jwt) as c:
+            sub = c.subscribe(DOC)
+            watchdog = threading.Timer(DEADLINE, sub.close)
+            watchdog.start()
+            try:
+                with pytest.raises(secfindings.AuthenticationError) as info:
+                    list(sub)
+            finally:
+                watchdog.cancel()
+    text = str(info.value) + repr(info.value)
+    assert jwt[:100] not in text, "a cut prefix of the JWT is in the error"
 
 
 def test_an_error_message_for_our_operation_is_a_graphql_error() -> None:

@@ -1,7 +1,7 @@
 """A second GraphQL server whose schema differs from the emulator's, as production's does: extra
 fields, an extra enum value, a type the package does not model, a missing field, and
 introspection that can be turned off. graphql-core executes it over the raw-socket HTTP server of
-``tests/hostile.py`` (loopback only); the identity provider there hands out JWTs.
+``tests/servers/http.py`` (loopback only); the identity provider there hands out JWTs.
 """
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ import re
 from typing import Any
 
 import graphql
-from tests.hostile import HostileServer, Request, Response
+from tests.servers.http import HostileServer, Request, Response
 
 from secfindings import _native
 
