@@ -9,6 +9,7 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
+from tests.servers.http import HostileServer
 
 # The live schema's disk cache goes to a folder of this run, never the user's cache.
 os.environ.setdefault("SECFINDINGS_SCHEMA_CACHE", tempfile.mkdtemp(prefix="secfindings-schema-"))
@@ -33,6 +34,14 @@ mutation Add($rule: ScoringRuleInput!) {
   add_scoring_rule(scoring_rule: $rule) { ok }
 }
 """
+
+
+@pytest.fixture
+def server() -> Iterator[HostileServer]:
+    """A scripted hostile server (tests/servers/http.py), which must not fail itself."""
+    with HostileServer() as s:
+        yield s
+    assert not s.errors, f"the hostile server itself failed: {s.errors!r}"
 
 
 @pytest.fixture

@@ -1,10 +1,14 @@
-"""Token exchange, expiry-driven and 401-driven refresh, single flight across threads/tasks."""
+"""Token exchange, expiry-driven and 401-driven refresh, single flight across threads/tasks; an
+identity provider that fails or hands out absurd lifetimes is not asked once per call."""
 
 import asyncio
 import threading
+import time
 
 import pytest
 from tests.conftest import FINDING_QUERY
+from tests.servers import http as hostile
+from tests.servers.http import HostileServer, Request, Response, idp_answer, make_jwt
 
 import secfindings
 import secfindings.testing
@@ -138,3 +142,55 @@ async def test_50_tasks_expired_jwt_one_exchange(emulator):
     # the mandatory window any more: the windows scale with its lifetime).
     assert emulator.stats()["token_exchanges"] == 1
     await ac.aclose()
+
+
+# ------------------------------------------ a failing or odd identity provider (hostile server)
+
+NOT_AUTHORIZED = {"__type": "NotAuthorizedException", "message": "no"}
+
+
+def not_authorized(req: Request) -> Response:
+    return Response.of_json(NOT_AUTHORIZED, 400, [("Content-Type", "application/x-amz-json-1.1")])
+
+
+@pytest.mark.reliability_hostile
+class TestFailingIdentityProvider:
+    def test_a_provider_that_fails_after_a_short_jwt_is_not_asked_per_call(
+        self, server: HostileServer
+    ) -> None:
+        first = Response.of_json(idp_answer(make_jwt(), expires_in=2))
+        server.idp = hostile.sequence(first, not_authorized)
+        c = hostile.client(server, max_retries=0)
+        calls = served = refused = 0
+        deadline = time.monotonic() + 1.5
+        while time.monotonic() < deadline:
+            calls += 1
+            try:
+                assert c.execute("{ a }") == {}
+                served += 1
+            except AuthenticationError:
+                refused += 1
+        assert calls >= 20, f"only {calls} calls in 1.5 s: the test proves nothing"
+        assert served >= 1, "the first JWT served no call"
+        assert len(server.idp_requests) <= 6, (
+            f"{len(server.idp_requests)} exchanges for {calls} calls ({refused} refused)"
+        )
+
+    def test_a_provider_that_always_refuses_is_not_asked_per_call(self, server: HostileServer) -> None:
+        server.idp = not_authorized
+        c = hostile.client(server, max_retries=0)
+        for _ in range(200):
+            with pytest.raises(AuthenticationError):
+                c.execute("{ a }")
+        assert 1 <= len(server.idp_requests) <= 3, f"{len(server.idp_requests)} exchanges for 200 calls"
+        assert server.api_requests == []
+
+
+@pytest.mark.reliability_hostile
+def test_a_nanosecond_lifetime_does_not_cost_an_exchange_per_call(server: HostileServer) -> None:
+    server.idp = lambda req: Response.of_json(idp_answer(make_jwt(), expires_in=1e-9))
+    c = hostile.client(server)
+    for _ in range(300):
+        assert c.execute("{ a }") == {}
+    assert len(server.api_requests) == 300
+    assert 1 <= len(server.idp_requests) <= 3, f"{len(server.idp_requests)} exchanges for 300 calls"

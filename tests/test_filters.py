@@ -4,9 +4,13 @@ from __future__ import annotations
 
 import dataclasses
 import json
+from typing import Any
 
 import pytest
+from tests.servers import http as hostile
+from tests.servers.http import HostileServer
 
+import secfindings
 import secfindings.filters as filters_module
 from secfindings.errors import SecFindingsError, ValidationError
 from secfindings.filters import (
@@ -414,3 +418,56 @@ def test_dates_and_aware_datetimes_are_sent_as_iso_text_and_naive_ones_refused(c
     assert [f.id_int for f in recent] == [f.id_int for f in as_text]
     assert recent
     assert all(f.last_reported_time >= since for f in recent)
+
+
+# ---------------------------------------------------------------------------------- deep trees
+
+LEAF = {"field": "a", "condition": "equals", "value": 1}
+
+
+def deep_filter_dict(depth: int) -> dict[str, Any]:
+    node: dict[str, Any] = LEAF
+    for _ in range(depth):
+        node = {"operator": "and", "operands": [node]}
+    return node
+
+
+def deep_filter_text(depth: int) -> str:
+    # Built as text: json.dumps itself recurses too deep on a tree this deep.
+    return '{"operator": "and", "operands": [' * depth + json.dumps(LEAF) + "]}" * depth
+
+
+def deep_filter(depth: int) -> secfindings.filters.Filter:
+    """``depth`` nested groups. ``&`` flattens ``(a & b) & c`` into one group, so the groups
+    alternate ``any_of`` / ``all_of``, which cannot be flattened."""
+    f = secfindings.field("a").equals(0)
+    for i in range(1, depth + 1):
+        combine = secfindings.any_of if i % 2 else secfindings.all_of
+        f = combine(f, secfindings.field("a").equals(i))
+    return f
+
+
+@pytest.mark.reliability_input
+class TestDeepFilters:
+    def test_and_flattens(self) -> None:
+        a, b, c = (secfindings.field("a").equals(i) for i in range(3))
+        assert (a & b) & c == secfindings.all_of(a, b, c)
+
+    @pytest.mark.parametrize("form", ["dict", "json"])
+    def test_filter_tree_5000_deep(self, form: str) -> None:
+        value = deep_filter_dict(5000) if form == "dict" else deep_filter_text(5000)
+        with pytest.raises(ValidationError) as info:
+            filter_tree(value)
+        assert not isinstance(info.value, RecursionError)
+        assert info.value.__cause__ is None or not isinstance(info.value.__cause__, RecursionError)
+
+    def test_a_3000_deep_filter_is_refused_before_sending(self, server: HostileServer) -> None:
+        f = deep_filter(3000)
+        depth, node = 0, f
+        while isinstance(node, secfindings.filters.Group):
+            depth, node = depth + 1, node.operands[0]
+        assert depth == 3000
+        c = hostile.client(server)
+        with pytest.raises(ValidationError):
+            next(iter(c.findings_view(filters=f)), None)
+        assert server.api_requests == []

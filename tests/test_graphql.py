@@ -1,11 +1,15 @@
-"""execute(): data vs errors, partial data, variable checks that send nothing."""
+"""execute(): data vs errors, partial data, variable checks that send nothing; a mutation hidden
+behind a comment ended by ``\\r`` is seen (not paged, not retried)."""
 
 import math
 
 import pytest
 from tests.conftest import FINDING_QUERY
+from tests.servers import http as hostile
+from tests.servers.http import HostileServer, Response
 
-from secfindings import GraphQLError, ValidationError
+import secfindings
+from secfindings import APIStatusError, GraphQLError, ValidationError
 
 # These tests are about the core and the server's own answers: no local schema checks in front.
 pytestmark = pytest.mark.schema_off
@@ -49,9 +53,12 @@ def test_validation_error_has_no_data(emulator, client):
     assert emulator.request_log()[-1]["status"] == 400
 
 
-def test_syntax_error(client):
-    with pytest.raises(GraphQLError):
+def test_syntax_error(client, emulator):
+    # Read by the core's GraphQL parser: refused before anything is sent (with the schema off too).
+    before = emulator.stats()["api_requests"]
+    with pytest.raises(ValidationError, match="not valid GraphQL"):
         client.execute("{ finding(id: 1) { id ")
+    assert emulator.stats()["api_requests"] == before
 
 
 @pytest.mark.parametrize(
@@ -99,3 +106,35 @@ def test_several_operations_need_a_name(client):
 def test_operation_name_is_sent(emulator, client):
     client.execute(FINDING_QUERY, {"id": 1})
     assert emulator.request_log()[-1]["operation_name"] == "GetFinding"
+
+
+# ------------------------------------------------------------------------ a comment ended by \r
+
+DISGUISED_PAGED_MUTATION = (
+    "#\rmutation M($first: Int, $after: String) { items(first: $first, after: $after) "
+    "{ edges { node { id } } pageInfo { hasNextPage endCursor } } }"
+)
+DISGUISED_MUTATION = "#\rmutation M { a }"
+
+
+@pytest.mark.reliability_input
+class TestCommentEndedByCarriageReturn:
+    def test_the_mutation_is_seen(self) -> None:
+        assert secfindings._native.prepare_request(DISGUISED_MUTATION)["kind"] == "mutation"
+
+    def test_a_disguised_mutation_is_not_paged(self, server: HostileServer) -> None:
+        server.api = lambda req: Response.of_json(
+            {"data": {"items": {"edges": [], "pageInfo": {"hasNextPage": False, "endCursor": None}}}}
+        )
+        c = hostile.client(server)
+        # Refused as a mutation (not, say, as a document without an operation).
+        with pytest.raises(ValidationError, match="is a mutation"):
+            next(iter(c.paginate(DISGUISED_PAGED_MUTATION)), None)
+        assert server.api_requests == []
+
+    def test_a_disguised_mutation_is_sent_once(self, server: HostileServer) -> None:
+        server.api = lambda req: Response.text("<html>502 Bad Gateway</html>", 502)
+        with pytest.raises(APIStatusError) as info:
+            hostile.client(server, max_retries=3).execute(DISGUISED_MUTATION)
+        assert info.value.status_code == 502
+        assert len(server.api_requests) == 1

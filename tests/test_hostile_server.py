@@ -73,13 +73,6 @@ MiB = 1 << 20
 
 
 @pytest.fixture
-def server() -> Iterator[HostileServer]:
-    with HostileServer() as s:
-        yield s
-    assert not s.errors, f"the hostile server itself failed: {s.errors!r}"
-
-
-@pytest.fixture
 def other() -> Iterator[HostileServer]:
     """A second server, the target of redirects: it must never hear from the client."""
     with HostileServer() as s:

@@ -1,7 +1,9 @@
 """Input that used to be accepted silently (issue 19): global ids in id filters, filter values a
 schema enum does not have, declared variables with no value, enum values listed when nothing is
 close, and sync/async protocol mix-ups. Each is checked against the emulator over real HTTP, and
-"nothing sent" is read from the emulator's own request counters."""
+"nothing sent" is read from the emulator's own request counters. Also: values that change while
+being converted, long keys repeated deep, naive DateTime text (the crash-prone or memory-hungry
+cases run in a fresh interpreter, so a regression fails one test, not the whole run)."""
 
 from __future__ import annotations
 
@@ -10,11 +12,14 @@ import json
 import os
 import subprocess
 import sys
+import textwrap
 from pathlib import Path
 from typing import Any
 
 import pytest
 from tests.conftest import FINDING_QUERY, PAGE_QUERY
+from tests.servers import http as hostile
+from tests.servers.http import HostileServer, make_api_token
 
 import secfindings
 from secfindings import ValidationError, field, filters, to_global_id
@@ -331,3 +336,152 @@ def test_a_cursor_the_server_reads_as_the_start_is_refused_by_every_walk(emulato
                 await ac.findings_view(after="bm9wZQ==").to_list()
 
     asyncio.run(main())
+
+
+# ------------------------------------------------------------- values that fight the conversion
+
+MiB = 1 << 20
+
+
+def run_isolated(code: str, *args: str, timeout: float = 120) -> dict[str, Any]:
+    """Runs ``code`` in a fresh interpreter (``sys.argv[1:]`` = ``args``); the process must live
+    and print one JSON line last."""
+    proc = subprocess.run(
+        [sys.executable, "-c", textwrap.dedent(code), *args],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        check=False,
+    )
+    assert proc.returncode == 0, f"the process died (returncode {proc.returncode}): {proc.stderr[-3000:]}"
+    return json.loads(proc.stdout.strip().splitlines()[-1])
+
+
+MUTATING_VALUE = """
+import json, sys
+import secfindings
+from secfindings import _native
+
+method, returns, token, base_url, auth_url = sys.argv[1:6]
+returned = json.loads(returns)
+
+class Evil:
+    def __init__(self, parent):
+        self.parent = parent
+
+def grow(self):
+    # Enough new keys to make the dict resize while it is being converted.
+    for i in range(200):
+        self.parent[f"k{len(self.parent)}-{i}"] = i
+    return returned
+
+setattr(Evil, method, grow)
+
+def fresh():
+    d = {}
+    d["a"] = Evil(d)
+    return d
+
+def outcome(call):
+    try:
+        value = call()
+    except BaseException as exc:
+        name, message = type(exc).__name__, str(exc)[:500]
+        return {"raised": name, "exception": isinstance(exc, Exception), "message": message}
+    return {"raised": None, "value": value}
+
+client = secfindings.Client(token, base_url=base_url, auth_url=auth_url, max_retries=0, timeout=10,
+                            schema="off")
+out = {
+    "prepare": outcome(lambda: _native.prepare_request("query Q($v: JSON) { a }", {"v": fresh()})),
+    "execute": outcome(lambda: client.execute("query Q($v: JSON) { a }", {"v": fresh()})),
+}
+print(json.dumps(out, default=repr))
+"""
+
+
+@pytest.mark.parametrize(
+    ("method", "returns"),
+    [("to_dict", {"x": 1}), ("isoformat", {"x": 1}), ("isoformat", "2024-01-01T00:00:00+00:00")],
+    ids=["to_dict", "isoformat-dict", "isoformat-str"],
+)
+def test_a_value_that_grows_its_parent_dict_does_not_panic(
+    server: HostileServer, method: str, returns: Any
+) -> None:
+    out = run_isolated(
+        MUTATING_VALUE, method, json.dumps(returns), make_api_token(), server.base_url, server.auth_url
+    )
+    for call in ("prepare", "execute"):
+        got = out[call]
+        assert got["raised"] != "PanicException", f"{call}: the native core panicked: {got}"
+        if got["raised"] is not None:
+            assert got["exception"], f"{call}: raised a BaseException that is no Exception: {got}"
+    prepared = out["prepare"]
+    if prepared["raised"] is None:
+        # Converted: the value is what the object's own protocol gave.
+        assert prepared["value"]["variables"]["v"]["a"] == returns, prepared
+    if out["execute"]["raised"] is None:
+        assert out["execute"]["value"] == {}, out
+        assert len(server.api_requests) == 1
+    else:
+        assert server.api_requests == [], out
+
+
+LONG_KEY_DEEP = """
+import json, sys
+from secfindings import ValidationError, _native
+
+def peak():
+    with open("/proc/self/status") as f:
+        return next(int(line.split()[1]) * 1024 for line in f if line.startswith("VmHWM:"))
+
+key = "k" * 100_000
+def chain(depth):
+    d = {"leaf": 1}
+    for _ in range(depth):
+        d = {key: d}
+    return d
+
+fits, too_deep = chain(110), chain(130)
+query = "query Q($v: JSON) { a }"
+before = peak()
+prepared = _native.prepare_request(query, {"v": fits})
+node, depth = prepared["variables"]["v"], 0
+while isinstance(node, dict) and list(node) == [key]:
+    node, depth = node[key], depth + 1
+try:
+    _native.prepare_request(query, {"v": too_deep})
+    deep = {"raised": None}
+except Exception as exc:
+    deep = {"raised": type(exc).__name__, "is_validation": isinstance(exc, ValidationError),
+            "length": len(str(exc)), "message": str(exc)[:2000]}
+print(json.dumps({"depth": depth, "leaf": node, "deep": deep, "grew": peak() - before}))
+"""
+
+
+def test_a_long_key_repeated_deep_costs_no_square_memory() -> None:
+    out = run_isolated(LONG_KEY_DEEP)
+    assert out["depth"] == 110, out
+    assert out["leaf"] == {"leaf": 1}, out
+    deep = out["deep"]
+    assert deep["raised"] == "ValidationError", deep
+    assert deep["is_validation"], deep
+    assert deep["length"] < 1000, f"a message of {deep['length']} characters: {deep['message'][:300]}..."
+    assert out["grew"] < 300 * MiB, f"peak RSS grew by {out['grew'] / MiB:.0f} MiB"
+
+
+# ----------------------------------------------------------------------- DateTime given as text
+
+
+class TestNaiveDateTimeText:
+    QUERY = "query Q($t: DateTime) { a }"
+
+    def test_a_naive_datetime_string_is_refused(self, server: HostileServer) -> None:
+        with pytest.raises(ValidationError, match="timezone-aware"):
+            hostile.client(server).execute(self.QUERY, {"t": "2024-01-01T00:00:00"})
+        assert server.api_requests == []
+
+    def test_an_aware_datetime_string_is_sent(self, server: HostileServer) -> None:
+        assert hostile.client(server).execute(self.QUERY, {"t": "2024-01-01T00:00:00Z"}) == {}
+        (req,) = server.api_requests
+        assert req.json()["variables"] == {"t": "2024-01-01T00:00:00Z"}

@@ -1,18 +1,24 @@
 """Paging answers the emulator does not give: GraphQL errors on a page fetched ahead, `nodes`
-instead of `edges`, odd pageInfo types; and cancelling an async walk while a page is on its way.
+instead of `edges`, odd pageInfo types; and cancelling an async walk while a page is on its way;
+the loop guards of a walk without edge cursors (the same nodes again, ids past the total).
 
-A small scripted HTTP server on loopback answers page after page from a list."""
+A small scripted HTTP server on loopback answers page after page from a list (or the hostile
+server of tests/servers/http.py)."""
 
 from __future__ import annotations
 
 import asyncio
+import itertools
 import json
 import threading
-from collections.abc import Iterator
+import uuid
+from collections.abc import Callable, Iterable, Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any, ClassVar
 
 import pytest
+from tests.servers import http as hostile
+from tests.servers.http import HostileServer, Request, Response, connection_query
 
 import secfindings
 from secfindings import GraphQLError, PaginationError
@@ -142,3 +148,64 @@ async def test_cancelling_a_walk_while_a_page_is_on_its_way(emulator: Any) -> No
     emulator.clear_faults()
     rest = await ac.findings_view(after=pager.cursor, limit=7, fields="id_int").to_list()
     assert [f.id_int for f in rest] == list(range(1, 8))
+
+
+# ------------------------------------------------------------- no edge cursors: the loop guards
+
+
+def endless(make_page: Callable[[int], dict[str, Any]], stop_after: int) -> Callable[[Request], Response]:
+    """Page ``i`` is ``make_page(i)`` with hasNextPage true and a fresh endCursor, until the server
+    gives up after ``stop_after`` pages (so a client without guards ends instead of looping)."""
+    n = itertools.count()
+
+    def api(req: Request) -> Response:
+        i = next(n)
+        conn = make_page(i)
+        conn["pageInfo"] = {"hasNextPage": i < stop_after, "endCursor": str(uuid.uuid4())}
+        return Response.of_json({"data": {"items": conn}})
+
+    return api
+
+
+def walk(paginator: Iterable[Any], cap: int = 1000) -> list[Any]:
+    got: list[Any] = []
+    for item in paginator:
+        got.append(item)
+        if len(got) >= cap:
+            break
+    return got
+
+
+SAME_EDGES = connection_query("edges { node { id } }")
+SAME_NODES = connection_query("nodes { id }")
+WITH_TOTAL = connection_query("total_count edges { node { id } }")
+
+
+class TestPagingGuardsWithoutEdgeCursors:
+    @pytest.mark.parametrize(
+        ("query", "make_page"),
+        [
+            (SAME_EDGES, lambda i: {"edges": [{"node": {"id": 1}}, {"node": {"id": 2}}]}),
+            (SAME_NODES, lambda i: {"nodes": [{"id": 1}, {"id": 2}]}),
+        ],
+        ids=["edges", "nodes"],
+    )
+    def test_the_same_nodes_again(
+        self, server: HostileServer, query: str, make_page: Callable[[int], dict[str, Any]]
+    ) -> None:
+        server.api = endless(make_page, stop_after=40)
+        c = hostile.client(server)
+        with pytest.raises(PaginationError):
+            walk(c.paginate(query, path="items", page_size=2))
+        assert len(server.api_requests) <= 3
+
+    def test_distinct_ids_far_past_the_total(self, server: HostileServer) -> None:
+        def make_page(i: int) -> dict[str, Any]:
+            return {"total_count": 10, "edges": [{"node": {"id": 2 * i}}, {"node": {"id": 2 * i + 1}}]}
+
+        server.api = endless(make_page, stop_after=100)
+        c = hostile.client(server)
+        with pytest.raises(PaginationError) as info:
+            walk(c.paginate(WITH_TOTAL, path="items", page_size=2))
+        assert len(server.api_requests) <= 25
+        assert "total of 10" in str(info.value)

@@ -48,6 +48,7 @@ __all__ = [
     "Response",
     "async_client",
     "client",
+    "connection_query",
     "gzip_bomb",
     "idp_answer",
     "json_stream",
@@ -554,3 +555,12 @@ def async_client(server: HostileServer, **kw: Any) -> secfindings.AsyncClient:
     """The AsyncClient twin of :func:`client`."""
     token, kw = _settings(server, kw)
     return secfindings.AsyncClient(token, **kw)
+
+
+def connection_query(selection: str) -> str:
+    """A paged query of a connection ``items { <selection> pageInfo { ... } }``, the shape the
+    tests' paging servers answer."""
+    return (
+        "query Q($first: Int, $after: String) { items(first: $first, after: $after) "
+        f"{{ {selection} pageInfo {{ hasNextPage endCursor }} }} }}"
+    )
