@@ -1,21 +1,29 @@
 """The live schema: introspected once, cached in memory and on disk, and used for selections,
-checks and models, against the emulator and against a server whose schema differs from it."""
+checks and models, against the emulator and against a server whose schema differs from it; an
+introspection answer or a cache file that cannot be used is not kept, a transient error is not
+remembered, and the modes and first calls (threads, tasks, a cancelled one, pickles) hold."""
 
 from __future__ import annotations
 
 import asyncio
+import itertools
 import json
 import logging
-from collections.abc import Iterator
+import pickle
+import threading
+import time
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 from tests.servers import http as hostile
+from tests.servers.http import HostileServer, Request, Response
+from tests.servers.schema import introspection_of, is_introspection, live_client, scripted
 from tests.servers.variant import ROWS, VariantServer
 
 import secfindings
-from secfindings import _live
+from secfindings import _live, _schema
 from secfindings.models import FindingsView, GenericModel
 from secfindings.testing import Emulator
 
@@ -330,3 +338,182 @@ def test_documents_are_remembered_once_checked_but_not_very_large_ones() -> None
         big = "# " + "x" * _schema.MAX_REMEMBERED_CHARS + "\n" + small
         c.execute(big)
         assert not schema.knows(big)
+
+
+# ------------------------------------------------------------------- a hostile introspection answer
+
+
+def _no_query_type(intro: dict[str, Any]) -> None:
+    intro["__schema"]["queryType"] = None
+
+
+def _empty_object_type(intro: dict[str, Any]) -> None:
+    for t in intro["__schema"]["types"]:
+        if t["name"] == "Empty":
+            t["fields"] = []
+
+
+@pytest.mark.reliability_hostile
+@pytest.mark.parametrize("spoil", [_no_query_type, _empty_object_type])
+def test_an_answer_that_builds_but_is_not_a_valid_schema_falls_back(
+    spoil: Callable[[dict[str, Any]], None], fresh_cache: Path
+) -> None:
+    """graphql-core's build_client_schema accepts these answers; graphql.validate() then raises
+    TypeError from assert_valid_schema on every check (Schema._validate), and the answer was
+    already written to the disk cache, so every process fails for a day."""
+    intro = introspection_of("type Query { a: Int }\ntype Empty { x: Int }")
+    spoil(intro)
+    with scripted(lambda req: Response.of_json({"data": intro})) as server:
+        with live_client(server) as c:
+            assert c.execute("{ __typename }") == {"__typename": "Query"}
+        _live._MEMORY.clear()
+        with live_client(server) as c:  # another process: the disk cache must not carry it
+            assert c.execute("{ __typename }") == {"__typename": "Query"}
+
+
+@pytest.mark.reliability_hostile
+@pytest.mark.parametrize(
+    "poison",
+    [
+        [1, 2],
+        {"__schema": []},
+        {"__schema": {"types": "x"}},
+        {"__schema": {"queryType": {"name": "Query"}, "types": [], "directives": []}},
+    ],
+    ids=["list", "schema-list", "types-str", "no-types"],
+)
+def test_a_disk_cache_file_with_a_matching_hash_but_an_unusable_answer_is_ignored(
+    poison: Any,
+) -> None:
+    """read_cached only checks the SHA-256 the file itself carries (any writer can compute it);
+    _from_disk then builds the Schema unguarded, so the TypeError reaches every call."""
+    with scripted(
+        lambda req: Response.of_json({"data": introspection_of("type Query { a: Int }")})
+    ) as server:
+        path = _schema._cache_file(server.base_url)
+        assert path is not None
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(
+            json.dumps(
+                {
+                    "format": _schema.CACHE_FORMAT,
+                    "base_url": server.base_url,
+                    "fetched_at": time.time(),
+                    "hash": _schema._digest(poison),
+                    "introspection": poison,
+                }
+            )
+        )
+        with live_client(server) as c:
+            assert c.execute("{ a }") == {"__typename": "Query"}
+            schema = c.schema()
+            assert schema is not None
+            assert schema.source == "server"
+
+
+@pytest.mark.reliability_hostile
+def test_a_transient_5xx_on_introspection_is_not_remembered_for_the_whole_process() -> None:
+    """_refused() treats any APIStatusError (a 503 included) as "introspection refused" and
+    _fell_back pins the built-in schema in _MEMORY for the process: every later client of this
+    URL, long after the server recovered, checks against the built-in SDL and falsely rejects
+    the server's own fields."""
+    answers = itertools.count()
+
+    def introspection(req: Request) -> Response:
+        if next(answers) == 0:
+            return Response.of_json({"message": "try again"}, status=503)
+        return Response.of_json({"data": introspection_of("type Query { a: Int extra: Int }")})
+
+    with scripted(introspection) as server:
+        with live_client(server) as c, pytest.raises(secfindings.SecFindingsError):
+            c.execute("{ extra }")
+        with live_client(server) as later:
+            assert later.execute("{ extra }") == {"__typename": "Query"}
+
+
+# ------------------------------------------------------------------------ modes and first calls
+
+
+@pytest.mark.reliability_hostile
+def test_schema_builtin_never_introspects_even_on_refresh() -> None:
+    """schema="builtin" is "the package's SDL, never introspect"; schema_sync(refresh=True)
+    goes past _remembered() to the introspection and hands back the server's schema."""
+    with scripted(
+        lambda req: Response.of_json({"data": introspection_of("type Query { a: Int }")})
+    ) as server:
+        with hostile.client(server, schema="builtin") as c:
+            assert c.schema().source == "built-in"  # type: ignore[union-attr]
+            assert c.schema(refresh=True).source == "built-in"  # type: ignore[union-attr]
+        assert not [r for r in server.api_requests if is_introspection(r)]
+
+
+@pytest.mark.reliability_hostile
+def test_a_cancelled_first_async_call_does_not_cancel_the_calls_waiting_on_it() -> None:
+    """schema_async stores the loader's CancelledError in the shared future; every task that was
+    waiting on it (shielded) then ends as cancelled although nobody cancelled it."""
+    arrived = threading.Event()
+    gate = threading.Event()
+    answers = itertools.count()
+
+    def introspection(req: Request) -> Response:
+        if next(answers) == 0:
+            arrived.set()
+            gate.wait(30)
+        return Response.of_json({"data": introspection_of("type Query { a: Int }")})
+
+    async def main(server: HostileServer) -> None:
+        async with hostile.async_client(server, schema="live") as ac:
+            first = asyncio.create_task(ac.execute("{ a }"))
+            assert await asyncio.get_running_loop().run_in_executor(None, arrived.wait, 10)
+            second = asyncio.create_task(ac.execute("{ a }"))
+            for _ in range(5):  # let `second` reach the shared load (no time passes)
+                await asyncio.sleep(0)
+            first.cancel()
+            gate.set()
+            assert await second == {"__typename": "Query"}
+
+    with scripted(introspection) as server:
+        try:
+            asyncio.run(main(server))
+        finally:
+            gate.set()
+
+
+@pytest.mark.reliability_hostile
+def test_pickled_clients_keep_their_schema_mode() -> None:
+    """Passes; nothing else checks that a pickled client keeps schema= (a dask worker with
+    schema="off" must not start introspecting)."""
+    with Emulator(findings=5) as emu:
+        for mode in ("builtin", "off"):
+            with emu.client(schema=mode) as c:
+                assert pickle.loads(pickle.dumps(c))._live.mode == mode
+            ac = emu.async_client(schema=mode)
+            assert pickle.loads(pickle.dumps(ac))._live.mode == mode
+            ac.close()
+
+
+@pytest.mark.reliability_hostile
+def test_many_threads_first_calls_share_one_introspection(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Passes; the existing tests cover the async tasks only, not threads of sync clients."""
+    monkeypatch.setenv("SECFINDINGS_SCHEMA_CACHE", "off")
+    with Emulator(findings=5) as emu:
+        clients = [emu.client(schema="live") for _ in range(2)]
+        barrier = threading.Barrier(16)
+        errors: list[BaseException] = []
+
+        def work(i: int) -> None:
+            barrier.wait()
+            try:
+                clients[i % 2].finding(1)
+            except BaseException as e:
+                errors.append(e)
+
+        threads = [threading.Thread(target=work, args=(i,)) for i in range(16)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(60)
+        for c in clients:
+            c.close()
+        assert errors == []
+        assert sum("__schema" in json.dumps(r) for r in emu.request_log()) == 1
