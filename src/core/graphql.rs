@@ -1,7 +1,7 @@
 //! GraphQL request and response envelopes, and the checks made before anything is sent.
 //!
-//! The document is not fully parsed: a small scanner finds each operation's kind, name and
-//! variable definitions, which is all the client needs (retry class and variable types).
+//! Documents are read by the core's one GraphQL front end (`gql`, async-graphql-parser), which
+//! remembers what it read per document text: each operation's kind, name and variables.
 
 use serde_json::{Map, Value};
 
@@ -10,227 +10,21 @@ use super::retry::RetryClass;
 
 pub use super::scalars::INT_MAX;
 
-/// A variable's declared type, as far as the checks need it.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub enum TypeRef {
-    Named(String),
-    List(Box<TypeRef>),
-    NonNull(Box<TypeRef>),
-}
-
-impl TypeRef {
-    fn render(&self) -> String {
-        match self {
-            Self::Named(n) => n.clone(),
-            Self::List(t) => format!("[{}]", t.render()),
-            Self::NonNull(t) => format!("{}!", t.render()),
-        }
-    }
-}
-
-/// One operation found in a document.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct OperationInfo {
-    pub kind: OperationKind,
-    pub name: Option<String>,
-    pub variables: Vec<(String, TypeRef)>,
-    /// The variables declared with a default value (`$first: Int = 10`).
-    pub defaulted: Vec<String>,
-}
-
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum OperationKind {
-    Query,
-    Mutation,
-    Subscription,
-}
-
-impl OperationInfo {
-    pub fn retry_class(&self) -> RetryClass {
-        match self.kind {
-            OperationKind::Mutation => RetryClass::Mutation,
-            OperationKind::Query | OperationKind::Subscription => RetryClass::Idempotent,
-        }
-    }
-}
-
-#[derive(Debug, PartialEq)]
-enum Tok<'a> {
-    Name(&'a str),
-    Punct(char),
-    Dollar,
-    Str,
-    Other,
-}
-
-/// Splits a GraphQL document into the few tokens the scanner needs; strings and comments are skipped.
-fn tokens(doc: &str) -> Vec<Tok<'_>> {
-    let b = doc.as_bytes();
-    let mut out = Vec::new();
-    let mut i = 0;
-    while i < b.len() {
-        let c = b[i];
-        match c {
-            b'#' => {
-                // A comment ends at any line terminator: \n, \r or \r\n (as GraphQL says).
-                while i < b.len() && b[i] != b'\n' && b[i] != b'\r' {
-                    i += 1;
-                }
-            }
-            b'"' => {
-                if b[i..].starts_with(b"\"\"\"") {
-                    i += 3;
-                    // In a block string the only escape is \""" (a backslash is otherwise text).
-                    while i < b.len() && !b[i..].starts_with(b"\"\"\"") {
-                        i += if b[i..].starts_with(b"\\\"\"\"") { 4 } else { 1 };
-                    }
-                    i += 3;
-                } else {
-                    i += 1;
-                    while i < b.len() && b[i] != b'"' && b[i] != b'\n' && b[i] != b'\r' {
-                        i += if b[i] == b'\\' { 2 } else { 1 };
-                    }
-                    i += 1;
-                }
-                out.push(Tok::Str);
-                continue;
-            }
-            b'$' => {
-                out.push(Tok::Dollar);
-                i += 1;
-                continue;
-            }
-            c if c.is_ascii_alphabetic() || c == b'_' => {
-                let start = i;
-                while i < b.len() && (b[i].is_ascii_alphanumeric() || b[i] == b'_') {
-                    i += 1;
-                }
-                out.push(Tok::Name(doc.get(start..i).unwrap_or("")));
-                continue;
-            }
-            b'{' | b'}' | b'(' | b')' | b'[' | b']' | b'!' | b':' | b'=' => out.push(Tok::Punct(c as char)),
-            c if c.is_ascii_whitespace() || c == b',' => {}
-            _ => out.push(Tok::Other),
-        }
-        i += 1;
-    }
-    out
-}
-
-/// The deepest list type read (`[[[Int]]]` is 3); deeper ones are left to the server, so a
-/// hostile document cannot exhaust the stack.
-const MAX_TYPE_DEPTH: usize = 32;
-
-fn parse_type(toks: &[Tok<'_>], pos: &mut usize) -> Option<TypeRef> {
-    parse_type_at(toks, pos, 0)
-}
-
-fn parse_type_at(toks: &[Tok<'_>], pos: &mut usize, depth: usize) -> Option<TypeRef> {
-    if depth > MAX_TYPE_DEPTH {
-        return None;
-    }
-    let base = match toks.get(*pos)? {
-        Tok::Name(n) => {
-            *pos += 1;
-            TypeRef::Named((*n).to_string())
-        }
-        Tok::Punct('[') => {
-            *pos += 1;
-            let inner = parse_type_at(toks, pos, depth + 1)?;
-            if toks.get(*pos) != Some(&Tok::Punct(']')) {
-                return None;
-            }
-            *pos += 1;
-            TypeRef::List(Box::new(inner))
-        }
-        _ => return None,
-    };
-    if toks.get(*pos) == Some(&Tok::Punct('!')) {
-        *pos += 1;
-        return Some(TypeRef::NonNull(Box::new(base)));
-    }
-    Some(base)
-}
-
-/// Finds every operation of a document (query shorthand `{ ... }` included).
-pub fn scan_operations(doc: &str) -> Vec<OperationInfo> {
-    let toks = tokens(doc);
-    let mut ops = Vec::new();
-    let mut depth = 0usize;
-    let mut i = 0;
-    while i < toks.len() {
-        match &toks[i] {
-            Tok::Punct('{') => {
-                if depth == 0 && (i == 0 || matches!(toks.get(i.wrapping_sub(1)), Some(Tok::Punct('}')))) {
-                    ops.push(OperationInfo {
-                        kind: OperationKind::Query,
-                        name: None,
-                        variables: vec![],
-                        defaulted: vec![],
-                    });
-                }
-                depth += 1;
-            }
-            Tok::Punct('}') => depth = depth.saturating_sub(1),
-            Tok::Name(kw) if depth == 0 && matches!(*kw, "query" | "mutation" | "subscription") => {
-                let kind = match *kw {
-                    "mutation" => OperationKind::Mutation,
-                    "subscription" => OperationKind::Subscription,
-                    _ => OperationKind::Query,
-                };
-                let mut op = OperationInfo { kind, name: None, variables: vec![], defaulted: vec![] };
-                i += 1;
-                if let Some(Tok::Name(n)) = toks.get(i) {
-                    op.name = Some((*n).to_string());
-                    i += 1;
-                }
-                if toks.get(i) == Some(&Tok::Punct('(')) {
-                    i += 1;
-                    while i < toks.len() && toks[i] != Tok::Punct(')') {
-                        if toks[i] == Tok::Dollar {
-                            if let (Some(Tok::Name(var)), Some(Tok::Punct(':'))) =
-                                (toks.get(i + 1), toks.get(i + 2))
-                            {
-                                let mut p = i + 3;
-                                if let Some(t) = parse_type(&toks, &mut p) {
-                                    op.variables.push(((*var).to_string(), t));
-                                    if toks.get(p) == Some(&Tok::Punct('=')) {
-                                        op.defaulted.push((*var).to_string());
-                                    }
-                                }
-                                i = p;
-                                continue;
-                            }
-                        }
-                        i += 1;
-                    }
-                }
-                ops.push(op);
-                continue;
-            }
-            Tok::Name("fragment") if depth == 0 => {
-                // A fragment's selection set is skipped by the brace counting below.
-            }
-            _ => {}
-        }
-        i += 1;
-    }
-    ops
-}
+pub use super::gql::{OperationInfo, OperationKind, TypeRef};
 
 /// Picks the operation that will run: the named one, or the only one.
 pub fn select_operation(doc: &str, operation_name: Option<&str>) -> Result<OperationInfo> {
-    let ops = scan_operations(doc);
+    let ops = super::gql::operations(doc)?;
     if ops.is_empty() {
         return Err(Error::validation(
             "query contains no operation (expected `query`, `mutation` or `{ ... }`)",
         ));
     }
     match operation_name {
-        Some(name) => ops.into_iter().find(|o| o.name.as_deref() == Some(name)).ok_or_else(|| {
+        Some(name) => ops.iter().find(|o| o.name.as_deref() == Some(name)).cloned().ok_or_else(|| {
             Error::validation(format!("operation_name {name:?} is not an operation of the query"))
         }),
-        None if ops.len() == 1 => ops.into_iter().next().ok_or_else(|| Error::validation("no operation")),
+        None if ops.len() == 1 => ops.first().cloned().ok_or_else(|| Error::validation("no operation")),
         None => Err(Error::validation("query has several operations: pass operation_name to choose one")),
     }
 }
@@ -400,7 +194,7 @@ mod tests {
             fragment F on Finding { id }
             mutation AddRule($rule: ScoringRuleInput!) { add_scoring_rule(rule: $rule) { ok } }
         "#;
-        let ops = scan_operations(doc);
+        let ops = crate::core::gql::operations(doc).unwrap();
         assert_eq!(ops.len(), 2);
         assert_eq!(ops[0].kind, OperationKind::Query);
         assert_eq!(ops[0].name.as_deref(), Some("Finding"));
@@ -417,7 +211,7 @@ mod tests {
         );
         assert_eq!(ops[1].kind, OperationKind::Mutation);
         assert_eq!(ops[1].retry_class(), RetryClass::Mutation);
-        assert_eq!(scan_operations("{ finding(id: 1) { id } }")[0].kind, OperationKind::Query);
+        assert_eq!(select_operation("{ finding(id: 1) { id } }", None).unwrap().kind, OperationKind::Query);
     }
 
     #[test]
@@ -427,7 +221,7 @@ mod tests {
         assert_eq!(select_operation(doc, None).unwrap().kind, OperationKind::Mutation);
         // `\\"""` does not end a block string: the backslash before `"""` escapes it.
         let doc = "query Q { a(t: \"\"\"\\\\\"\"\" mutation M { b } \"\"\") }";
-        let ops = scan_operations(doc);
+        let ops = crate::core::gql::operations(doc).unwrap();
         assert_eq!(ops.len(), 1, "{ops:?}");
         assert_eq!(ops[0].kind, OperationKind::Query);
     }
@@ -445,10 +239,8 @@ mod tests {
     #[test]
     fn deep_list_types_do_not_exhaust_the_stack() {
         let doc = format!("query Q($x: {}Int{}) {{ a }}", "[".repeat(100_000), "]".repeat(100_000));
-        let op = select_operation(&doc, None).unwrap();
-        assert!(op.variables.is_empty());
-        let ok =
-            format!("query Q($x: {}Int{}) {{ a }}", "[".repeat(MAX_TYPE_DEPTH), "]".repeat(MAX_TYPE_DEPTH));
+        assert!(matches!(select_operation(&doc, None), Err(Error::Validation(_))));
+        let ok = format!("query Q($x: {}Int{}) {{ a }}", "[".repeat(32), "]".repeat(32));
         assert_eq!(select_operation(&ok, None).unwrap().variables.len(), 1);
     }
 

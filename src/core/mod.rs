@@ -6,6 +6,7 @@ pub mod client;
 pub mod columns;
 pub mod config;
 pub mod error;
+pub mod gql;
 pub mod graphql;
 pub mod http;
 pub mod ids;

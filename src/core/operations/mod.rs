@@ -396,38 +396,19 @@ fn kind_of(v: &Value) -> &'static str {
 
 /// Checks a caller's selection text (`fields=`): it must stay inside the field's braces.
 fn check_selection(op: &str, fields: &str) -> Result<()> {
-    let bad = |what: &str| Err(Error::validation(format!("{op}(fields=...) {what}")));
     if fields.trim().is_empty() {
-        return bad("is empty: name at least one field, e.g. fields=\"id\"");
+        return Err(Error::validation(format!(
+            "{op}(fields=...) is empty: name at least one field, e.g. fields=\"id\""
+        )));
     }
-    let (mut braces, mut parens) = (0i32, 0i32);
-    let mut in_str = false;
-    let mut prev = '\0';
-    for c in fields.chars() {
-        if in_str {
-            if c == '"' && prev != '\\' {
-                in_str = false;
-            }
-        } else {
-            match c {
-                '"' => in_str = true,
-                '#' => return bad("must not contain comments (#)"),
-                '{' => braces += 1,
-                '}' => braces -= 1,
-                '(' => parens += 1,
-                ')' => parens -= 1,
-                _ => {}
-            }
-            if braces < 0 || parens < 0 {
-                return bad("closes a brace or parenthesis it did not open");
-            }
-        }
-        prev = c;
-    }
-    if in_str || braces != 0 || parens != 0 {
-        return bad("has unbalanced braces, parentheses or quotes");
-    }
-    Ok(())
+    // Read by the one GraphQL front end, as it will sit in the document (inside braces): unbalanced
+    // braces, parentheses or quotes, a comment that swallows the rest, or text that closes the
+    // selection and goes on are refused.
+    super::gql::selection(fields).map(|_| ()).map_err(|e| {
+        Error::validation(format!(
+            "{op}(fields=...) has unbalanced braces, parentheses or quotes, or is not a selection: {e}"
+        ))
+    })
 }
 
 /// A checked request for one catalog operation.
