@@ -1,7 +1,7 @@
-.PHONY: help dev test lint demo bench reliability dist wheel-test emulator fmt generate clean
+.PHONY: help dev test lint lint-fast demo bench reliability dist wheel-test emulator fmt generate clean
 
 help:  ## list the targets
-	@grep -E '^[a-z]+:.*##' Makefile | sed 's/:.*## /\t/'
+	@grep -E '^[a-z-]+:.*##' Makefile | sed 's/:.*## /\t/'
 
 dev:  ## build the extension into .venv (editable) with the test extras
 	bash -c 'source scripts/_venv.sh && install_package "[test]"'
@@ -9,17 +9,16 @@ dev:  ## build the extension into .venv (editable) with the test extras
 test:  ## everything: Rust tests, fmt, clippy, ruff, mypy, stubtest, pytest
 	bash scripts/test.sh
 
-lint:  ## formatting and static checks only
-	cargo fmt --all -- --check
-	cargo clippy --workspace --all-targets -- -D warnings
-	.venv/bin/python -m ruff check python tests examples benches scripts
-	.venv/bin/python -m mypy
-	.venv/bin/python -m mypy.stubtest secfindings._native --allowlist tests/stubtest-allowlist.txt
+lint:  ## formatting and static checks only (the lint half of scripts/test.sh: scripts/lint.sh)
+	bash scripts/lint.sh
+
+lint-fast:  ## the checks that build nothing: rustfmt, ruff, mypy (the pre-commit hook)
+	bash scripts/lint.sh fast
 
 fmt:  ## format Rust and Python
 	cargo fmt --all
-	.venv/bin/python -m ruff format python tests examples benches
-	.venv/bin/python -m ruff check --fix python tests examples benches
+	.venv/bin/python -m ruff format python tests examples benches scripts
+	.venv/bin/python -m ruff check --fix python tests examples benches scripts
 
 generate:  ## regenerate python/secfindings/_operations.py from the Rust operation catalog
 	.venv/bin/python scripts/gen_operations.py

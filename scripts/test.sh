@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# Runs every check and test: Rust (core without PyO3, emulator), formatting, clippy, ruff, mypy,
-# stubtest, and the Python suite against the emulator over real HTTP. No test touches the internet.
+# Runs every check and test: the static checks of `make lint` (scripts/lint.sh: rustfmt, clippy,
+# ruff, mypy, stubtest), the Rust tests (core without PyO3, emulator), and the Python suite
+# against the emulator over real HTTP. No test touches the internet.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 source scripts/_venv.sh
@@ -9,23 +10,12 @@ step() { printf '\n== %s\n' "$*"; }
 step "build and install the package with test extras"
 install_package "[test]"
 
-step "rustfmt"
-cargo fmt --all -- --check
+# The lint half is `make lint`'s own script (same venv: SECFINDINGS_VENV is inherited).
+bash scripts/lint.sh
 
 step "cargo test: core (no PyO3) and emulator"
 cargo test --no-default-features --features arrow --lib --quiet
 cargo test -p secfindings-emulator --quiet
-
-step "clippy"
-cargo clippy --workspace --all-targets --quiet -- -D warnings
-
-step "ruff"
-"$PY" -m ruff check python tests examples benches scripts
-"$PY" -m ruff format --check python tests examples benches scripts
-
-step "mypy and stubtest"
-"$PY" -m mypy
-"$PY" -m mypy.stubtest secfindings._native --allowlist tests/stubtest-allowlist.txt
 
 step "pytest"
 "$PY" -m pytest -q "$@"
