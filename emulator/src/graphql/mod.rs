@@ -22,6 +22,7 @@ mod findings;
 mod mutation;
 mod paging;
 mod query;
+mod scopes;
 mod util;
 
 #[cfg(test)]
@@ -42,6 +43,7 @@ const VIEW_CACHE_ENTRIES: usize = 16;
 fn roots() -> HashMap<&'static str, RootFn> {
     use mutation as m;
     use query as q;
+    use scopes as s;
     let list: [(&'static str, RootFn); 46] = [
         ("Query.finding", q::q_finding),
         ("Query.finding_filters", q::q_finding_filters),
@@ -64,30 +66,30 @@ fn roots() -> HashMap<&'static str, RootFn> {
         ("Mutation.add_sla_rule", m::add_sla_rule),
         ("Mutation.add_status_rule", m::add_status_rule),
         ("Mutation.add_ticket_sla_rule", m::add_ticket_sla_rule),
-        ("Mutation.create_scope_group", m::create_scope_group),
-        ("Mutation.delete_finding_filter", m::delete_finding_filter),
-        ("Mutation.delete_finding_filter_v2", m::delete_finding_filter_v2),
-        ("Mutation.delete_finding_scope_v2", m::delete_finding_scope_v2),
-        ("Mutation.delete_scope_group", m::delete_scope_group),
+        ("Mutation.create_scope_group", s::create_scope_group),
+        ("Mutation.delete_finding_filter", s::delete_finding_filter),
+        ("Mutation.delete_finding_filter_v2", s::delete_finding_filter_v2),
+        ("Mutation.delete_finding_scope_v2", s::delete_finding_scope_v2),
+        ("Mutation.delete_scope_group", s::delete_scope_group),
         ("Mutation.delete_scoring_rule", m::delete_scoring_rule),
         ("Mutation.delete_sla_rule", m::delete_sla_rule),
         ("Mutation.delete_status_rule", m::delete_status_rule),
         ("Mutation.delete_ticket_sla_rule", m::delete_ticket_sla_rule),
-        ("Mutation.edit_scope_group", m::edit_scope_group),
+        ("Mutation.edit_scope_group", s::edit_scope_group),
         ("Mutation.edit_scoring_rule", m::edit_scoring_rule),
         ("Mutation.edit_sla_rule", m::edit_sla_rule),
         ("Mutation.edit_status_rule", m::edit_status_rule),
         ("Mutation.edit_ticket_sla_rule", m::edit_ticket_sla_rule),
         ("Mutation.enable_status_rule", m::enable_status_rule),
         ("Mutation.enable_ticket_sla_rule", m::enable_ticket_sla_rule),
-        ("Mutation.new_finding_filter", m::new_finding_filter),
-        ("Mutation.new_finding_filter_v2", m::new_finding_filter_v2),
-        ("Mutation.new_finding_scope_v2", m::new_finding_scope_v2),
-        ("Mutation.save_scope_hierarchy", m::save_scope_hierarchy),
+        ("Mutation.new_finding_filter", s::new_finding_filter),
+        ("Mutation.new_finding_filter_v2", s::new_finding_filter_v2),
+        ("Mutation.new_finding_scope_v2", s::new_finding_scope_v2),
+        ("Mutation.save_scope_hierarchy", s::save_scope_hierarchy),
         ("Mutation.set_user_sla_and_comment", m::set_user_sla_and_comment),
-        ("Mutation.update_finding_filter", m::update_finding_filter),
-        ("Mutation.update_finding_filter_v2", m::update_finding_filter_v2),
-        ("Mutation.update_finding_scope_v2", m::update_finding_scope_v2),
+        ("Mutation.update_finding_filter", s::update_finding_filter),
+        ("Mutation.update_finding_filter_v2", s::update_finding_filter_v2),
+        ("Mutation.update_finding_scope_v2", s::update_finding_scope_v2),
         ("Mutation.update_sla_settings_v2", m::update_sla_settings_v2),
     ];
     list.into_iter().collect()

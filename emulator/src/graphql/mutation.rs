@@ -12,28 +12,27 @@ use async_graphql::dynamic::{FieldValue, ObjectAccessor, ResolverContext};
 use async_graphql::Value;
 
 use super::data::{
-    status_index, status_open, CommentRec, Data, FilterRec, FiltersConfig, ScopeGroupRec, ScoringRuleRec,
-    SlaGroupRec, SlaRuleRec, StatusRuleRec, TicketSlaRec, FLAG_USER_SLA, PHASE_CLOSED, STATUSES,
+    status_index, status_open, CommentRec, Data, FiltersConfig, ScopeGroupRec, ScoringRuleRec, SlaGroupRec,
+    SlaRuleRec, StatusRuleRec, TicketSlaRec, FLAG_USER_SLA, PHASE_CLOSED, STATUSES,
 };
 use super::engine::Env;
-use super::filter::{self, compile_config, matching};
+use super::filter::{compile_config, matching};
 use super::query::{
-    compute_hierarchy, filter_value, filters_config, finding_index, get, get_bool, get_f64, get_i64, get_id,
-    get_json_text, get_list, get_obj, get_str, get_str_list, hierarchy_value, scope_group_value,
+    filters_config, finding_index, get, get_bool, get_f64, get_i64, get_id, get_list, get_obj, get_str,
     scoring_value, sla_group_value, sla_rule_value, status_rule_value, ticket_sla_value, Res,
 };
 use super::util::{parse_datetime, parse_id, DAY};
 use crate::caller::Caller;
 
-fn who(ctx: &ResolverContext<'_>) -> String {
+pub(super) fn who(ctx: &ResolverContext<'_>) -> String {
     ctx.data::<Caller>().map(|c| c.token_name.clone()).unwrap_or_else(|_| "api".into())
 }
 
-fn now(d: &Data) -> i64 {
+pub(super) fn now(d: &Data) -> i64 {
     d.today + 12 * 3600 + d.version as i64
 }
 
-fn ok(pairs: Vec<(&str, Value)>) -> Res {
+pub(super) fn ok(pairs: Vec<(&str, Value)>) -> Res {
     let mut m = super::util::Map::new();
     m.insert(async_graphql::Name::new("ok"), Value::Boolean(true));
     for (k, v) in pairs {
@@ -42,46 +41,51 @@ fn ok(pairs: Vec<(&str, Value)>) -> Res {
     Ok(Some(FieldValue::value(Value::Object(m))))
 }
 
-fn id_arg(ctx: &ResolverContext<'_>, type_name: &str) -> Result<u64, String> {
+pub(super) fn id_arg(ctx: &ResolverContext<'_>, type_name: &str) -> Result<u64, String> {
     let v = ctx.args.try_get("id").map_err(|e| e.message)?;
     parse_id(v.as_value(), type_name)
 }
 
-fn input<'a>(ctx: &'a ResolverContext<'a>, name: &str) -> Result<ObjectAccessor<'a>, String> {
+pub(super) fn input<'a>(ctx: &'a ResolverContext<'a>, name: &str) -> Result<ObjectAccessor<'a>, String> {
     get_obj(&ctx.args, name)?.ok_or_else(|| format!("{name} is required"))
 }
 
-fn missing(type_name: &str, pk: u64) -> String {
+pub(super) fn missing(type_name: &str, pk: u64) -> String {
     format!("{type_name} matching query does not exist (id {pk}).")
 }
 
-fn position<T>(items: &[T], pk: u64, pk_of: impl Fn(&T) -> u64, type_name: &str) -> Result<usize, String> {
+pub(super) fn position<T>(
+    items: &[T],
+    pk: u64,
+    pk_of: impl Fn(&T) -> u64,
+    type_name: &str,
+) -> Result<usize, String> {
     items.iter().position(|x| pk_of(x) == pk).ok_or_else(|| missing(type_name, pk))
 }
 
 /// A table of records addressed by global id: where it is in the store, a record's pk and the
 /// GraphQL type its ids name.
-struct Table<R: 'static> {
+pub(super) struct Table<R: 'static> {
     rows: fn(&mut Data) -> &mut Vec<R>,
     pk: fn(&R) -> u64,
     type_name: &'static str,
 }
 
-const SCORING_RULES: Table<ScoringRuleRec> =
+pub(super) const SCORING_RULES: Table<ScoringRuleRec> =
     Table { rows: |d| &mut d.scoring_rules, pk: |r| r.pk, type_name: "ScoringRule" };
-const STATUS_RULES: Table<StatusRuleRec> =
+pub(super) const STATUS_RULES: Table<StatusRuleRec> =
     Table { rows: |d| &mut d.status_rules, pk: |r| r.pk, type_name: "StatusRuleObject" };
-const TICKET_SLA_RULES: Table<TicketSlaRec> =
+pub(super) const TICKET_SLA_RULES: Table<TicketSlaRec> =
     Table { rows: |d| &mut d.ticket_sla_rules, pk: |r| r.pk, type_name: "TicketSLARule" };
-const SLA_RULES: Table<SlaRuleRec> =
+pub(super) const SLA_RULES: Table<SlaRuleRec> =
     Table { rows: |d| &mut d.sla_rules, pk: |r| r.pk, type_name: "SLAPreference" };
-const SCOPE_GROUPS: Table<ScopeGroupRec> =
+pub(super) const SCOPE_GROUPS: Table<ScopeGroupRec> =
     Table { rows: |d| &mut d.scope_groups, pk: |g| g.pk, type_name: "ScopeGroup" };
 
 impl<R: Clone> Table<R> {
     /// Edits record `pk`: `change` edits a copy (with the store at hand, e.g. to apply a rule to
     /// the findings) and the copy is put back only when the change succeeds.
-    fn edit<T>(
+    pub(super) fn edit<T>(
         &self,
         d: &mut Data,
         pk: u64,
@@ -97,7 +101,7 @@ impl<R: Clone> Table<R> {
     }
 
     /// A `delete_*` mutation: removes the record whose global id is the `id` argument.
-    fn delete(&self, env: &Env, ctx: &ResolverContext<'_>) -> Res {
+    pub(super) fn delete(&self, env: &Env, ctx: &ResolverContext<'_>) -> Res {
         let pk = id_arg(ctx, self.type_name)?;
         env.store.write(|d| {
             let pos = position((self.rows)(d), pk, self.pk, self.type_name)?;
@@ -108,15 +112,15 @@ impl<R: Clone> Table<R> {
     }
 }
 
-fn required<T>(v: Option<T>, what: &str) -> Result<T, String> {
+pub(super) fn required<T>(v: Option<T>, what: &str) -> Result<T, String> {
     v.ok_or_else(|| format!("{what} is required"))
 }
 
-fn check_fc(fc: &FiltersConfig, d: &Data) -> Result<(), String> {
+pub(super) fn check_fc(fc: &FiltersConfig, d: &Data) -> Result<(), String> {
     compile_config(fc, d).map(|_| ())
 }
 
-fn opt_fc(o: &ObjectAccessor<'_>) -> Result<Option<FiltersConfig>, String> {
+pub(super) fn opt_fc(o: &ObjectAccessor<'_>) -> Result<Option<FiltersConfig>, String> {
     if get(o, "filters_config").is_none() {
         return Ok(None);
     }
@@ -126,7 +130,7 @@ fn opt_fc(o: &ObjectAccessor<'_>) -> Result<Option<FiltersConfig>, String> {
 
 // ------------------------------------------------------------------ rule effects
 
-fn new_score(current: u16, method: &str, value: f64, round: Option<&str>) -> u16 {
+pub(super) fn new_score(current: u16, method: &str, value: f64, round: Option<&str>) -> u16 {
     let cur = f64::from(current) / 100.0;
     let x = match method {
         "SET" => value,
@@ -145,7 +149,7 @@ fn new_score(current: u16, method: &str, value: f64, round: Option<&str>) -> u16
     (x * 100.0).round() as u16
 }
 
-fn apply_scoring(d: &mut Data, r: &ScoringRuleRec) -> Result<i64, String> {
+pub(super) fn apply_scoring(d: &mut Data, r: &ScoringRuleRec) -> Result<i64, String> {
     let ids = matching(d, &compile_config(&r.fc, d)?);
     let findings = Arc::make_mut(&mut d.findings);
     let mut changed = 0;
@@ -161,7 +165,7 @@ fn apply_scoring(d: &mut Data, r: &ScoringRuleRec) -> Result<i64, String> {
     Ok(changed)
 }
 
-fn apply_status(d: &mut Data, r: &StatusRuleRec) -> Result<i64, String> {
+pub(super) fn apply_status(d: &mut Data, r: &StatusRuleRec) -> Result<i64, String> {
     let idx = status_index(&r.status_key).ok_or_else(|| unknown_status(&r.status_key))?;
     let ids = matching(d, &compile_config(&r.fc, d)?);
     let findings = Arc::make_mut(&mut d.findings);
@@ -182,7 +186,7 @@ fn apply_status(d: &mut Data, r: &StatusRuleRec) -> Result<i64, String> {
     Ok(changed)
 }
 
-fn apply_sla(d: &mut Data, r: &SlaRuleRec) -> Result<i64, String> {
+pub(super) fn apply_sla(d: &mut Data, r: &SlaRuleRec) -> Result<i64, String> {
     let group = d.sla_groups.iter().find(|g| g.pk == r.group).ok_or_else(|| missing("SLAGroup", r.group))?;
     let gp = compile_config(&group.fc, d)?;
     let rp = compile_config(&r.fc, d)?;
@@ -212,14 +216,14 @@ fn apply_sla(d: &mut Data, r: &SlaRuleRec) -> Result<i64, String> {
     Ok(changed)
 }
 
-fn unknown_status(key: &str) -> String {
+pub(super) fn unknown_status(key: &str) -> String {
     let keys: Vec<&str> = STATUSES.iter().map(|s| s.key).collect();
     format!("Unknown status key {key:?}; expected one of {}", keys.join(", "))
 }
 
 // ------------------------------------------------------------------ scoring rules
 
-fn scoring_input(r: &mut ScoringRuleRec, o: &ObjectAccessor<'_>) -> Result<(), String> {
+pub(super) fn scoring_input(r: &mut ScoringRuleRec, o: &ObjectAccessor<'_>) -> Result<(), String> {
     if let Some(v) = get_str(o, "name")? {
         r.name = v;
     }
@@ -330,7 +334,7 @@ pub fn delete_scoring_rule(env: &Env, ctx: &ResolverContext<'_>) -> Res {
 
 // ------------------------------------------------------------------ status rules
 
-fn status_input(r: &mut StatusRuleRec, o: &ObjectAccessor<'_>) -> Result<(), String> {
+pub(super) fn status_input(r: &mut StatusRuleRec, o: &ObjectAccessor<'_>) -> Result<(), String> {
     if let Some(v) = get_str(o, "name")? {
         r.name = v;
     }
@@ -428,7 +432,7 @@ pub fn delete_status_rule(env: &Env, ctx: &ResolverContext<'_>) -> Res {
 
 // ------------------------------------------------------------------ ticket SLA rules
 
-fn ticket_sla_input(r: &mut TicketSlaRec, o: &ObjectAccessor<'_>) -> Result<(), String> {
+pub(super) fn ticket_sla_input(r: &mut TicketSlaRec, o: &ObjectAccessor<'_>) -> Result<(), String> {
     if let Some(v) = get_str(o, "name")? {
         r.name = v;
     }
@@ -547,7 +551,7 @@ pub fn add_sla_group(env: &Env, ctx: &ResolverContext<'_>) -> Res {
     ok(vec![("sla_group", v)])
 }
 
-fn sla_input(r: &mut SlaRuleRec, o: &ObjectAccessor<'_>, d: &Data) -> Result<(), String> {
+pub(super) fn sla_input(r: &mut SlaRuleRec, o: &ObjectAccessor<'_>, d: &Data) -> Result<(), String> {
     if let Some(v) = get_str(o, "name")? {
         r.name = v;
     }
@@ -580,7 +584,7 @@ fn sla_input(r: &mut SlaRuleRec, o: &ObjectAccessor<'_>, d: &Data) -> Result<(),
     Ok(())
 }
 
-fn new_sla_rule(d: &mut Data, o: &ObjectAccessor<'_>) -> Result<SlaRuleRec, String> {
+pub(super) fn new_sla_rule(d: &mut Data, o: &ObjectAccessor<'_>) -> Result<SlaRuleRec, String> {
     let mut r = SlaRuleRec {
         pk: 0,
         name: String::new(),
@@ -625,7 +629,7 @@ pub fn add_sla_rule(env: &Env, ctx: &ResolverContext<'_>) -> Res {
     ok(vec![("sla_rule", v)])
 }
 
-fn edit_sla(d: &mut Data, r: &mut SlaRuleRec, o: &ObjectAccessor<'_>) -> Result<Value, String> {
+pub(super) fn edit_sla(d: &mut Data, r: &mut SlaRuleRec, o: &ObjectAccessor<'_>) -> Result<Value, String> {
     sla_input(r, o, d)?;
     r.updated = now(d);
     if r.active {
@@ -774,226 +778,6 @@ pub fn set_user_sla_and_comment(env: &Env, ctx: &ResolverContext<'_>) -> Res {
         );
     }
     ok(vec![("updated_count", Value::from(targets.len()))])
-}
-
-// ------------------------------------------------------------------ finding filters and scopes
-
-fn filter_input(f: &mut FilterRec, o: &ObjectAccessor<'_>) -> Result<(), String> {
-    if let Some(v) = get_str(o, "name")? {
-        f.name = v;
-    }
-    if get(o, "description").is_some() {
-        f.description = get_str(o, "description")?;
-    }
-    if let Some(text) = get_json_text(o, "filter")? {
-        filter::validate(&text)?;
-        f.filter = text;
-    }
-    Ok(())
-}
-
-fn create_filter(
-    env: &Env,
-    ctx: &ResolverContext<'_>,
-    o: &ObjectAccessor<'_>,
-    scope: bool,
-) -> Result<Value, String> {
-    let by = who(ctx);
-    env.store.write(|d| {
-        let mut f = FilterRec {
-            pk: 0,
-            name: String::new(),
-            description: None,
-            scope,
-            filter: String::new(),
-            created_by: by,
-            created: now(d),
-            updated: now(d),
-        };
-        filter_input(&mut f, o)?;
-        if f.name.trim().is_empty() {
-            return Err("name is required".into());
-        }
-        if f.filter.is_empty() {
-            return Err("filter is required".into());
-        }
-        f.pk = d.alloc_pk("filter");
-        let v = filter_value(&f);
-        d.filters.push(f);
-        Ok(v)
-    })
-}
-
-fn update_filter(env: &Env, pk: u64, o: &ObjectAccessor<'_>, scope: bool) -> Result<Value, String> {
-    env.store.write(|d| {
-        let now = now(d);
-        let f = d
-            .filters
-            .iter_mut()
-            .find(|f| f.pk == pk && f.scope == scope)
-            .ok_or_else(|| missing(if scope { "FindingScope" } else { "FindingFilter" }, pk))?;
-        filter_input(f, o)?;
-        f.updated = now;
-        Ok(filter_value(f))
-    })
-}
-
-fn delete_filter(env: &Env, pk: u64, scope: bool) -> Result<(), String> {
-    env.store.write(|d| {
-        let pos = d
-            .filters
-            .iter()
-            .position(|f| f.pk == pk && f.scope == scope)
-            .ok_or_else(|| missing(if scope { "FindingScope" } else { "FindingFilter" }, pk))?;
-        d.filters.remove(pos);
-        if scope {
-            for g in &mut d.scope_groups {
-                g.scopes.retain(|s| *s != pk);
-            }
-        }
-        Ok(())
-    })
-}
-
-pub fn new_finding_filter_v2(env: &Env, ctx: &ResolverContext<'_>) -> Res {
-    let o = input(ctx, "finding_filter")?;
-    let v = create_filter(env, ctx, &o, false)?;
-    ok(vec![("finding_filter", v)])
-}
-
-pub fn update_finding_filter_v2(env: &Env, ctx: &ResolverContext<'_>) -> Res {
-    let pk = id_arg(ctx, "FindingFilter")?;
-    let o = input(ctx, "finding_filter")?;
-    let v = update_filter(env, pk, &o, false)?;
-    ok(vec![("finding_filter", v)])
-}
-
-pub fn delete_finding_filter_v2(env: &Env, ctx: &ResolverContext<'_>) -> Res {
-    let pk = id_arg(ctx, "FindingFilter")?;
-    delete_filter(env, pk, false)?;
-    ok(vec![])
-}
-
-/// The deprecated v1 operations take flat arguments: the arguments object is the input.
-pub fn new_finding_filter(env: &Env, ctx: &ResolverContext<'_>) -> Res {
-    let v = create_filter(env, ctx, &ctx.args, false)?;
-    ok(vec![("finding_filter", v)])
-}
-
-pub fn update_finding_filter(env: &Env, ctx: &ResolverContext<'_>) -> Res {
-    let pk = id_arg(ctx, "FindingFilter")?;
-    let v = update_filter(env, pk, &ctx.args, false)?;
-    ok(vec![("finding_filter", v)])
-}
-
-pub fn delete_finding_filter(env: &Env, ctx: &ResolverContext<'_>) -> Res {
-    delete_finding_filter_v2(env, ctx)
-}
-
-pub fn new_finding_scope_v2(env: &Env, ctx: &ResolverContext<'_>) -> Res {
-    let o = input(ctx, "finding_scope")?;
-    let v = create_filter(env, ctx, &o, true)?;
-    ok(vec![("finding_scope", v)])
-}
-
-pub fn update_finding_scope_v2(env: &Env, ctx: &ResolverContext<'_>) -> Res {
-    let pk = id_arg(ctx, "FindingFilter")?;
-    let o = input(ctx, "finding_scope")?;
-    let v = update_filter(env, pk, &o, true)?;
-    ok(vec![("finding_scope", v)])
-}
-
-pub fn delete_finding_scope_v2(env: &Env, ctx: &ResolverContext<'_>) -> Res {
-    let pk = id_arg(ctx, "FindingFilter")?;
-    delete_filter(env, pk, true)?;
-    ok(vec![])
-}
-
-// ------------------------------------------------------------------ scope groups and hierarchy
-
-fn scope_ids(a: &ObjectAccessor<'_>, d: &Data) -> Result<Option<Vec<u64>>, String> {
-    let Some(list) = get_list(a, "scope_ids") else { return Ok(None) };
-    let mut out = Vec::new();
-    for v in list {
-        let pk = parse_id(&v, "FindingFilter")?;
-        if !d.filters.iter().any(|f| f.pk == pk && f.scope) {
-            return Err(missing("FindingScope", pk));
-        }
-        if !out.contains(&pk) {
-            out.push(pk);
-        }
-    }
-    Ok(Some(out))
-}
-
-pub fn create_scope_group(env: &Env, ctx: &ResolverContext<'_>) -> Res {
-    let a = &ctx.args;
-    let name = required(get_str(a, "name")?, "name")?;
-    if name.trim().is_empty() {
-        return Err("name is required".into());
-    }
-    let description = get_str(a, "description")?;
-    let users = get_str_list(a, "users").unwrap_or_default();
-    let v = env.store.write(|d| {
-        let scopes = scope_ids(a, d)?.unwrap_or_default();
-        let g = ScopeGroupRec {
-            pk: d.alloc_pk("scope_group"),
-            name,
-            description,
-            scopes,
-            users,
-            created: now(d),
-            updated: now(d),
-        };
-        let v = scope_group_value(&g, d);
-        d.scope_groups.push(g);
-        Ok(v)
-    })?;
-    ok(vec![("scope_group", v)])
-}
-
-pub fn edit_scope_group(env: &Env, ctx: &ResolverContext<'_>) -> Res {
-    let pk = id_arg(ctx, "ScopeGroup")?;
-    let a = &ctx.args;
-    let name = get_str(a, "name")?;
-    let description = get(a, "description").map(|_| get_str(a, "description")).transpose()?;
-    let users = get_str_list(a, "users");
-    let v = env.store.write(|d| {
-        let scopes = scope_ids(a, d)?;
-        let now = now(d);
-        SCOPE_GROUPS.edit(d, pk, |d, g| {
-            if let Some(n) = name {
-                g.name = n;
-            }
-            if let Some(desc) = description {
-                g.description = desc;
-            }
-            if let Some(u) = users {
-                g.users = u;
-            }
-            if let Some(s) = scopes {
-                g.scopes = s;
-            }
-            g.updated = now;
-            Ok(scope_group_value(g, d))
-        })
-    })?;
-    ok(vec![("scope_group", v)])
-}
-
-pub fn delete_scope_group(env: &Env, ctx: &ResolverContext<'_>) -> Res {
-    SCOPE_GROUPS.delete(env, ctx)
-}
-
-pub fn save_scope_hierarchy(env: &Env, _ctx: &ResolverContext<'_>) -> Res {
-    let v = env.store.write(|d| {
-        let mut h = compute_hierarchy(d)?;
-        h.generated = now(d);
-        let v = hierarchy_value(&h, d, false);
-        d.hierarchy = Some(Arc::new(h));
-        Ok(v)
-    })?;
-    ok(vec![("scope_hierarchy", v)])
 }
 
 #[cfg(test)]
