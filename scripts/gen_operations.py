@@ -134,14 +134,19 @@ def method(op: dict[str, Any], inputs: dict[str, Any], *, is_async: bool) -> lis
                 f"        again = {{{again}, "
                 + '"filters": filters, "page_size": page_size, "fields": fields}'
             )
-            lines.append(f"        return {pager}(pages, {model}, replay=(self.{name}, again))")
+            lines.append(
+                f"        return {pager}(pages, {model}, replay=(self.{name}, again), "
+                "schema=self._native.loaded_schema)"
+            )
         else:
-            lines.append(f"        return {pager}(pages, {model})")
+            lines.append(f"        return {pager}(pages, {model}, schema=self._native.loaded_schema)")
     else:
         call = "await self._native.call_async" if is_async else "self._native.call"
         lines.append(f'        raw = {call}("{name}", {args}, {fields})')
         lines.append(
-            f'        return wrap("{name}", {model}, raw)' if returns == "object" else "        return raw"
+            f'        return wrap("{name}", {model}, raw, self._native.loaded_schema)'
+            if returns == "object"
+            else "        return raw"
         )
     lines.append("")
     return lines
@@ -174,7 +179,7 @@ def generate() -> str:
         "    with_filters,",
         "    wrap,",
         ")",
-        "from secfindings._paging import AsyncPaginator, Paginator",
+        "from secfindings._paginator import AsyncPaginator, Paginator",
         "from secfindings.models import (",
         *[f"    {m}," for m in models],
         ")",

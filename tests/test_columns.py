@@ -295,10 +295,10 @@ async def test_a_cancelled_async_column_read_refuses_to_go_on(async_client):
 def test_an_interrupted_csv_page_is_taken_out_again(client, tmp_path, monkeypatch):
     # An interruption in the middle of writing a page's rows: the file keeps whole pages only,
     # and the cursor stands after the last of them, so the resume repeats nothing.
-    from secfindings import _paging
+    from secfindings import _export
 
     calls = {"n": 0}
-    real = _paging._csv_cell
+    real = _export._csv_cell
 
     def flaky(v):
         calls["n"] += 1
@@ -306,12 +306,12 @@ def test_an_interrupted_csv_page_is_taken_out_again(client, tmp_path, monkeypatc
             raise KeyboardInterrupt
         return real(v)
 
-    monkeypatch.setattr(_paging, "_csv_cell", flaky)
+    monkeypatch.setattr(_export, "_csv_cell", flaky)
     path = tmp_path / "f.csv"
     pager = client.findings_view(fields="id id_int title score age", page_size=100)
     with pytest.raises(KeyboardInterrupt):
         pager.write_csv(path)
-    monkeypatch.setattr(_paging, "_csv_cell", real)
+    monkeypatch.setattr(_export, "_csv_cell", real)
     client.findings_view(fields="id id_int title score age", after=pager.cursor).write_csv(path, append=True)
     assert pd.read_csv(path)["id_int"].tolist() == list(range(1, 301))
 

@@ -24,7 +24,7 @@ import pytest
 from tests.servers import http as hostile
 from tests.servers.http import HostileServer, Request, Response
 
-from secfindings import _paging
+from secfindings import _paginator, _progress
 from secfindings.errors import ValidationError
 
 pytestmark = pytest.mark.reliability_fault
@@ -332,8 +332,8 @@ def test_progress_in_a_log_is_plain_lines(creds, tmp_path):
 
 def test_plain_progress_prints_a_line_every_few_seconds(client, monkeypatch, capsys):
     times = iter([100.0, 101.0, 102.0, 106.0, 107.0, 112.5])
-    monkeypatch.setattr(_paging, "_clock", lambda: next(times))
-    assert _paging._Progress.EVERY == 5.0
+    monkeypatch.setattr(_progress, "_clock", lambda: next(times))
+    assert _progress.Reporter.EVERY == 5.0
     client.findings_view(page_size=50).to_list(progress=True)
     assert capsys.readouterr().err.splitlines() == [
         "50 items, 1 pages, 0 waits",
@@ -378,7 +378,7 @@ def test_write_csv_escapes_cells_a_spreadsheet_would_run(tmp_path):
     assert [r["id_int"] for r in got] == ["0", "-1", "-2", "-3", "-4", "-5", "-6", "-7"]
     raw = list(csv.DictReader(io.StringIO(text(tmp_path / "raw.csv"), newline="")))
     assert [r["title"] for r in raw] == FORMULAS
-    assert "formula" in (_paging.Paginator.write_csv.__doc__ or "")
+    assert "formula" in (_paginator.Paginator.write_csv.__doc__ or "")
 
 
 def test_the_csv_export_escapes_formulas(tmp_path):

@@ -28,7 +28,7 @@ from graphql import (
 )
 
 import secfindings.models as models
-from secfindings._paging import PageInfo
+from secfindings._pages import PageInfo
 from secfindings.models import (
     CHResource,
     Connection,

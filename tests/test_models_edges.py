@@ -143,18 +143,13 @@ def test_the_async_client_says_the_same(server: HostileServer) -> None:
 def test_a_generic_object_the_live_schema_types_as_an_object_must_be_one() -> None:
     f = models.Finding({"extra": "text"})
     assert f.extra == "text"  # no schema says otherwise: as sent
-    from secfindings.models import _base
 
-    saved = _base.live_field_type
-    _base.live_field_type = lambda owner, name: ("Risk", False) if name == "risk" else None
-    try:
-        with pytest.raises(
-            TransportError, match=r"^Finding\.risk: expected an object \(Risk\), got a string$"
-        ):
-            _ = models.Finding({"risk": "high"}).risk
-        assert models.Finding({"risk": [{"level": 1}, None]}).risk[0].level == 1
-    finally:
-        _base.live_field_type = saved
+    def types(owner: str, name: str) -> tuple[str, bool] | None:
+        return ("Risk", False) if name == "risk" else None
+
+    with pytest.raises(TransportError, match=r"^Finding\.risk: expected an object \(Risk\), got a string$"):
+        _ = models.Finding({"risk": "high"}, types).risk
+    assert models.Finding({"risk": [{"level": 1}, None]}, types).risk[0].level == 1
 
 
 # ------------------------------------------------------------------------------ shadowed names

@@ -24,8 +24,7 @@ from tests.servers import http as hostile
 from tests.servers.http import HostileServer, Request, Response
 
 import secfindings
-from secfindings import _live, _schema
-from secfindings.models import _base
+from secfindings import _live, _schema, _shared
 from secfindings.testing import Emulator
 
 pytestmark = pytest.mark.reliability_hostile
@@ -140,7 +139,7 @@ def test_a_misspelt_value_of_a_large_enum_looks_at_a_bounded_number_of_candidate
             c.execute(doc, {"s": ["value_4999_desc"]})
         assert len(server.api_requests) == sent
     assert compared  # the suggestion path ran
-    assert max(compared) <= _base.MAX_SUGGESTION_CANDIDATES
+    assert max(compared) <= _shared.MAX_SUGGESTION_CANDIDATES
 
 
 # ------------------------------------------------------------------------------ the disk cache

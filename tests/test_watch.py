@@ -139,7 +139,7 @@ def test_a_watch_by_id_and_its_watermark():
 
 
 class FakeTime:
-    """Stands in for the time module in secfindings._paging: records waits instead of sleeping."""
+    """Stands in for the time module in secfindings._watch: records waits instead of sleeping."""
 
     def __init__(self) -> None:
         self.waits: list[float] = []
@@ -155,10 +155,10 @@ class FakeTime:
 
 
 def test_a_watch_waits_out_429s_without_spinning(monkeypatch):
-    from secfindings import _paging
+    from secfindings import _watch
 
     clock = FakeTime()
-    monkeypatch.setattr(_paging, "time", clock)
+    monkeypatch.setattr(_watch, "time", clock)
     store = Findings([finding(1, 0)])
 
     def new_and_throttled(s: Findings) -> None:

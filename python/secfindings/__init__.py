@@ -12,6 +12,7 @@ The offline emulator is in :mod:`secfindings.testing`.
 
 from secfindings import _logging, filters, models
 from secfindings._client import AsyncClient, Client
+from secfindings._export import ExportResult
 from secfindings._native import __version__, from_global_id, to_global_id
 from secfindings._operations import (
     FiltersConfigInput,
@@ -21,9 +22,11 @@ from secfindings._operations import (
     StatusRuleInput,
     TicketSLAInput,
 )
-from secfindings._paging import AsyncPaginator, AsyncWatch, ExportResult, Page, PageInfo, Paginator, Watch
+from secfindings._pages import Page, PageInfo
+from secfindings._paginator import AsyncPaginator, Paginator
 from secfindings._schema import Schema
 from secfindings._subscribe import AsyncSubscription, Subscription
+from secfindings._watch import AsyncWatch, Watch
 from secfindings.errors import (
     APIStatusError,
     AuthenticationError,

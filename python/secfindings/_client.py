@@ -7,23 +7,24 @@ import functools
 import inspect
 from collections.abc import Callable, Mapping
 from types import TracebackType
-from typing import TYPE_CHECKING, Any, NoReturn, cast
+from typing import TYPE_CHECKING, Any, NoReturn
 
 from secfindings import _logging
 from secfindings._live import LiveNative
 from secfindings._native import NativeClient, NativePages
 from secfindings._operations import AsyncOperations, SyncOperations
-from secfindings._paging import AsyncPaginator, Paginator
+from secfindings._opsupport import Native
+from secfindings._paginator import AsyncPaginator, Paginator
 from secfindings._schema import Schema
+from secfindings._shared import FieldTypes, did_you_mean
 from secfindings._subscribe import SUBSCRIPTIONS, AsyncSubscription, Subscription, subscription_document
 from secfindings.errors import ValidationError
-from secfindings.models._base import did_you_mean
 
 __all__ = ["AsyncClient", "Client"]
 
 
 class _Base:
-    _native: NativeClient
+    _native: Native
 
     def __init__(
         self,
@@ -61,10 +62,10 @@ class _Base:
             max_response_bytes=max_response_bytes,
             rate_limit=rate_limit,
         )
+        # The typed methods and paginators call the native client through this client's live
+        # schema: its selections and checks sit in front of the calls, and it types the models.
         self._live = LiveNative(native, schema)
-        # The typed methods and paginators call the native client's methods; the live schema's
-        # selections and checks sit in front of them.
-        self._native = cast(NativeClient, self._live)
+        self._native = self._live
 
     @property
     def base_url(self) -> str:
@@ -108,6 +109,11 @@ class _Base:
     ) -> NativePages:
         # One walk for both clients; only the iterator around it differs.
         return self._native.paginate(query, variables, operation_name, path, page_size, limit)
+
+    def _field_types(self) -> FieldTypes | None:
+        """The field types of this client's live schema, for the models of its events."""
+        schema = self._live.loaded_schema
+        return schema.field_type if schema is not None else None
 
     def _subscription(
         self,
@@ -241,7 +247,7 @@ class Client(_Base, SyncOperations):
         # The position is fixed before returning: whatever the server publishes from now on is
         # delivered, even if the socket drops before the first event.
         native.wait_started()
-        return Subscription(native)
+        return Subscription(native, self._field_types())
 
     def schema(self, refresh: bool = False) -> Schema | None:
         """The schema of the server this client talks to (None with ``schema="off"``).
@@ -322,11 +328,10 @@ class AsyncClient(_Base, AsyncOperations):
         The start position is fixed by ``async with`` (or ``await sub.started()``); without
         either, shortly after the call (the task asks for it at once).
         """
-        return AsyncSubscription(
-            self._subscription(
-                document, variables, operation_name, fields, resume, queue_size, max_reconnects
-            )
+        native = self._subscription(
+            document, variables, operation_name, fields, resume, queue_size, max_reconnects
         )
+        return AsyncSubscription(native, self._field_types())
 
     async def schema(self, refresh: bool = False) -> Schema | None:
         """The schema of the server this client talks to (see :meth:`Client.schema`)."""

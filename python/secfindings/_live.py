@@ -18,6 +18,8 @@ from typing import Any
 from secfindings import _native
 from secfindings._schema import ANALYST, Schema, SchemaTooLarge, forget_cached, read_cached, write_cached
 from secfindings.errors import APIStatusError, GraphQLError, RateLimitError, ValidationError
+from secfindings.filters import global_id_problem, unknown_fields, unknown_values
+from secfindings.models import model_for
 
 __all__ = ["MODES", "LiveNative", "introspection_query"]
 
@@ -172,19 +174,11 @@ def _introspected(base_url: str, data: Any) -> Schema | None:
         return _fell_back(base_url, e)
 
 
-def _typing_from(schema: Schema | None) -> Schema | None:
-    """Undeclared fields of models are typed from the schema loaded last (one server per
-    process is the common case; with several, the last one wins)."""
-    if schema is not None:
-        from secfindings.models import _base
-
-        _base.live_field_type = schema.field_type
-    return schema
-
-
 class LiveNative:
-    """Stands in for the native client in the Python classes: the same methods, with the live
-    schema's selections and checks first. Everything else passes through."""
+    """The native client with this client's live schema in front of it: the calls the Python
+    classes make (:class:`secfindings._opsupport.Native`), with the schema's selections and
+    checks first; ``loaded_schema`` is the schema they were checked against, which types the
+    models made from their answers."""
 
     __slots__ = ("_async_loading", "_base_url", "_mode", "_n", "_schema")
 
@@ -197,12 +191,49 @@ class LiveNative:
         self._schema: Schema | None = None
         self._async_loading: dict[int, asyncio.Future[Schema | None]] = {}
 
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self._n, name)
-
     @property
     def mode(self) -> str:
         return self._mode
+
+    @property
+    def loaded_schema(self) -> Schema | None:
+        """This client's schema as its last call loaded it (None: checks off, or none yet)."""
+        return self._schema
+
+    # ------------------------------------------------------------------------------ the client
+
+    @property
+    def base_url(self) -> str:
+        return self._base_url
+
+    @property
+    def auth_url(self) -> str:
+        url: str = self._n.auth_url
+        return url
+
+    @property
+    def region(self) -> str:
+        region: str = self._n.region
+        return region
+
+    @property
+    def closed(self) -> bool:
+        return bool(self._n.closed)
+
+    def close(self) -> None:
+        self._n.close()
+
+    def stats(self) -> dict[str, int | float]:
+        stats: dict[str, int | float] = self._n.stats()
+        return stats
+
+    def current_jwt(self) -> str:
+        jwt: str = self._n.current_jwt()
+        return jwt
+
+    def pickle_state(self) -> dict[str, Any]:
+        state: dict[str, Any] = self._n.pickle_state()
+        return state
 
     # ------------------------------------------------------------------------------ loading
 
@@ -210,9 +241,9 @@ class LiveNative:
         if self._mode == "off" or self._base_url in _UNCHECKED:
             return None
         if self._mode == "builtin":
-            self._schema = _typing_from(_builtin(self._base_url))
+            self._schema = _builtin(self._base_url)
         elif not refresh and self._schema is None:
-            self._schema = _typing_from(_MEMORY.get((self._base_url, "live")))
+            self._schema = _MEMORY.get((self._base_url, "live"))
         return self._schema
 
     def schema_sync(self, refresh: bool = False) -> Schema | None:
@@ -226,7 +257,7 @@ class LiveNative:
             return None
         with _lock(self._base_url):
             if not refresh and (kept := _MEMORY.get((self._base_url, "live"))) is not None:
-                self._schema = _typing_from(kept)
+                self._schema = kept
                 return kept
             schema = _kept(self._base_url, refresh)
             if schema is None:
@@ -241,7 +272,7 @@ class LiveNative:
                     schema = _settled(self._base_url, error=e)
                 else:
                     schema = _settled(self._base_url, data=data)
-        self._schema = _typing_from(schema)
+        self._schema = schema
         return schema
 
     async def schema_async(self, refresh: bool = False) -> Schema | None:
@@ -284,7 +315,7 @@ class LiveNative:
                     schema = _settled(self._base_url, error=e)
                 else:
                     schema = _settled(self._base_url, data=data)
-            self._schema = _typing_from(schema)
+            self._schema = schema
             future.set_result(schema)
             return schema
         except asyncio.CancelledError:
@@ -354,8 +385,6 @@ class LiveNative:
         if schema is not None:
             return schema.preset(type_name, preset) or default
         # No schema: the package's own model says what "*" is.
-        from secfindings.models import model_for
-
         if preset == "analyst" and type_name in ANALYST:
             return ANALYST[type_name]
         try:
@@ -370,14 +399,10 @@ class LiveNative:
         fields = self._selection(schema, name, fields)
         config = args.get("filters_config")
         if isinstance(config, Mapping) and config.get("filtersjson") is not None:
-            from secfindings.filters import global_id_problem
-
             problem = global_id_problem(config["filtersjson"])
             if problem:
                 raise ValidationError(problem)
         if schema is not None and isinstance(config, Mapping) and config.get("filtersjson") is not None:
-            from secfindings.filters import unknown_fields, unknown_values
-
             tree = config["filtersjson"]
             problem = unknown_fields(tree, schema.fields("FindingsView")) or unknown_values(
                 tree, schema.filter_enum

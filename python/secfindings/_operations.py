@@ -18,7 +18,7 @@ from secfindings._opsupport import (
     with_filters,
     wrap,
 )
-from secfindings._paging import AsyncPaginator, Paginator
+from secfindings._paginator import AsyncPaginator, Paginator
 from secfindings.models import (
     ActivateScoringRule,
     ActivateSLAStatus,
@@ -169,7 +169,7 @@ class SyncOperations(OperationsBase):
         original_score } age description``; ``fields=`` selects others.
         """
         raw = self._native.call("finding", {"id": id}, fields_text(fields, Finding))
-        return wrap("finding", Finding, raw)
+        return wrap("finding", Finding, raw, self._native.loaded_schema)
 
     def finding_filters(
         self,
@@ -195,7 +195,7 @@ class SyncOperations(OperationsBase):
             page_size,
             limit,
         )
-        return Paginator(pages, FindingFilter)
+        return Paginator(pages, FindingFilter, schema=self._native.loaded_schema)
 
     def findings_view(
         self,
@@ -234,7 +234,9 @@ class SyncOperations(OperationsBase):
             "page_size": page_size,
             "fields": fields,
         }
-        return Paginator(pages, FindingsView, replay=(self.findings_view, again))
+        return Paginator(
+            pages, FindingsView, replay=(self.findings_view, again), schema=self._native.loaded_schema
+        )
 
     def get_resources(
         self,
@@ -272,7 +274,7 @@ class SyncOperations(OperationsBase):
             page_size,
             limit,
         )
-        return Paginator(pages, CHResource)
+        return Paginator(pages, CHResource, schema=self._native.loaded_schema)
 
     def get_resources_ch(
         self,
@@ -309,7 +311,7 @@ class SyncOperations(OperationsBase):
             page_size,
             limit,
         )
-        return Paginator(pages, CHResource)
+        return Paginator(pages, CHResource, schema=self._native.loaded_schema)
 
     def remediation_queues(
         self,
@@ -335,7 +337,7 @@ class SyncOperations(OperationsBase):
             page_size,
             limit,
         )
-        return Paginator(pages, RemediationQueue)
+        return Paginator(pages, RemediationQueue, schema=self._native.loaded_schema)
 
     def scope_hierarchy(
         self,
@@ -351,7 +353,7 @@ class SyncOperations(OperationsBase):
         raw = self._native.call(
             "scope_hierarchy", {"include_unscoped": include_unscoped}, fields_text(fields, ScopeHierarchy)
         )
-        return wrap("scope_hierarchy", ScopeHierarchy, raw)
+        return wrap("scope_hierarchy", ScopeHierarchy, raw, self._native.loaded_schema)
 
     def scoring_rules(
         self,
@@ -377,7 +379,7 @@ class SyncOperations(OperationsBase):
             page_size,
             limit,
         )
-        return Paginator(pages, ScoringRule)
+        return Paginator(pages, ScoringRule, schema=self._native.loaded_schema)
 
     def sla_groups(
         self,
@@ -402,7 +404,7 @@ class SyncOperations(OperationsBase):
             page_size,
             limit,
         )
-        return Paginator(pages, SLAGroup)
+        return Paginator(pages, SLAGroup, schema=self._native.loaded_schema)
 
     def sla_preferences(
         self,
@@ -435,7 +437,7 @@ class SyncOperations(OperationsBase):
             page_size,
             limit,
         )
-        return Paginator(pages, SLAPreference)
+        return Paginator(pages, SLAPreference, schema=self._native.loaded_schema)
 
     def status_rules(
         self,
@@ -460,7 +462,7 @@ class SyncOperations(OperationsBase):
             page_size,
             limit,
         )
-        return Paginator(pages, StatusRuleObject)
+        return Paginator(pages, StatusRuleObject, schema=self._native.loaded_schema)
 
     def ticket_sla_rules(
         self,
@@ -486,7 +488,7 @@ class SyncOperations(OperationsBase):
             page_size,
             limit,
         )
-        return Paginator(pages, TicketSLARule)
+        return Paginator(pages, TicketSLARule, schema=self._native.loaded_schema)
 
     def trends(
         self,
@@ -540,7 +542,7 @@ class SyncOperations(OperationsBase):
         raw = self._native.call(
             "activate_scoring_rule", {"id": id, "active": active}, fields_text(fields, ActivateScoringRule)
         )
-        return wrap("activate_scoring_rule", ActivateScoringRule, raw)
+        return wrap("activate_scoring_rule", ActivateScoringRule, raw, self._native.loaded_schema)
 
     def activate_sla_rule(
         self,
@@ -558,7 +560,7 @@ class SyncOperations(OperationsBase):
         raw = self._native.call(
             "activate_sla_rule", {"id": id, "active": active}, fields_text(fields, ActivateSLAStatus)
         )
-        return wrap("activate_sla_rule", ActivateSLAStatus, raw)
+        return wrap("activate_sla_rule", ActivateSLAStatus, raw, self._native.loaded_schema)
 
     def add_scoring_rule(
         self,
@@ -575,7 +577,7 @@ class SyncOperations(OperationsBase):
         raw = self._native.call(
             "add_scoring_rule", {"scoring_rule": scoring_rule}, fields_text(fields, AddScoringRule)
         )
-        return wrap("add_scoring_rule", AddScoringRule, raw)
+        return wrap("add_scoring_rule", AddScoringRule, raw, self._native.loaded_schema)
 
     def add_sla_group(
         self,
@@ -605,7 +607,7 @@ class SyncOperations(OperationsBase):
             },
             fields_text(fields, AddSLAGroup),
         )
-        return wrap("add_sla_group", AddSLAGroup, raw)
+        return wrap("add_sla_group", AddSLAGroup, raw, self._native.loaded_schema)
 
     def add_sla_rule(
         self,
@@ -620,7 +622,7 @@ class SyncOperations(OperationsBase):
         Like every mutation, never resent after a failure that may have reached the server.
         """
         raw = self._native.call("add_sla_rule", {"sla_rule": sla_rule}, fields_text(fields, AddSLARule))
-        return wrap("add_sla_rule", AddSLARule, raw)
+        return wrap("add_sla_rule", AddSLARule, raw, self._native.loaded_schema)
 
     def add_status_rule(
         self,
@@ -637,7 +639,7 @@ class SyncOperations(OperationsBase):
         raw = self._native.call(
             "add_status_rule", {"status_rule": status_rule}, fields_text(fields, AddStatusRule)
         )
-        return wrap("add_status_rule", AddStatusRule, raw)
+        return wrap("add_status_rule", AddStatusRule, raw, self._native.loaded_schema)
 
     def add_ticket_sla_rule(
         self,
@@ -654,7 +656,7 @@ class SyncOperations(OperationsBase):
         raw = self._native.call(
             "add_ticket_sla_rule", {"ticket_sla": ticket_sla}, fields_text(fields, AddTicketSLARule)
         )
-        return wrap("add_ticket_sla_rule", AddTicketSLARule, raw)
+        return wrap("add_ticket_sla_rule", AddTicketSLARule, raw, self._native.loaded_schema)
 
     def create_scope_group(
         self,
@@ -676,7 +678,7 @@ class SyncOperations(OperationsBase):
             {"name": name, "description": description, "scope_ids": scope_ids, "users": users},
             fields_text(fields, CreateScopeGroup),
         )
-        return wrap("create_scope_group", CreateScopeGroup, raw)
+        return wrap("create_scope_group", CreateScopeGroup, raw, self._native.loaded_schema)
 
     def delete_finding_filter(
         self,
@@ -697,7 +699,7 @@ class SyncOperations(OperationsBase):
         raw = self._native.call(
             "delete_finding_filter", {"id": id}, fields_text(fields, DeleteFindingFilterV2)
         )
-        return wrap("delete_finding_filter", DeleteFindingFilterV2, raw)
+        return wrap("delete_finding_filter", DeleteFindingFilterV2, raw, self._native.loaded_schema)
 
     def delete_finding_filter_v2(
         self,
@@ -714,7 +716,7 @@ class SyncOperations(OperationsBase):
         raw = self._native.call(
             "delete_finding_filter_v2", {"id": id}, fields_text(fields, DeleteFindingFilterV2)
         )
-        return wrap("delete_finding_filter_v2", DeleteFindingFilterV2, raw)
+        return wrap("delete_finding_filter_v2", DeleteFindingFilterV2, raw, self._native.loaded_schema)
 
     def delete_finding_scope_v2(
         self,
@@ -731,7 +733,7 @@ class SyncOperations(OperationsBase):
         raw = self._native.call(
             "delete_finding_scope_v2", {"id": id}, fields_text(fields, DeleteFindingScopeV2)
         )
-        return wrap("delete_finding_scope_v2", DeleteFindingScopeV2, raw)
+        return wrap("delete_finding_scope_v2", DeleteFindingScopeV2, raw, self._native.loaded_schema)
 
     def delete_scope_group(
         self,
@@ -746,7 +748,7 @@ class SyncOperations(OperationsBase):
         Like every mutation, never resent after a failure that may have reached the server.
         """
         raw = self._native.call("delete_scope_group", {"id": id}, fields_text(fields, DeleteScopeGroup))
-        return wrap("delete_scope_group", DeleteScopeGroup, raw)
+        return wrap("delete_scope_group", DeleteScopeGroup, raw, self._native.loaded_schema)
 
     def delete_scoring_rule(
         self,
@@ -761,7 +763,7 @@ class SyncOperations(OperationsBase):
         Like every mutation, never resent after a failure that may have reached the server.
         """
         raw = self._native.call("delete_scoring_rule", {"id": id}, fields_text(fields, DeleteScoringRule))
-        return wrap("delete_scoring_rule", DeleteScoringRule, raw)
+        return wrap("delete_scoring_rule", DeleteScoringRule, raw, self._native.loaded_schema)
 
     def delete_sla_rule(
         self,
@@ -776,7 +778,7 @@ class SyncOperations(OperationsBase):
         Like every mutation, never resent after a failure that may have reached the server.
         """
         raw = self._native.call("delete_sla_rule", {"id": id}, fields_text(fields, DeleteSLAStatus))
-        return wrap("delete_sla_rule", DeleteSLAStatus, raw)
+        return wrap("delete_sla_rule", DeleteSLAStatus, raw, self._native.loaded_schema)
 
     def delete_status_rule(
         self,
@@ -791,7 +793,7 @@ class SyncOperations(OperationsBase):
         Like every mutation, never resent after a failure that may have reached the server.
         """
         raw = self._native.call("delete_status_rule", {"id": id}, fields_text(fields, DeleteStatusRule))
-        return wrap("delete_status_rule", DeleteStatusRule, raw)
+        return wrap("delete_status_rule", DeleteStatusRule, raw, self._native.loaded_schema)
 
     def delete_ticket_sla_rule(
         self,
@@ -808,7 +810,7 @@ class SyncOperations(OperationsBase):
         raw = self._native.call(
             "delete_ticket_sla_rule", {"id": id}, fields_text(fields, DeleteTicketSLARule)
         )
-        return wrap("delete_ticket_sla_rule", DeleteTicketSLARule, raw)
+        return wrap("delete_ticket_sla_rule", DeleteTicketSLARule, raw, self._native.loaded_schema)
 
     def edit_scope_group(
         self,
@@ -831,7 +833,7 @@ class SyncOperations(OperationsBase):
             {"id": id, "name": name, "description": description, "scope_ids": scope_ids, "users": users},
             fields_text(fields, EditScopeGroup),
         )
-        return wrap("edit_scope_group", EditScopeGroup, raw)
+        return wrap("edit_scope_group", EditScopeGroup, raw, self._native.loaded_schema)
 
     def edit_scoring_rule(
         self,
@@ -851,7 +853,7 @@ class SyncOperations(OperationsBase):
             {"id": id, "scoring_rule": scoring_rule},
             fields_text(fields, EditScoringRule),
         )
-        return wrap("edit_scoring_rule", EditScoringRule, raw)
+        return wrap("edit_scoring_rule", EditScoringRule, raw, self._native.loaded_schema)
 
     def edit_sla_rule(
         self,
@@ -869,7 +871,7 @@ class SyncOperations(OperationsBase):
         raw = self._native.call(
             "edit_sla_rule", {"id": id, "sla_rule": sla_rule}, fields_text(fields, EditSLARule)
         )
-        return wrap("edit_sla_rule", EditSLARule, raw)
+        return wrap("edit_sla_rule", EditSLARule, raw, self._native.loaded_schema)
 
     def edit_status_rule(
         self,
@@ -887,7 +889,7 @@ class SyncOperations(OperationsBase):
         raw = self._native.call(
             "edit_status_rule", {"id": id, "status_rule": status_rule}, fields_text(fields, EditStatusRule)
         )
-        return wrap("edit_status_rule", EditStatusRule, raw)
+        return wrap("edit_status_rule", EditStatusRule, raw, self._native.loaded_schema)
 
     def edit_ticket_sla_rule(
         self,
@@ -907,7 +909,7 @@ class SyncOperations(OperationsBase):
             {"id": id, "ticket_sla": ticket_sla},
             fields_text(fields, EditTicketSLARule),
         )
-        return wrap("edit_ticket_sla_rule", EditTicketSLARule, raw)
+        return wrap("edit_ticket_sla_rule", EditTicketSLARule, raw, self._native.loaded_schema)
 
     def enable_status_rule(
         self,
@@ -925,7 +927,7 @@ class SyncOperations(OperationsBase):
         raw = self._native.call(
             "enable_status_rule", {"id": id, "enabled": enabled}, fields_text(fields, EnableStatusRule)
         )
-        return wrap("enable_status_rule", EnableStatusRule, raw)
+        return wrap("enable_status_rule", EnableStatusRule, raw, self._native.loaded_schema)
 
     def enable_ticket_sla_rule(
         self,
@@ -943,7 +945,7 @@ class SyncOperations(OperationsBase):
         raw = self._native.call(
             "enable_ticket_sla_rule", {"id": id, "enabled": enabled}, fields_text(fields, EnableTicketSLARule)
         )
-        return wrap("enable_ticket_sla_rule", EnableTicketSLARule, raw)
+        return wrap("enable_ticket_sla_rule", EnableTicketSLARule, raw, self._native.loaded_schema)
 
     def new_finding_filter(
         self,
@@ -967,7 +969,7 @@ class SyncOperations(OperationsBase):
             {"name": name, "filter": filter, "description": description},
             fields_text(fields, NewFindingFilterV2),
         )
-        return wrap("new_finding_filter", NewFindingFilterV2, raw)
+        return wrap("new_finding_filter", NewFindingFilterV2, raw, self._native.loaded_schema)
 
     def new_finding_filter_v2(
         self,
@@ -986,7 +988,7 @@ class SyncOperations(OperationsBase):
             {"finding_filter": finding_filter},
             fields_text(fields, NewFindingFilterV2),
         )
-        return wrap("new_finding_filter_v2", NewFindingFilterV2, raw)
+        return wrap("new_finding_filter_v2", NewFindingFilterV2, raw, self._native.loaded_schema)
 
     def new_finding_scope_v2(
         self,
@@ -1003,7 +1005,7 @@ class SyncOperations(OperationsBase):
         raw = self._native.call(
             "new_finding_scope_v2", {"finding_scope": finding_scope}, fields_text(fields, NewFindingScopeV2)
         )
-        return wrap("new_finding_scope_v2", NewFindingScopeV2, raw)
+        return wrap("new_finding_scope_v2", NewFindingScopeV2, raw, self._native.loaded_schema)
 
     def save_scope_hierarchy(
         self,
@@ -1017,7 +1019,7 @@ class SyncOperations(OperationsBase):
         Like every mutation, never resent after a failure that may have reached the server.
         """
         raw = self._native.call("save_scope_hierarchy", {}, fields_text(fields, GenerateScopes))
-        return wrap("save_scope_hierarchy", GenerateScopes, raw)
+        return wrap("save_scope_hierarchy", GenerateScopes, raw, self._native.loaded_schema)
 
     def set_user_sla_and_comment(
         self,
@@ -1048,7 +1050,7 @@ class SyncOperations(OperationsBase):
             },
             fields_text(fields, UpdateUserSLAWithComment),
         )
-        return wrap("set_user_sla_and_comment", UpdateUserSLAWithComment, raw)
+        return wrap("set_user_sla_and_comment", UpdateUserSLAWithComment, raw, self._native.loaded_schema)
 
     def update_finding_filter(
         self,
@@ -1074,7 +1076,7 @@ class SyncOperations(OperationsBase):
             {"id": id, "name": name, "filter": filter, "description": description},
             fields_text(fields, UpdateFindingFilterV2),
         )
-        return wrap("update_finding_filter", UpdateFindingFilterV2, raw)
+        return wrap("update_finding_filter", UpdateFindingFilterV2, raw, self._native.loaded_schema)
 
     def update_finding_filter_v2(
         self,
@@ -1094,7 +1096,7 @@ class SyncOperations(OperationsBase):
             {"id": id, "finding_filter": finding_filter},
             fields_text(fields, UpdateFindingFilterV2),
         )
-        return wrap("update_finding_filter_v2", UpdateFindingFilterV2, raw)
+        return wrap("update_finding_filter_v2", UpdateFindingFilterV2, raw, self._native.loaded_schema)
 
     def update_finding_scope_v2(
         self,
@@ -1114,7 +1116,7 @@ class SyncOperations(OperationsBase):
             {"id": id, "finding_scope": finding_scope},
             fields_text(fields, UpdateFindingScopeV2),
         )
-        return wrap("update_finding_scope_v2", UpdateFindingScopeV2, raw)
+        return wrap("update_finding_scope_v2", UpdateFindingScopeV2, raw, self._native.loaded_schema)
 
     def update_sla_settings_v2(
         self,
@@ -1131,7 +1133,7 @@ class SyncOperations(OperationsBase):
         raw = self._native.call(
             "update_sla_settings_v2", {"sla_settings": sla_settings}, fields_text(fields, UpdateSLAV2)
         )
-        return wrap("update_sla_settings_v2", UpdateSLAV2, raw)
+        return wrap("update_sla_settings_v2", UpdateSLAV2, raw, self._native.loaded_schema)
 
 
 class AsyncOperations(OperationsBase):
@@ -1152,7 +1154,7 @@ class AsyncOperations(OperationsBase):
         original_score } age description``; ``fields=`` selects others.
         """
         raw = await self._native.call_async("finding", {"id": id}, fields_text(fields, Finding))
-        return wrap("finding", Finding, raw)
+        return wrap("finding", Finding, raw, self._native.loaded_schema)
 
     def finding_filters(
         self,
@@ -1178,7 +1180,7 @@ class AsyncOperations(OperationsBase):
             page_size,
             limit,
         )
-        return AsyncPaginator(pages, FindingFilter)
+        return AsyncPaginator(pages, FindingFilter, schema=self._native.loaded_schema)
 
     def findings_view(
         self,
@@ -1217,7 +1219,9 @@ class AsyncOperations(OperationsBase):
             "page_size": page_size,
             "fields": fields,
         }
-        return AsyncPaginator(pages, FindingsView, replay=(self.findings_view, again))
+        return AsyncPaginator(
+            pages, FindingsView, replay=(self.findings_view, again), schema=self._native.loaded_schema
+        )
 
     def get_resources(
         self,
@@ -1255,7 +1259,7 @@ class AsyncOperations(OperationsBase):
             page_size,
             limit,
         )
-        return AsyncPaginator(pages, CHResource)
+        return AsyncPaginator(pages, CHResource, schema=self._native.loaded_schema)
 
     def get_resources_ch(
         self,
@@ -1292,7 +1296,7 @@ class AsyncOperations(OperationsBase):
             page_size,
             limit,
         )
-        return AsyncPaginator(pages, CHResource)
+        return AsyncPaginator(pages, CHResource, schema=self._native.loaded_schema)
 
     def remediation_queues(
         self,
@@ -1318,7 +1322,7 @@ class AsyncOperations(OperationsBase):
             page_size,
             limit,
         )
-        return AsyncPaginator(pages, RemediationQueue)
+        return AsyncPaginator(pages, RemediationQueue, schema=self._native.loaded_schema)
 
     async def scope_hierarchy(
         self,
@@ -1334,7 +1338,7 @@ class AsyncOperations(OperationsBase):
         raw = await self._native.call_async(
             "scope_hierarchy", {"include_unscoped": include_unscoped}, fields_text(fields, ScopeHierarchy)
         )
-        return wrap("scope_hierarchy", ScopeHierarchy, raw)
+        return wrap("scope_hierarchy", ScopeHierarchy, raw, self._native.loaded_schema)
 
     def scoring_rules(
         self,
@@ -1360,7 +1364,7 @@ class AsyncOperations(OperationsBase):
             page_size,
             limit,
         )
-        return AsyncPaginator(pages, ScoringRule)
+        return AsyncPaginator(pages, ScoringRule, schema=self._native.loaded_schema)
 
     def sla_groups(
         self,
@@ -1385,7 +1389,7 @@ class AsyncOperations(OperationsBase):
             page_size,
             limit,
         )
-        return AsyncPaginator(pages, SLAGroup)
+        return AsyncPaginator(pages, SLAGroup, schema=self._native.loaded_schema)
 
     def sla_preferences(
         self,
@@ -1418,7 +1422,7 @@ class AsyncOperations(OperationsBase):
             page_size,
             limit,
         )
-        return AsyncPaginator(pages, SLAPreference)
+        return AsyncPaginator(pages, SLAPreference, schema=self._native.loaded_schema)
 
     def status_rules(
         self,
@@ -1443,7 +1447,7 @@ class AsyncOperations(OperationsBase):
             page_size,
             limit,
         )
-        return AsyncPaginator(pages, StatusRuleObject)
+        return AsyncPaginator(pages, StatusRuleObject, schema=self._native.loaded_schema)
 
     def ticket_sla_rules(
         self,
@@ -1469,7 +1473,7 @@ class AsyncOperations(OperationsBase):
             page_size,
             limit,
         )
-        return AsyncPaginator(pages, TicketSLARule)
+        return AsyncPaginator(pages, TicketSLARule, schema=self._native.loaded_schema)
 
     async def trends(
         self,
@@ -1523,7 +1527,7 @@ class AsyncOperations(OperationsBase):
         raw = await self._native.call_async(
             "activate_scoring_rule", {"id": id, "active": active}, fields_text(fields, ActivateScoringRule)
         )
-        return wrap("activate_scoring_rule", ActivateScoringRule, raw)
+        return wrap("activate_scoring_rule", ActivateScoringRule, raw, self._native.loaded_schema)
 
     async def activate_sla_rule(
         self,
@@ -1541,7 +1545,7 @@ class AsyncOperations(OperationsBase):
         raw = await self._native.call_async(
             "activate_sla_rule", {"id": id, "active": active}, fields_text(fields, ActivateSLAStatus)
         )
-        return wrap("activate_sla_rule", ActivateSLAStatus, raw)
+        return wrap("activate_sla_rule", ActivateSLAStatus, raw, self._native.loaded_schema)
 
     async def add_scoring_rule(
         self,
@@ -1558,7 +1562,7 @@ class AsyncOperations(OperationsBase):
         raw = await self._native.call_async(
             "add_scoring_rule", {"scoring_rule": scoring_rule}, fields_text(fields, AddScoringRule)
         )
-        return wrap("add_scoring_rule", AddScoringRule, raw)
+        return wrap("add_scoring_rule", AddScoringRule, raw, self._native.loaded_schema)
 
     async def add_sla_group(
         self,
@@ -1588,7 +1592,7 @@ class AsyncOperations(OperationsBase):
             },
             fields_text(fields, AddSLAGroup),
         )
-        return wrap("add_sla_group", AddSLAGroup, raw)
+        return wrap("add_sla_group", AddSLAGroup, raw, self._native.loaded_schema)
 
     async def add_sla_rule(
         self,
@@ -1605,7 +1609,7 @@ class AsyncOperations(OperationsBase):
         raw = await self._native.call_async(
             "add_sla_rule", {"sla_rule": sla_rule}, fields_text(fields, AddSLARule)
         )
-        return wrap("add_sla_rule", AddSLARule, raw)
+        return wrap("add_sla_rule", AddSLARule, raw, self._native.loaded_schema)
 
     async def add_status_rule(
         self,
@@ -1622,7 +1626,7 @@ class AsyncOperations(OperationsBase):
         raw = await self._native.call_async(
             "add_status_rule", {"status_rule": status_rule}, fields_text(fields, AddStatusRule)
         )
-        return wrap("add_status_rule", AddStatusRule, raw)
+        return wrap("add_status_rule", AddStatusRule, raw, self._native.loaded_schema)
 
     async def add_ticket_sla_rule(
         self,
@@ -1639,7 +1643,7 @@ class AsyncOperations(OperationsBase):
         raw = await self._native.call_async(
             "add_ticket_sla_rule", {"ticket_sla": ticket_sla}, fields_text(fields, AddTicketSLARule)
         )
-        return wrap("add_ticket_sla_rule", AddTicketSLARule, raw)
+        return wrap("add_ticket_sla_rule", AddTicketSLARule, raw, self._native.loaded_schema)
 
     async def create_scope_group(
         self,
@@ -1661,7 +1665,7 @@ class AsyncOperations(OperationsBase):
             {"name": name, "description": description, "scope_ids": scope_ids, "users": users},
             fields_text(fields, CreateScopeGroup),
         )
-        return wrap("create_scope_group", CreateScopeGroup, raw)
+        return wrap("create_scope_group", CreateScopeGroup, raw, self._native.loaded_schema)
 
     async def delete_finding_filter(
         self,
@@ -1682,7 +1686,7 @@ class AsyncOperations(OperationsBase):
         raw = await self._native.call_async(
             "delete_finding_filter", {"id": id}, fields_text(fields, DeleteFindingFilterV2)
         )
-        return wrap("delete_finding_filter", DeleteFindingFilterV2, raw)
+        return wrap("delete_finding_filter", DeleteFindingFilterV2, raw, self._native.loaded_schema)
 
     async def delete_finding_filter_v2(
         self,
@@ -1699,7 +1703,7 @@ class AsyncOperations(OperationsBase):
         raw = await self._native.call_async(
             "delete_finding_filter_v2", {"id": id}, fields_text(fields, DeleteFindingFilterV2)
         )
-        return wrap("delete_finding_filter_v2", DeleteFindingFilterV2, raw)
+        return wrap("delete_finding_filter_v2", DeleteFindingFilterV2, raw, self._native.loaded_schema)
 
     async def delete_finding_scope_v2(
         self,
@@ -1716,7 +1720,7 @@ class AsyncOperations(OperationsBase):
         raw = await self._native.call_async(
             "delete_finding_scope_v2", {"id": id}, fields_text(fields, DeleteFindingScopeV2)
         )
-        return wrap("delete_finding_scope_v2", DeleteFindingScopeV2, raw)
+        return wrap("delete_finding_scope_v2", DeleteFindingScopeV2, raw, self._native.loaded_schema)
 
     async def delete_scope_group(
         self,
@@ -1733,7 +1737,7 @@ class AsyncOperations(OperationsBase):
         raw = await self._native.call_async(
             "delete_scope_group", {"id": id}, fields_text(fields, DeleteScopeGroup)
         )
-        return wrap("delete_scope_group", DeleteScopeGroup, raw)
+        return wrap("delete_scope_group", DeleteScopeGroup, raw, self._native.loaded_schema)
 
     async def delete_scoring_rule(
         self,
@@ -1750,7 +1754,7 @@ class AsyncOperations(OperationsBase):
         raw = await self._native.call_async(
             "delete_scoring_rule", {"id": id}, fields_text(fields, DeleteScoringRule)
         )
-        return wrap("delete_scoring_rule", DeleteScoringRule, raw)
+        return wrap("delete_scoring_rule", DeleteScoringRule, raw, self._native.loaded_schema)
 
     async def delete_sla_rule(
         self,
@@ -1767,7 +1771,7 @@ class AsyncOperations(OperationsBase):
         raw = await self._native.call_async(
             "delete_sla_rule", {"id": id}, fields_text(fields, DeleteSLAStatus)
         )
-        return wrap("delete_sla_rule", DeleteSLAStatus, raw)
+        return wrap("delete_sla_rule", DeleteSLAStatus, raw, self._native.loaded_schema)
 
     async def delete_status_rule(
         self,
@@ -1784,7 +1788,7 @@ class AsyncOperations(OperationsBase):
         raw = await self._native.call_async(
             "delete_status_rule", {"id": id}, fields_text(fields, DeleteStatusRule)
         )
-        return wrap("delete_status_rule", DeleteStatusRule, raw)
+        return wrap("delete_status_rule", DeleteStatusRule, raw, self._native.loaded_schema)
 
     async def delete_ticket_sla_rule(
         self,
@@ -1801,7 +1805,7 @@ class AsyncOperations(OperationsBase):
         raw = await self._native.call_async(
             "delete_ticket_sla_rule", {"id": id}, fields_text(fields, DeleteTicketSLARule)
         )
-        return wrap("delete_ticket_sla_rule", DeleteTicketSLARule, raw)
+        return wrap("delete_ticket_sla_rule", DeleteTicketSLARule, raw, self._native.loaded_schema)
 
     async def edit_scope_group(
         self,
@@ -1824,7 +1828,7 @@ class AsyncOperations(OperationsBase):
             {"id": id, "name": name, "description": description, "scope_ids": scope_ids, "users": users},
             fields_text(fields, EditScopeGroup),
         )
-        return wrap("edit_scope_group", EditScopeGroup, raw)
+        return wrap("edit_scope_group", EditScopeGroup, raw, self._native.loaded_schema)
 
     async def edit_scoring_rule(
         self,
@@ -1844,7 +1848,7 @@ class AsyncOperations(OperationsBase):
             {"id": id, "scoring_rule": scoring_rule},
             fields_text(fields, EditScoringRule),
         )
-        return wrap("edit_scoring_rule", EditScoringRule, raw)
+        return wrap("edit_scoring_rule", EditScoringRule, raw, self._native.loaded_schema)
 
     async def edit_sla_rule(
         self,
@@ -1862,7 +1866,7 @@ class AsyncOperations(OperationsBase):
         raw = await self._native.call_async(
             "edit_sla_rule", {"id": id, "sla_rule": sla_rule}, fields_text(fields, EditSLARule)
         )
-        return wrap("edit_sla_rule", EditSLARule, raw)
+        return wrap("edit_sla_rule", EditSLARule, raw, self._native.loaded_schema)
 
     async def edit_status_rule(
         self,
@@ -1880,7 +1884,7 @@ class AsyncOperations(OperationsBase):
         raw = await self._native.call_async(
             "edit_status_rule", {"id": id, "status_rule": status_rule}, fields_text(fields, EditStatusRule)
         )
-        return wrap("edit_status_rule", EditStatusRule, raw)
+        return wrap("edit_status_rule", EditStatusRule, raw, self._native.loaded_schema)
 
     async def edit_ticket_sla_rule(
         self,
@@ -1900,7 +1904,7 @@ class AsyncOperations(OperationsBase):
             {"id": id, "ticket_sla": ticket_sla},
             fields_text(fields, EditTicketSLARule),
         )
-        return wrap("edit_ticket_sla_rule", EditTicketSLARule, raw)
+        return wrap("edit_ticket_sla_rule", EditTicketSLARule, raw, self._native.loaded_schema)
 
     async def enable_status_rule(
         self,
@@ -1918,7 +1922,7 @@ class AsyncOperations(OperationsBase):
         raw = await self._native.call_async(
             "enable_status_rule", {"id": id, "enabled": enabled}, fields_text(fields, EnableStatusRule)
         )
-        return wrap("enable_status_rule", EnableStatusRule, raw)
+        return wrap("enable_status_rule", EnableStatusRule, raw, self._native.loaded_schema)
 
     async def enable_ticket_sla_rule(
         self,
@@ -1936,7 +1940,7 @@ class AsyncOperations(OperationsBase):
         raw = await self._native.call_async(
             "enable_ticket_sla_rule", {"id": id, "enabled": enabled}, fields_text(fields, EnableTicketSLARule)
         )
-        return wrap("enable_ticket_sla_rule", EnableTicketSLARule, raw)
+        return wrap("enable_ticket_sla_rule", EnableTicketSLARule, raw, self._native.loaded_schema)
 
     async def new_finding_filter(
         self,
@@ -1960,7 +1964,7 @@ class AsyncOperations(OperationsBase):
             {"name": name, "filter": filter, "description": description},
             fields_text(fields, NewFindingFilterV2),
         )
-        return wrap("new_finding_filter", NewFindingFilterV2, raw)
+        return wrap("new_finding_filter", NewFindingFilterV2, raw, self._native.loaded_schema)
 
     async def new_finding_filter_v2(
         self,
@@ -1979,7 +1983,7 @@ class AsyncOperations(OperationsBase):
             {"finding_filter": finding_filter},
             fields_text(fields, NewFindingFilterV2),
         )
-        return wrap("new_finding_filter_v2", NewFindingFilterV2, raw)
+        return wrap("new_finding_filter_v2", NewFindingFilterV2, raw, self._native.loaded_schema)
 
     async def new_finding_scope_v2(
         self,
@@ -1996,7 +2000,7 @@ class AsyncOperations(OperationsBase):
         raw = await self._native.call_async(
             "new_finding_scope_v2", {"finding_scope": finding_scope}, fields_text(fields, NewFindingScopeV2)
         )
-        return wrap("new_finding_scope_v2", NewFindingScopeV2, raw)
+        return wrap("new_finding_scope_v2", NewFindingScopeV2, raw, self._native.loaded_schema)
 
     async def save_scope_hierarchy(
         self,
@@ -2010,7 +2014,7 @@ class AsyncOperations(OperationsBase):
         Like every mutation, never resent after a failure that may have reached the server.
         """
         raw = await self._native.call_async("save_scope_hierarchy", {}, fields_text(fields, GenerateScopes))
-        return wrap("save_scope_hierarchy", GenerateScopes, raw)
+        return wrap("save_scope_hierarchy", GenerateScopes, raw, self._native.loaded_schema)
 
     async def set_user_sla_and_comment(
         self,
@@ -2041,7 +2045,7 @@ class AsyncOperations(OperationsBase):
             },
             fields_text(fields, UpdateUserSLAWithComment),
         )
-        return wrap("set_user_sla_and_comment", UpdateUserSLAWithComment, raw)
+        return wrap("set_user_sla_and_comment", UpdateUserSLAWithComment, raw, self._native.loaded_schema)
 
     async def update_finding_filter(
         self,
@@ -2067,7 +2071,7 @@ class AsyncOperations(OperationsBase):
             {"id": id, "name": name, "filter": filter, "description": description},
             fields_text(fields, UpdateFindingFilterV2),
         )
-        return wrap("update_finding_filter", UpdateFindingFilterV2, raw)
+        return wrap("update_finding_filter", UpdateFindingFilterV2, raw, self._native.loaded_schema)
 
     async def update_finding_filter_v2(
         self,
@@ -2087,7 +2091,7 @@ class AsyncOperations(OperationsBase):
             {"id": id, "finding_filter": finding_filter},
             fields_text(fields, UpdateFindingFilterV2),
         )
-        return wrap("update_finding_filter_v2", UpdateFindingFilterV2, raw)
+        return wrap("update_finding_filter_v2", UpdateFindingFilterV2, raw, self._native.loaded_schema)
 
     async def update_finding_scope_v2(
         self,
@@ -2107,7 +2111,7 @@ class AsyncOperations(OperationsBase):
             {"id": id, "finding_scope": finding_scope},
             fields_text(fields, UpdateFindingScopeV2),
         )
-        return wrap("update_finding_scope_v2", UpdateFindingScopeV2, raw)
+        return wrap("update_finding_scope_v2", UpdateFindingScopeV2, raw, self._native.loaded_schema)
 
     async def update_sla_settings_v2(
         self,
@@ -2124,4 +2128,4 @@ class AsyncOperations(OperationsBase):
         raw = await self._native.call_async(
             "update_sla_settings_v2", {"sla_settings": sla_settings}, fields_text(fields, UpdateSLAV2)
         )
-        return wrap("update_sla_settings_v2", UpdateSLAV2, raw)
+        return wrap("update_sla_settings_v2", UpdateSLAV2, raw, self._native.loaded_schema)

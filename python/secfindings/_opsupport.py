@@ -1,4 +1,5 @@
-"""What the generated typed methods (``_operations.py``) share: selections, filters, warnings.
+"""What the generated typed methods (``_operations.py``) share: the client they call (the
+:class:`Native` protocol), selections, filters, warnings, typed results.
 
 Conversion only: every check of the arguments themselves happens once, in the Rust core.
 """
@@ -7,16 +8,27 @@ from __future__ import annotations
 
 import warnings
 from collections.abc import Mapping, Sequence
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
+from secfindings._shared import kind
 from secfindings.errors import NotFoundError, ValidationError
+from secfindings.filters import Filter, filter_tree
+from secfindings.models._base import ShapeError
 
 if TYPE_CHECKING:
-    from secfindings._native import NativeClient
-    from secfindings.filters import Filter
+    from secfindings._native import NativePages, NativeSubscription
+    from secfindings._schema import Schema
     from secfindings.models import Model
 
-__all__ = ["Fields", "OperationsBase", "deprecated", "fields_text", "with_filters", "wrap"]
+__all__ = [
+    "Fields",
+    "Native",
+    "OperationsBase",
+    "deprecated",
+    "fields_text",
+    "with_filters",
+    "wrap",
+]
 
 #: A selection for ``fields=``: GraphQL selection text (``"id title finding_score { score }"``),
 #: a list of such pieces, ``"*"`` for every scalar field the server's type has, or ``"analyst"``
@@ -26,8 +38,62 @@ Fields = str | Sequence[str]
 M = TypeVar("M", bound="Model")
 
 
+class Native(Protocol):
+    """The client underneath the Python classes: the native client's calls, with the live
+    schema's selections and checks in front of them (:class:`secfindings._live.LiveNative`).
+    ``loaded_schema`` is that client's schema as loaded by its last call (None with
+    ``schema="off"``): the typed results and paginators it makes read their models by it."""
+
+    @property
+    def base_url(self) -> str: ...
+    @property
+    def auth_url(self) -> str: ...
+    @property
+    def region(self) -> str: ...
+    @property
+    def closed(self) -> bool: ...
+    @property
+    def loaded_schema(self) -> Schema | None: ...
+    def close(self) -> None: ...
+    def stats(self) -> dict[str, int | float]: ...
+    def current_jwt(self) -> str: ...
+    def pickle_state(self) -> dict[str, Any]: ...
+    def execute(self, query: str, variables: Any = None, operation_name: str | None = None) -> Any: ...
+    async def execute_async(
+        self, query: str, variables: Any = None, operation_name: str | None = None
+    ) -> Any: ...
+    def paginate(
+        self,
+        query: str,
+        variables: Any = None,
+        operation_name: str | None = None,
+        path: str | None = None,
+        page_size: Any = None,
+        limit: Any = None,
+    ) -> NativePages: ...
+    def call(self, name: str, args: Mapping[str, Any], fields: str | None = None) -> Any: ...
+    async def call_async(self, name: str, args: Mapping[str, Any], fields: str | None = None) -> Any: ...
+    def paginate_operation(
+        self,
+        name: str,
+        args: Mapping[str, Any],
+        fields: str | None = None,
+        page_size: Any = None,
+        limit: Any = None,
+    ) -> NativePages: ...
+    def subscribe(
+        self,
+        query: str,
+        variables: Any = None,
+        operation_name: str | None = None,
+        resume: str | None = None,
+        queue_size: int = 256,
+        max_reconnects: int = 10,
+    ) -> NativeSubscription: ...
+
+
 class OperationsBase:
-    _native: NativeClient
+    _native: Native
 
 
 def fields_text(fields: Fields | None, model: type[Model] | None) -> str | None:
@@ -54,8 +120,6 @@ def with_filters(
     """Puts a filter tree (``filters=``) into ``filters_config.filtersjson``; the core serializes it."""
     if filters is None:
         return filters_config
-    from secfindings.filters import filter_tree
-
     config = dict(filters_config or {})
     if config.get("filtersjson") is not None:
         raise ValidationError("pass either filters= or filters_config['filtersjson'], not both")
@@ -73,12 +137,12 @@ def deprecated(name: str, successor: str) -> None:
     )
 
 
-def wrap(operation: str, model: type[M], raw: Any) -> M:
-    """The typed result; a null result (with no error) is raised, never returned as None."""
+def wrap(operation: str, model: type[M], raw: Any, schema: Schema | None = None) -> M:
+    """The typed result, reading by ``schema`` (the live schema of the client that called) the
+    fields its class does not declare; a null result (with no error) is raised, never returned
+    as None."""
     if raw is None:
         raise NotFoundError(f"{operation}() returned null (no object, and no error from the server)")
     if not isinstance(raw, Mapping):
-        from secfindings.models._base import ShapeError, kind
-
         raise ShapeError(f"{operation}: expected an object ({model.__name__}), got {kind(raw)}")
-    return model(raw)
+    return model(raw, schema.field_type if schema is not None else None)

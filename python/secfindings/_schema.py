@@ -25,6 +25,7 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from secfindings._shared import did_you_mean, listed, suggestions
 from secfindings.errors import ValidationError
 
 if TYPE_CHECKING:
@@ -624,8 +625,6 @@ class Schema:
         suggests none (``sort: [SCORE]`` says nothing of ``SCORE_DESC`` otherwise)."""
         import re
 
-        from secfindings.models._base import listed
-
         found = re.search(r"Value '(.*)' does not exist in '(\w+)' enum\.$", message)
         if found is None:
             return message
@@ -723,8 +722,6 @@ class Schema:
             and isinstance(value, str)
             and value not in type_.values
         ):
-            from secfindings.models._base import listed, suggestions
-
             close = suggestions(value, list(type_.values))
             shown = repr(value) if len(value) <= 60 else repr(value[:59] + "\u2026")
             if close:
@@ -748,8 +745,6 @@ def graphql_type(schema: graphql.GraphQLSchema, node: Any) -> Any:
 
 
 def _check_names(op: _Operation, given: Mapping[str, Any], supplied: frozenset[str]) -> None:
-    from secfindings.models._base import did_you_mean
-
     declared = op.declared
     for name in given:
         if name not in declared:

@@ -11,9 +11,9 @@ from collections.abc import Mapping
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
+from secfindings._shared import FieldTypes, did_you_mean
 from secfindings.errors import ValidationError
 from secfindings.models import model_for
-from secfindings.models._base import did_you_mean
 
 __all__ = ["SUBSCRIPTIONS", "AsyncSubscription", "Subscription", "subscription_document"]
 
@@ -54,21 +54,23 @@ def subscription_document(
     return f"subscription {field}({header}) {{ {field}({call}) {{ {body} }} }}", given
 
 
-def _typed(data: Any) -> Any:
-    """The event as a model when its one root field is known (and not aliased), else the dict."""
+def _typed(data: Any, types: FieldTypes | None) -> Any:
+    """The event as a model when its one root field is known (and not aliased), else the dict;
+    ``types``: the field types of the client's live schema (see :class:`~secfindings.models.Model`)."""
     if isinstance(data, dict) and len(data) == 1:
         ((key, value),) = data.items()
         known = SUBSCRIPTIONS.get(key)
         if known is not None and isinstance(value, dict):
-            return model_for(known[0])(value)
+            return model_for(known[0])(value, types)
     return data
 
 
 class _Base:
-    __slots__ = ("_native",)
+    __slots__ = ("_native", "_types")
 
-    def __init__(self, native: Any) -> None:
+    def __init__(self, native: Any, types: FieldTypes | None = None) -> None:
         self._native = native
+        self._types = types
 
     @property
     def cursor(self) -> str | None:
@@ -123,7 +125,7 @@ class Subscription(_Base, Generic[T]):
             data = ready[0]
         else:
             raise StopIteration
-        event: T = _typed(data)
+        event: T = _typed(data, self._types)
         return event
 
     def close(self) -> None:
@@ -171,7 +173,7 @@ class AsyncSubscription(_Base, Generic[T]):
             await self._native.wait_async()
         if not ready:
             raise StopAsyncIteration
-        event: T = _typed(ready[0])
+        event: T = _typed(ready[0], self._types)
         return event
 
     async def aclose(self) -> None:

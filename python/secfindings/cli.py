@@ -29,7 +29,7 @@ from typing import Any, NoReturn, TypeVar
 import click
 
 import secfindings
-from secfindings._paging import ExportResult, _relay_index
+from secfindings._export import ExportResult, relay_index
 from secfindings.errors import (
     AuthenticationError,
     ConfigurationError,
@@ -292,7 +292,7 @@ def _check_cursor(after: str) -> None:
     """What can be told of a cursor without the server: not empty, and a graphql-relay array
     cursor has an index of 0 or more. (One the server cannot read is refused by the export at
     its first page, before anything is written: the server answers it from the start.)"""
-    index = _relay_index(after)
+    index = relay_index(after)
     if not after.strip() or (index is not None and index < 0):
         raise click.BadParameter(
             f"{after!r} is not a cursor of the server: give the one an interrupted export printed",

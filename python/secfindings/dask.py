@@ -23,7 +23,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from secfindings._paging import _need
+from secfindings._shared import need
 from secfindings.errors import ValidationError
 from secfindings.filters import Filter, Tree, all_of, field, filter_tree
 
@@ -82,7 +82,7 @@ def read_findings(
     finding the filters select lands in exactly one partition. Columns and types are those of
     :meth:`~secfindings.Paginator.to_pandas` for the same ``fields``.
     """
-    dd = _need("dask.dataframe", "dask", "read_findings()")
+    dd = need("dask.dataframe", "dask", "read_findings()")
     if partitions < 1:
         raise ValidationError(f"partitions must be at least 1, got {partitions}")
     meta = client.findings_view(filters=filters, fields=fields, limit=0).to_pandas()

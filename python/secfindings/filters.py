@@ -24,8 +24,8 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
+from secfindings._shared import did_you_mean, listed, suggestions
 from secfindings.errors import ValidationError
-from secfindings.models._base import did_you_mean, listed, suggestions
 
 __all__ = [
     "CONDITIONS",

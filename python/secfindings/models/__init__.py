@@ -12,7 +12,8 @@ maps each GraphQL type name to its class, and :func:`model_for` looks one up.
 
 from __future__ import annotations
 
-from secfindings.models._base import Connection, GenericModel, JSONString, Model, did_you_mean
+from secfindings._shared import did_you_mean
+from secfindings.models._base import Connection, GenericModel, JSONString, Model
 from secfindings.models.events import FindingEvent, RuleEvent
 from secfindings.models.filters import FiltersConfigOutput, FindingFilter
 from secfindings.models.findings import (

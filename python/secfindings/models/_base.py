@@ -8,9 +8,10 @@ the per-class field table is derived from the class annotations on first use, no
 
 from __future__ import annotations
 
+import copy
 import datetime as dt
-import difflib
 import functools
+import html
 import json
 import re
 import types
@@ -18,7 +19,8 @@ import typing
 from collections.abc import Callable, Iterator, Mapping
 from typing import TYPE_CHECKING, Annotated, Any, ClassVar, Generic, TypeVar, overload
 
-from secfindings._paging import PageInfo
+from secfindings._pages import PageInfo
+from secfindings._shared import FieldTypes, html_cell, kind
 from secfindings.errors import TransportError
 
 __all__ = ["Connection", "GenericModel", "JSONString", "Model"]
@@ -42,6 +44,9 @@ JSONString = Annotated[Any, _JSON_STRING]
 """A GraphQL ``JSONString`` field: decoded with :func:`json.loads` on access."""
 
 _Convert = Callable[[Any], Any]
+#: A field's conversion on access: ``(value)``, or ``(value, types)`` for a field that builds
+#: models (see ``_Field``).
+_OnAccess = Callable[..., Any]
 
 
 class ShapeError(TransportError, ValueError):
@@ -50,35 +55,22 @@ class ShapeError(TransportError, ValueError):
     was expected (also a ValueError, as these errors were before)."""
 
 
-def kind(value: Any) -> str:
-    """What a JSON value is, for messages: ``a string``, ``an object``, ..."""
-    if isinstance(value, str):
-        return "a string"
-    if isinstance(value, bool):
-        return "a boolean"
-    if isinstance(value, (int, float)):
-        return "a number"
-    if isinstance(value, Mapping):
-        return "an object"
-    if isinstance(value, (list, tuple)):
-        return "a list"
-    return "null" if value is None else f"a {type(value).__name__}"
-
-
 class _Field:
     """How one declared field is converted on access and dumped by ``to_dict``.
 
     ``convert`` / ``dump`` are None when the raw JSON value is already the right thing; the
     getter then returns it without caching, which keeps plain str/int fields at dict speed.
     ``kind`` ("scalar", "list", "object" or "connection") and ``node`` (the nested model class)
-    are what ``selection()`` and ``repr`` need to expand nested fields.
+    are what ``selection()`` and ``repr`` need to expand nested fields. A field with a ``node``
+    builds models: its ``convert`` also takes the field types the model was built with, and
+    hands them on to the models it builds.
     """
 
     __slots__ = ("convert", "dump", "kind", "node")
 
     def __init__(
         self,
-        convert: _Convert | None,
+        convert: _OnAccess | None,
         dump: _Convert | None,
         kind: str = "scalar",
         node: type[Model] | None = None,
@@ -131,12 +123,18 @@ class Model(metaclass=_ModelMeta):
     An answer of the wrong shape (a string where an object is selected, an object where a list
     or a connection is) raises :class:`~secfindings.TransportError` naming the field, when it
     is read.
+
+    ``types`` (given by the client that built the model, and handed on to the models nested in
+    it) is the field types of that client's live schema: they type the fields the class does
+    not declare. Copies keep them; pickles carry the raw data only, so an unpickled model reads
+    undeclared fields as sent.
     """
 
-    __slots__ = ("_cache", "_data")
+    __slots__ = ("_cache", "_data", "_types")
 
     _data: Mapping[str, Any]
     _cache: dict[str, Any] | None
+    _types: FieldTypes | None
 
     # Fields shown first by repr, when selected; the rest follow in the order they came.
     _REPR_ORDER: ClassVar[tuple[str, ...]] = (
@@ -162,11 +160,12 @@ class Model(metaclass=_ModelMeta):
         "type",
     )
 
-    def __init__(self, data: Mapping[str, Any]) -> None:
+    def __init__(self, data: Mapping[str, Any], types: FieldTypes | None = None) -> None:
         if type(data) is not dict and not isinstance(data, Mapping):
             raise ShapeError(f"{type(self).__name__}: expected an object, got {kind(data)}")
         self._data = data
         self._cache = None
+        self._types = types
 
     @classmethod
     def _table(cls) -> dict[str, _Field]:
@@ -229,11 +228,11 @@ class Model(metaclass=_ModelMeta):
             # A field the class does not declare (selected with fields=, or one the live schema
             # has): typed from the live schema where it knows the field, and objects in it read
             # as generic models, not bare dicts.
-            value = _undeclared(type(self).__name__, name, value)
+            value = _undeclared(type(self).__name__, name, value, self._types)
         else:
             convert = field.convert
             assert convert is not None
-            value = convert(value)
+            value = convert(value) if field.node is None else convert(value, self._types)
         cache = self._cache
         if cache is None:
             self._cache = cache = {}
@@ -259,20 +258,23 @@ class Model(metaclass=_ModelMeta):
     __hash__ = None  # type: ignore[assignment]
 
     def __reduce__(self) -> tuple[type[Model], tuple[Mapping[str, Any]]]:
-        # The converted-value cache is rebuilt on demand; the raw data is the whole state.
+        # The converted-value cache is rebuilt on demand; the raw data is the whole state (the
+        # field types belong to a client of this process).
         return (type(self), (self._data,))
+
+    def __copy__(self) -> Model:
+        return type(self)(self._data, self._types)
+
+    def __deepcopy__(self, memo: dict[int, Any]) -> Model:
+        return type(self)(copy.deepcopy(self._data, memo), self._types)
 
     def __repr__(self) -> str:
         return _repr_model(self, 6, nested=True)
 
     def _repr_html_(self) -> str:
         """A two-column table of the fields the server sent (notebooks; nothing is fetched)."""
-        import html
-
-        from secfindings._paging import _cell
-
         rows = "".join(
-            f"<tr><th style='text-align:left'>{html.escape(k)}</th><td>{_cell(v, 100)}</td></tr>"
+            f"<tr><th style='text-align:left'>{html.escape(k)}</th><td>{html_cell(v, 100)}</td></tr>"
             for k, v in self._data.items()
         )
         return f"<p><b>{html.escape(type(self).__name__)}</b></p><table>{rows}</table>"
@@ -310,10 +312,6 @@ class GenericModel(Model):
         return (_rebuild_generic, (None if type(self) is GenericModel else name, self._data))
 
 
-#: Set by the live schema (``secfindings._live``): the named type of a field of a type, and
-#: whether it is a leaf; None where the schema does not know the type or the field.
-live_field_type: Callable[[str, str], tuple[str, bool] | None] | None = None
-
 _GENERIC_CLASSES: dict[str, type[GenericModel]] = {}
 
 
@@ -332,12 +330,12 @@ def _rebuild_generic(type_name: str | None, data: Mapping[str, Any]) -> GenericM
     return generic_class(type_name)(data)
 
 
-def _generic(value: Any, cls: type[GenericModel] = GenericModel) -> Any:
+def _generic(value: Any, cls: type[GenericModel], types: FieldTypes | None) -> Any:
     """Dicts (also inside lists) as generic models of ``cls``; anything else as it is."""
     if isinstance(value, dict):
-        return cls(value)
+        return cls(value, types)
     if isinstance(value, list):
-        return [_generic(v, cls) for v in value]
+        return [_generic(v, cls, types) for v in value]
     return value
 
 
@@ -360,11 +358,12 @@ def _leaf(named: str, where: str, value: Any) -> Any:
     return value
 
 
-def _undeclared(owner: str, name: str, value: Any) -> Any:
-    hook = live_field_type
-    known = hook(owner, name) if hook is not None else None
+def _undeclared(owner: str, name: str, value: Any, types: FieldTypes | None) -> Any:
+    """A field the model's class does not declare: typed by the live schema's ``types`` where
+    they know it (the client's that built the model), else as sent, objects as generic models."""
+    known = types(owner, name) if types is not None else None
     if known is None:
-        return _generic(value) if isinstance(value, (dict, list)) else value
+        return _generic(value, GenericModel, types) if isinstance(value, (dict, list)) else value
     named, leaf = known
     if leaf:
         return _leaf(named, f"{owner}.{name}", value)
@@ -372,7 +371,7 @@ def _undeclared(owner: str, name: str, value: Any) -> Any:
         isinstance(value, list) and any(v is not None and not isinstance(v, (dict, list)) for v in value)
     ):
         raise ShapeError(f"{owner}.{name}: expected an object ({named}), got {kind(value)}")
-    return _generic(value, generic_class(named))
+    return _generic(value, generic_class(named), types)
 
 
 T = TypeVar("T", bound=Model)
@@ -387,14 +386,21 @@ class Connection(Generic[T]):
     nothing to show and are skipped.
     """
 
-    __slots__ = ("_node_type", "_nodes", "_raw", "_where")
+    __slots__ = ("_node_type", "_nodes", "_raw", "_types", "_where")
 
-    def __init__(self, raw: Mapping[str, Any], node_type: type[T], where: str | None = None) -> None:
+    def __init__(
+        self,
+        raw: Mapping[str, Any],
+        node_type: type[T],
+        where: str | None = None,
+        types: FieldTypes | None = None,
+    ) -> None:
         self._raw = raw
         self._node_type = node_type
         self._nodes: list[T] | None = None
         #: Where the connection is (``Finding.tickets``), for messages.
         self._where = where or f"Connection[{node_type.__name__}]"
+        self._types = types  # handed on to the nodes (see Model)
 
     @property
     def nodes(self) -> list[T]:
@@ -429,7 +435,7 @@ class Connection(Generic[T]):
                             f"{self._where}.edges[{i}].node: expected an object ({make.__name__}), "
                             f"got {kind(node)}"
                         )
-                    nodes.append(make(node))
+                    nodes.append(make(node, self._types))
             self._nodes = nodes
         return nodes
 
@@ -546,7 +552,10 @@ def _compile(hint: Any, where: str) -> _Field:
         (item_hint,) = typing.get_args(hint)
         item = _compile(item_hint, f"{where}[]")
         # Converted on access even when its items are not: a list is checked to be one.
-        convert = functools.partial(_convert_list_at, where, item.convert)
+        if item.node is not None and item.convert is not None:
+            convert = functools.partial(_model_list_at, where, item.convert)
+        else:
+            convert = functools.partial(_convert_list_at, where, item.convert)
         dump = None if item.dump is None else functools.partial(_convert_list, item.dump)
         return _Field(convert, dump, "list" if item.kind == "scalar" else item.kind, item.node)
     if origin is Connection:
@@ -587,18 +596,24 @@ def _to_float(value: Any) -> Any:
     return value
 
 
-def _make_model(cls: type[Model], where: str, value: Any) -> Model:
+def _model_list_at(where: str, item: _OnAccess, value: Any, types: FieldTypes | None) -> Any:
+    if not isinstance(value, list):
+        raise ShapeError(f"{where}: expected a list, got {kind(value)}")
+    return [None if v is None else item(v, types) for v in value]
+
+
+def _make_model(cls: type[Model], where: str, value: Any, types: FieldTypes | None) -> Model:
     if not isinstance(value, Mapping):
         raise ShapeError(f"{where}: expected a JSON object for {cls.__name__}, got {kind(value)}")
-    return cls(value)
+    return cls(value, types)
 
 
-def _make_connection(node: type[Model], where: str, value: Any) -> Connection[Any]:
+def _make_connection(node: type[Model], where: str, value: Any, types: FieldTypes | None) -> Connection[Any]:
     if not isinstance(value, Mapping):
         raise ShapeError(
             f"{where}: expected a JSON object for a connection of {node.__name__}, got {kind(value)}"
         )
-    return Connection(value, node, where)
+    return Connection(value, node, where, types)
 
 
 def _decode_json(where: str, value: Any) -> Any:
@@ -801,58 +816,3 @@ def _selection(cls: type[Model], depth: int) -> str:
         else:
             parts.append(f"{name} {{ {inner} }}")
     return " ".join(parts)
-
-
-#: At most this many candidates go to difflib for one suggestion (those closest in length to the
-#: misspelt name): difflib's work grows with each candidate, and the candidates may come from a
-#: server (an enum of its schema), which must not be able to make a misspelling slow.
-MAX_SUGGESTION_CANDIDATES = 1000
-#: At most this many valid values are listed in a message.
-MAX_LISTED = 30
-
-
-def _candidates(name: str, choices: typing.Sequence[str]) -> list[str]:
-    """The choices difflib compares with ``name``: of a similar length (a longer or much shorter
-    one cannot reach its cutoff), at most :data:`MAX_SUGGESTION_CANDIDATES` of them."""
-    if len(choices) <= MAX_SUGGESTION_CANDIDATES:
-        return list(choices)
-    n = len(name)
-    # difflib's ratio 2*M/(a+b) reaches 0.6 only when the lengths are within a factor of 3 / 7.
-    near = [c for c in choices if 3 * n <= 7 * len(c) and 3 * len(c) <= 7 * n]
-    near.sort(key=lambda c: abs(len(c) - n))
-    return near[:MAX_SUGGESTION_CANDIDATES]
-
-
-def suggestions(name: str, choices: typing.Iterable[str], n: int = 3, prefixes: bool = True) -> list[str]:
-    """The choices ``name`` was probably meant to be, best first: one equal but for case; else,
-    with ``prefixes``, the few (at most ``n``) that start with it, ignoring case; else difflib's
-    close matches (ignoring case) among a bounded number of candidates."""
-    pool = choices if isinstance(choices, (list, tuple)) else list(choices)
-    pool = [c for c in pool if isinstance(c, str)]
-    folded = name.casefold()
-    for c in pool:
-        if c.casefold() == folded:
-            return [c]
-    if prefixes and len(folded) >= 2:
-        starts = [c for c in pool if c.casefold().startswith(folded)]
-        if 0 < len(starts) <= n:
-            return starts
-    by_folded: dict[str, str] = {}
-    for c in _candidates(name, pool):
-        by_folded.setdefault(c.casefold(), c)
-    close = difflib.get_close_matches(folded, list(by_folded), n=n)
-    return [by_folded[c] for c in close]
-
-
-def listed(values: typing.Sequence[str], limit: int = MAX_LISTED) -> str:
-    """``A, B, C`` for at most ``limit`` values, then how many more there are."""
-    shown = ", ".join(str(v) for v in values[:limit])
-    return f"{shown}, ... ({len(values) - limit} more)" if len(values) > limit else shown
-
-
-def did_you_mean(name: str, choices: typing.Iterable[str]) -> str:
-    """`` (did you mean 'x'?)`` for the closest of choices (the same but for case first), or an
-    empty string. The work is bounded whatever the number of choices (see
-    :data:`MAX_SUGGESTION_CANDIDATES`)."""
-    close = suggestions(name, choices, n=1, prefixes=False)
-    return f" (did you mean {close[0]!r}?)" if close else ""

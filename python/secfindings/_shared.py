@@ -1,0 +1,133 @@
+"""The ground floor of the Python package: what the paging, filter, model, schema and client
+modules share. It imports nothing of the package, so any module may import it.
+
+- did-you-mean suggestions with bounded work (:func:`suggestions`, :func:`did_you_mean`,
+  :func:`listed`);
+- how a JSON value is named in a message (:func:`kind`);
+- the field types of a live schema, as models read them (:data:`FieldTypes`);
+- a cell of a notebook's HTML table (:func:`html_cell`);
+- an optional dependency, or an ImportError naming the extra to install (:func:`need`).
+"""
+
+from __future__ import annotations
+
+import difflib
+import html
+import importlib
+import json
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from typing import Any
+
+__all__ = [
+    "MAX_LISTED",
+    "MAX_SUGGESTION_CANDIDATES",
+    "FieldTypes",
+    "did_you_mean",
+    "html_cell",
+    "kind",
+    "listed",
+    "need",
+    "suggestions",
+]
+
+#: A live schema's answer to "what is field ``name`` of type ``owner``": its named type and
+#: whether it is a leaf, or None where the schema does not know the type or the field
+#: (:meth:`secfindings.Schema.field_type`). Models built by a client carry their client's.
+FieldTypes = Callable[[str, str], tuple[str, bool] | None]
+
+
+# ------------------------------------------------------------------------------ suggestions
+
+#: At most this many candidates go to difflib for one suggestion (those closest in length to the
+#: misspelt name): difflib's work grows with each candidate, and the candidates may come from a
+#: server (an enum of its schema), which must not be able to make a misspelling slow.
+MAX_SUGGESTION_CANDIDATES = 1000
+#: At most this many valid values are listed in a message.
+MAX_LISTED = 30
+
+
+def _candidates(name: str, choices: Sequence[str]) -> list[str]:
+    """The choices difflib compares with ``name``: of a similar length (a longer or much shorter
+    one cannot reach its cutoff), at most :data:`MAX_SUGGESTION_CANDIDATES` of them."""
+    if len(choices) <= MAX_SUGGESTION_CANDIDATES:
+        return list(choices)
+    n = len(name)
+    # difflib's ratio 2*M/(a+b) reaches 0.6 only when the lengths are within a factor of 3 / 7.
+    near = [c for c in choices if 3 * n <= 7 * len(c) and 3 * len(c) <= 7 * n]
+    near.sort(key=lambda c: abs(len(c) - n))
+    return near[:MAX_SUGGESTION_CANDIDATES]
+
+
+def suggestions(name: str, choices: Iterable[str], n: int = 3, prefixes: bool = True) -> list[str]:
+    """The choices ``name`` was probably meant to be, best first: one equal but for case; else,
+    with ``prefixes``, the few (at most ``n``) that start with it, ignoring case; else difflib's
+    close matches (ignoring case) among a bounded number of candidates."""
+    pool = choices if isinstance(choices, (list, tuple)) else list(choices)
+    pool = [c for c in pool if isinstance(c, str)]
+    folded = name.casefold()
+    for c in pool:
+        if c.casefold() == folded:
+            return [c]
+    if prefixes and len(folded) >= 2:
+        starts = [c for c in pool if c.casefold().startswith(folded)]
+        if 0 < len(starts) <= n:
+            return starts
+    by_folded: dict[str, str] = {}
+    for c in _candidates(name, pool):
+        by_folded.setdefault(c.casefold(), c)
+    close = difflib.get_close_matches(folded, list(by_folded), n=n)
+    return [by_folded[c] for c in close]
+
+
+def listed(values: Sequence[str], limit: int = MAX_LISTED) -> str:
+    """``A, B, C`` for at most ``limit`` values, then how many more there are."""
+    shown = ", ".join(str(v) for v in values[:limit])
+    return f"{shown}, ... ({len(values) - limit} more)" if len(values) > limit else shown
+
+
+def did_you_mean(name: str, choices: Iterable[str]) -> str:
+    """`` (did you mean 'x'?)`` for the closest of choices (the same but for case first), or an
+    empty string. The work is bounded whatever the number of choices (see
+    :data:`MAX_SUGGESTION_CANDIDATES`)."""
+    close = suggestions(name, choices, n=1, prefixes=False)
+    return f" (did you mean {close[0]!r}?)" if close else ""
+
+
+# ------------------------------------------------------------------------------ values
+
+
+def kind(value: Any) -> str:
+    """What a JSON value is, for messages: ``a string``, ``an object``, ..."""
+    if isinstance(value, str):
+        return "a string"
+    if isinstance(value, bool):
+        return "a boolean"
+    if isinstance(value, (int, float)):
+        return "a number"
+    if isinstance(value, Mapping):
+        return "an object"
+    if isinstance(value, (list, tuple)):
+        return "a list"
+    return "null" if value is None else f"a {type(value).__name__}"
+
+
+def html_cell(v: Any, width: int = 60) -> str:
+    """A value as the escaped text of an HTML table cell, cut to ``width`` characters."""
+    if isinstance(v, (dict, list)):
+        text = json.dumps(v, default=str, ensure_ascii=False, separators=(",", ":"))
+    elif hasattr(v, "to_dict"):
+        text = json.dumps(v.to_dict(), default=str, ensure_ascii=False)
+    else:
+        text = "" if v is None else str(v)
+    if len(text) > width:
+        text = text[: width - 1] + "\u2026"
+    return html.escape(text)
+
+
+def need(module: str, extra: str, what: str) -> Any:
+    """An optional dependency, or an ImportError that names the extra to install."""
+    try:
+        return importlib.import_module(module)
+    except ImportError as exc:
+        top = module.split(".")[0]
+        raise ImportError(f"{what} needs {top}: pip install 'secfindings[{extra}]'") from exc

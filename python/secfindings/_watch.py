@@ -1,0 +1,296 @@
+"""``watch()``: a live feed of new and changed findings by polling, for servers without
+subscriptions. What a watch does is written once, in :class:`_WatchBase`; :class:`Watch` and
+:class:`AsyncWatch` only walk and wait, one blocking and one awaiting."""
+
+from __future__ import annotations
+
+import datetime as dt
+import time
+from collections.abc import AsyncIterator, Callable, Iterator
+from typing import TYPE_CHECKING, Any, Generic, TypeVar
+
+from secfindings._native import catalog
+from secfindings.errors import RateLimitError, ValidationError
+from secfindings.filters import Filter, Tree, all_of, field, filter_tree
+
+if TYPE_CHECKING:
+    from secfindings._pages import Page
+    from secfindings._schema import Schema
+
+__all__ = ["AsyncWatch", "Watch", "watch_key"]
+
+T = TypeVar("T")
+
+_WATCH_KEYS = {"last_reported_time": "LAST_REPORTED_TIME_ASC", "id": "ID_ASC"}
+
+
+def watch_key(schema: Schema | None) -> str:
+    """``last_reported_time`` when the server's schema can sort and filter by it (or when the
+    schema is not known), else ``id``."""
+    if schema is None:
+        return "last_reported_time"
+    import graphql
+
+    sort = schema.graphql_schema.get_type("FindingsViewSortEnum")
+    sortable = isinstance(sort, graphql.GraphQLEnumType) and "LAST_REPORTED_TIME_ASC" in sort.values
+    has = "last_reported_time" in schema.fields("FindingsView")
+    return "last_reported_time" if sortable and has else "id"
+
+
+class _WatchState:
+    """The watermark of a watch: the highest key seen (a finding's ``last_reported_time`` or its
+    integer id) and which findings were already yielded at exactly that key."""
+
+    def __init__(self, by: str, watermark: str | int | None) -> None:
+        if by not in _WATCH_KEYS:
+            raise ValidationError(f"by must be one of {sorted(_WATCH_KEYS)}, got {by!r}")
+        self.by = by
+        self.key: Any = None
+        self.ids: set[Any] = set()
+        if watermark is not None:
+            self.key = self._parse(watermark)
+
+    def _parse(self, value: Any) -> Any:
+        if self.by == "id":
+            if isinstance(value, str) and value.strip().isdigit():
+                return int(value)
+            if isinstance(value, bool) or not isinstance(value, int):
+                raise ValidationError(f"a watermark by id is an int, got {value!r}")
+            return value
+        if isinstance(value, dt.datetime):
+            parsed = value
+        else:
+            try:
+                parsed = dt.datetime.fromisoformat(str(value).replace("Z", "+00:00"))
+            except ValueError:
+                raise ValidationError(f"the watermark is not an ISO 8601 datetime: {value!r}") from None
+        if parsed.tzinfo is None:
+            raise ValidationError("the watermark needs a timezone (e.g. 2026-01-01T00:00:00+00:00)")
+        return parsed
+
+    @property
+    def value(self) -> str | int | None:
+        """The watermark to keep across restarts (pass it back as ``watermark=``)."""
+        if self.key is None:
+            return None
+        if self.by == "id":
+            return int(self.key)
+        return str(self.key.isoformat())
+
+    def of(self, item: Any) -> Any:
+        return item.id_int if self.by == "id" else item.last_reported_time
+
+    def begin(self, item: Any) -> bool:
+        """Takes one item of the newest-first walk that starts a watch from now: the newest key
+        and every finding at it count as seen. False when the walk has passed them."""
+        key = self.of(item)
+        if key is None:
+            return True  # no key: not watchable, and not where "now" is
+        if self.key is None or key == self.key:
+            self.key = key
+            self.ids.add(getattr(item, "id", None))
+            return True
+        return False
+
+    def seen(self, item: Any) -> bool:
+        """Whether the item is behind the watermark or was yielded already at it (or has no key,
+        which a watch cannot place); else it moves the watermark and counts as yielded."""
+        key = self.of(item)
+        if key is None:
+            return True
+        ident = getattr(item, "id", None)
+        if self.key is not None and key < self.key:
+            return True
+        if self.key is not None and key == self.key:
+            if ident in self.ids:
+                return True
+            self.ids.add(ident)
+            return False
+        self.key, self.ids = key, {ident}
+        return False
+
+    def arguments(self, base: dict[str, Any], newest_first: bool = False) -> dict[str, Any]:
+        """The walk's arguments with the watermark ANDed into its filters, ordered by the key."""
+        args = dict(base)
+        parts: list[Any] = []
+        user = args.pop("filters", None)
+        config = dict(args.get("filters_config") or {})
+        text = config.pop("filtersjson", None)
+        for part in (user, text):
+            if part is None:
+                continue
+            parts.append(part if isinstance(part, Filter) else Tree(filter_tree(part)))
+        if self.key is not None:
+            # Ids are unique: past the watermark exactly. Times tie: from it, and the ids seen
+            # at it are skipped.
+            if self.by == "id":
+                parts.append(field("id").gt(self.value))
+            else:
+                parts.append(field("last_reported_time").gte(self.value))
+        args["filters"] = all_of(*parts) if len(parts) > 1 else (parts[0] if parts else None)
+        args["filters_config"] = config or None
+        order = _WATCH_KEYS[self.by]
+        args["sort"] = order.replace("_ASC", "_DESC") if newest_first else order
+        # The fields the key needs, and no more: a server may lack last_reported_time.
+        needed = "id id_int" if self.by == "id" else "id id_int last_reported_time"
+        fields = args.get("fields")
+        if fields is not None:
+            text_fields = fields if isinstance(fields, str) else " ".join(fields)
+            if text_fields.strip() not in ("*", "analyst"):
+                args["fields"] = f"{text_fields} {needed}"
+        elif self.by != "id":
+            default = next(op["selection"] for op in catalog() if op["name"] == "findings_view")
+            args["fields"] = f"{default} {needed}"
+        return args
+
+
+#: The shortest wait after a 429 that gives no Retry-After (or 0), doubling per failure.
+_MIN_BACKOFF = 0.5
+
+
+def _backoff(exc: BaseException, failures: int, interval: float) -> float:
+    """How long a watch waits after a 429: what the server asks, never less than the polling
+    interval or a backoff that doubles with each failure in a row (so it cannot spin)."""
+    retry_after = getattr(exc, "retry_after", None)
+    asked = float(retry_after) if isinstance(retry_after, (int, float)) and retry_after > 0 else 0.0
+    grown = min(60.0, _MIN_BACKOFF * 2.0 ** max(0, failures - 1))
+    return max(asked, interval, grown)
+
+
+_WATCH_DOC = """A live feed of findings by polling (for servers without subscriptions).
+
+    Every ``interval`` seconds it walks the findings past the watermark (their
+    ``last_reported_time``, or their id with ``by="id"``), oldest first, and yields each finding
+    once per key: with ``last_reported_time``, new findings and findings reported again (a
+    scanner saw them again; a status change alone does not move it); with ``by="id"``, new
+    findings only. Within a poll it goes on from the moved watermark rather than from a page
+    cursor, so findings that move while it walks are not skipped. ``watermark`` is where it
+    stands: keep it and pass it back as ``watermark=`` after a restart to go on from there
+    (by time, findings reported at exactly that instant come again once; by id, exactly).
+    Without one it starts, at the first iteration, from the newest finding then. Findings
+    without the key are not watched. A 429 makes it wait as the server asks (at least
+    ``interval``, and longer with each 429 in a row); other errors are raised. ``max_polls``
+    bounds the polls (tests, batch jobs).
+    """
+
+
+class _WatchBase(Generic[T]):
+    """What the sync and async watches share: their settings, their state, which items of a page
+    are new, and how long to wait between polls."""
+
+    def __init__(
+        self,
+        method: Callable[..., Any],
+        args: dict[str, Any],
+        *,
+        interval: float,
+        watermark: str | int | None,
+        by: str,
+        max_polls: int | None,
+    ) -> None:
+        if not (interval >= 0):
+            raise ValidationError(f"interval must be >= 0 seconds, got {interval!r}")
+        self._method, self._args = method, args
+        self._state = _WatchState(by, watermark)
+        self._interval = float(interval)
+        self._max_polls = max_polls
+        self.polls = 0
+        self._started = watermark is not None
+        self._failures = 0  # 429s in a row
+        self._restart = False
+
+    @property
+    def watermark(self) -> str | int | None:
+        return self._state.value
+
+    def _more(self) -> bool:
+        return self._max_polls is None or self.polls < self._max_polls
+
+    def _walk(self, newest_first: bool = False) -> Any:
+        """A paginator over the findings past the watermark (newest first: where "now" is)."""
+        return self._method(**self._state.arguments(self._args, newest_first=newest_first))
+
+    def _new(self, page: Page[T]) -> Iterator[T]:
+        """The items of a page not yielded before, each counted as yielded when handed out. At
+        the end, ``_restart`` says whether the poll goes on from the moved watermark rather than
+        from the page's cursor (findings that move while it walks are not skipped)."""
+        moved = False
+        for item in page.items:
+            if not self._state.seen(item):
+                moved = True
+                yield item
+        self._restart = moved and page.page_info.has_next_page
+
+    def _pause(self, throttled: RateLimitError | None) -> float | None:
+        """After a poll (or a 429): counts it; the seconds to wait before the next, None when no
+        poll follows."""
+        self.polls += 1
+        if throttled is not None:
+            self._failures += 1
+            return _backoff(throttled, self._failures, self._interval)
+        self._failures = 0
+        return self._interval if self._more() else None
+
+
+class Watch(_WatchBase[T]):
+    __doc__ = _WATCH_DOC
+
+    def _poll(self) -> Iterator[T]:
+        while True:
+            self._restart = False
+            for page in self._walk().pages():
+                yield from self._new(page)
+                if self._restart:
+                    break
+            if not self._restart:
+                return
+
+    def __iter__(self) -> Iterator[T]:
+        while self._more():
+            try:
+                if not self._started:
+                    for item in self._walk(newest_first=True):
+                        if not self._state.begin(item):
+                            break
+                    self._started = True
+                yield from self._poll()
+            except RateLimitError as exc:
+                wait = self._pause(exc)
+            else:
+                wait = self._pause(None)
+            if wait is not None:
+                time.sleep(wait)
+
+
+class AsyncWatch(_WatchBase[T]):
+    __doc__ = "The asyncio twin of :class:`Watch` (``async for``).\n\n    " + _WATCH_DOC
+
+    async def _poll(self) -> AsyncIterator[T]:
+        while True:
+            self._restart = False
+            async for page in self._walk().pages():
+                for item in self._new(page):
+                    yield item
+                if self._restart:
+                    break
+            if not self._restart:
+                return
+
+    async def __aiter__(self) -> AsyncIterator[T]:
+        import asyncio  # already loaded: this runs in an event loop
+
+        while self._more():
+            try:
+                if not self._started:
+                    async for item in self._walk(newest_first=True):
+                        if not self._state.begin(item):
+                            break
+                    self._started = True
+                async for item in self._poll():
+                    yield item
+            except RateLimitError as exc:
+                wait = self._pause(exc)
+            else:
+                wait = self._pause(None)
+            if wait is not None:
+                await asyncio.sleep(wait)
