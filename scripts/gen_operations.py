@@ -82,7 +82,13 @@ def method(op: dict[str, Any], inputs: dict[str, Any], *, is_async: bool) -> lis
     pager = "AsyncPaginator" if is_async else "Paginator"
     result = {"connection": f"{pager}[{model}]", "object": model, "scalar": "Any"}[returns]
     head = "async def" if is_async and returns != "connection" else "def"
-    lines = [f"    {head} {name}(", *[f"        {p}," for p in params], f"    ) -> {result}:"]
+    owner = "AsyncClient" if is_async else "Client"
+    lines = [
+        f'    @method_of("{owner}")',
+        f"    {head} {name}(",
+        *[f"        {p}," for p in params],
+        f"    ) -> {result}:",
+    ]
 
     doc = [op["doc"], ""]
     if op["deprecated"]:
@@ -176,6 +182,7 @@ def generate() -> str:
         "    OperationsBase,",
         "    deprecated,",
         "    fields_text,",
+        "    method_of,",
         "    with_filters,",
         "    wrap,",
         ")",

@@ -3,9 +3,7 @@ refresh, retries, paging) lives once, in the Rust core."""
 
 from __future__ import annotations
 
-import functools
-import inspect
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, NoReturn
 
@@ -366,49 +364,3 @@ class AsyncClient(_Base, AsyncOperations):
 
         def __exit__(self, *exc: object) -> None:
             return None
-
-
-def _named(owner: str, fn: Callable[..., Any]) -> Callable[..., Any]:
-    """The typed method under its public class's name, and a misspelt keyword argument answered
-    with the TypeError Python gives plus the closest real name (``filter`` -> ``filters``)."""
-    names = [p for p in inspect.signature(fn).parameters if p != "self"]
-    known = frozenset(names)
-
-    def misspelt(kwargs: dict[str, Any]) -> TypeError | None:
-        if kwargs.keys() <= known:
-            return None
-        unknown = next((k for k in kwargs if k not in known), None)
-        if unknown is None:
-            return None
-        return TypeError(
-            f"{owner}.{fn.__name__}() got an unexpected keyword argument {unknown!r}"
-            f"{did_you_mean(unknown, names)}"
-        )
-
-    if inspect.iscoroutinefunction(fn):
-
-        @functools.wraps(fn)
-        async def coroutine(self: Any, *args: Any, **kwargs: Any) -> Any:
-            if (error := misspelt(kwargs)) is not None:
-                raise error
-            return await fn(self, *args, **kwargs)
-
-        wrapped: Callable[..., Any] = coroutine
-    else:
-
-        @functools.wraps(fn)
-        def method(self: Any, *args: Any, **kwargs: Any) -> Any:
-            if (error := misspelt(kwargs)) is not None:
-                raise error
-            return fn(self, *args, **kwargs)
-
-        wrapped = method
-    # Python's own messages (a missing argument, say) name the public class too.
-    fn.__qualname__ = wrapped.__qualname__ = f"{owner}.{fn.__name__}"
-    return wrapped
-
-
-for _cls, _ops in ((Client, SyncOperations), (AsyncClient, AsyncOperations)):
-    for _name, _fn in vars(_ops).items():
-        if not _name.startswith("_") and inspect.isfunction(_fn):
-            setattr(_cls, _name, _named(_cls.__name__, _fn))

@@ -15,6 +15,7 @@ from secfindings._opsupport import (
     OperationsBase,
     deprecated,
     fields_text,
+    method_of,
     with_filters,
     wrap,
 )
@@ -154,6 +155,7 @@ class TicketSLAInput(TypedDict, total=False):
 class SyncOperations(OperationsBase):
     """Every operation of the API as a typed method (blocking)."""
 
+    @method_of("Client")
     def finding(
         self,
         id: str | int,
@@ -171,6 +173,7 @@ class SyncOperations(OperationsBase):
         raw = self._native.call("finding", {"id": id}, fields_text(fields, Finding))
         return wrap("finding", Finding, raw, self._native.loaded_schema)
 
+    @method_of("Client")
     def finding_filters(
         self,
         *,
@@ -197,6 +200,7 @@ class SyncOperations(OperationsBase):
         )
         return Paginator(pages, FindingFilter, schema=self._native.loaded_schema)
 
+    @method_of("Client")
     def findings_view(
         self,
         *,
@@ -238,6 +242,7 @@ class SyncOperations(OperationsBase):
             pages, FindingsView, replay=(self.findings_view, again), schema=self._native.loaded_schema
         )
 
+    @method_of("Client")
     def get_resources(
         self,
         *,
@@ -276,6 +281,7 @@ class SyncOperations(OperationsBase):
         )
         return Paginator(pages, CHResource, schema=self._native.loaded_schema)
 
+    @method_of("Client")
     def get_resources_ch(
         self,
         *,
@@ -313,6 +319,7 @@ class SyncOperations(OperationsBase):
         )
         return Paginator(pages, CHResource, schema=self._native.loaded_schema)
 
+    @method_of("Client")
     def remediation_queues(
         self,
         *,
@@ -339,6 +346,7 @@ class SyncOperations(OperationsBase):
         )
         return Paginator(pages, RemediationQueue, schema=self._native.loaded_schema)
 
+    @method_of("Client")
     def scope_hierarchy(
         self,
         *,
@@ -355,6 +363,7 @@ class SyncOperations(OperationsBase):
         )
         return wrap("scope_hierarchy", ScopeHierarchy, raw, self._native.loaded_schema)
 
+    @method_of("Client")
     def scoring_rules(
         self,
         *,
@@ -381,6 +390,7 @@ class SyncOperations(OperationsBase):
         )
         return Paginator(pages, ScoringRule, schema=self._native.loaded_schema)
 
+    @method_of("Client")
     def sla_groups(
         self,
         *,
@@ -406,6 +416,7 @@ class SyncOperations(OperationsBase):
         )
         return Paginator(pages, SLAGroup, schema=self._native.loaded_schema)
 
+    @method_of("Client")
     def sla_preferences(
         self,
         *,
@@ -439,6 +450,7 @@ class SyncOperations(OperationsBase):
         )
         return Paginator(pages, SLAPreference, schema=self._native.loaded_schema)
 
+    @method_of("Client")
     def status_rules(
         self,
         *,
@@ -464,6 +476,7 @@ class SyncOperations(OperationsBase):
         )
         return Paginator(pages, StatusRuleObject, schema=self._native.loaded_schema)
 
+    @method_of("Client")
     def ticket_sla_rules(
         self,
         *,
@@ -490,6 +503,7 @@ class SyncOperations(OperationsBase):
         )
         return Paginator(pages, TicketSLARule, schema=self._native.loaded_schema)
 
+    @method_of("Client")
     def trends(
         self,
         time_scale: str,
@@ -526,6 +540,7 @@ class SyncOperations(OperationsBase):
         )
         return raw
 
+    @method_of("Client")
     def activate_scoring_rule(
         self,
         id: str | int,
@@ -544,6 +559,7 @@ class SyncOperations(OperationsBase):
         )
         return wrap("activate_scoring_rule", ActivateScoringRule, raw, self._native.loaded_schema)
 
+    @method_of("Client")
     def activate_sla_rule(
         self,
         id: str | int,
@@ -562,6 +578,7 @@ class SyncOperations(OperationsBase):
         )
         return wrap("activate_sla_rule", ActivateSLAStatus, raw, self._native.loaded_schema)
 
+    @method_of("Client")
     def add_scoring_rule(
         self,
         scoring_rule: ScoringRuleInput,
@@ -579,6 +596,7 @@ class SyncOperations(OperationsBase):
         )
         return wrap("add_scoring_rule", AddScoringRule, raw, self._native.loaded_schema)
 
+    @method_of("Client")
     def add_sla_group(
         self,
         name: str,
@@ -609,6 +627,7 @@ class SyncOperations(OperationsBase):
         )
         return wrap("add_sla_group", AddSLAGroup, raw, self._native.loaded_schema)
 
+    @method_of("Client")
     def add_sla_rule(
         self,
         sla_rule: SLARuleInput,
@@ -624,6 +643,7 @@ class SyncOperations(OperationsBase):
         raw = self._native.call("add_sla_rule", {"sla_rule": sla_rule}, fields_text(fields, AddSLARule))
         return wrap("add_sla_rule", AddSLARule, raw, self._native.loaded_schema)
 
+    @method_of("Client")
     def add_status_rule(
         self,
         status_rule: StatusRuleInput,
@@ -641,6 +661,7 @@ class SyncOperations(OperationsBase):
         )
         return wrap("add_status_rule", AddStatusRule, raw, self._native.loaded_schema)
 
+    @method_of("Client")
     def add_ticket_sla_rule(
         self,
         ticket_sla: TicketSLAInput,
@@ -658,6 +679,7 @@ class SyncOperations(OperationsBase):
         )
         return wrap("add_ticket_sla_rule", AddTicketSLARule, raw, self._native.loaded_schema)
 
+    @method_of("Client")
     def create_scope_group(
         self,
         name: str,
@@ -680,6 +702,7 @@ class SyncOperations(OperationsBase):
         )
         return wrap("create_scope_group", CreateScopeGroup, raw, self._native.loaded_schema)
 
+    @method_of("Client")
     def delete_finding_filter(
         self,
         id: str | int,
@@ -701,6 +724,7 @@ class SyncOperations(OperationsBase):
         )
         return wrap("delete_finding_filter", DeleteFindingFilterV2, raw, self._native.loaded_schema)
 
+    @method_of("Client")
     def delete_finding_filter_v2(
         self,
         id: str | int,
@@ -718,6 +742,7 @@ class SyncOperations(OperationsBase):
         )
         return wrap("delete_finding_filter_v2", DeleteFindingFilterV2, raw, self._native.loaded_schema)
 
+    @method_of("Client")
     def delete_finding_scope_v2(
         self,
         id: str | int,
@@ -735,6 +760,7 @@ class SyncOperations(OperationsBase):
         )
         return wrap("delete_finding_scope_v2", DeleteFindingScopeV2, raw, self._native.loaded_schema)
 
+    @method_of("Client")
     def delete_scope_group(
         self,
         id: str | int,
@@ -750,6 +776,7 @@ class SyncOperations(OperationsBase):
         raw = self._native.call("delete_scope_group", {"id": id}, fields_text(fields, DeleteScopeGroup))
         return wrap("delete_scope_group", DeleteScopeGroup, raw, self._native.loaded_schema)
 
+    @method_of("Client")
     def delete_scoring_rule(
         self,
         id: str | int,
@@ -765,6 +792,7 @@ class SyncOperations(OperationsBase):
         raw = self._native.call("delete_scoring_rule", {"id": id}, fields_text(fields, DeleteScoringRule))
         return wrap("delete_scoring_rule", DeleteScoringRule, raw, self._native.loaded_schema)
 
+    @method_of("Client")
     def delete_sla_rule(
         self,
         id: str | int,
@@ -780,6 +808,7 @@ class SyncOperations(OperationsBase):
         raw = self._native.call("delete_sla_rule", {"id": id}, fields_text(fields, DeleteSLAStatus))
         return wrap("delete_sla_rule", DeleteSLAStatus, raw, self._native.loaded_schema)
 
+    @method_of("Client")
     def delete_status_rule(
         self,
         id: str | int,
@@ -795,6 +824,7 @@ class SyncOperations(OperationsBase):
         raw = self._native.call("delete_status_rule", {"id": id}, fields_text(fields, DeleteStatusRule))
         return wrap("delete_status_rule", DeleteStatusRule, raw, self._native.loaded_schema)
 
+    @method_of("Client")
     def delete_ticket_sla_rule(
         self,
         id: str | int,
@@ -812,6 +842,7 @@ class SyncOperations(OperationsBase):
         )
         return wrap("delete_ticket_sla_rule", DeleteTicketSLARule, raw, self._native.loaded_schema)
 
+    @method_of("Client")
     def edit_scope_group(
         self,
         id: str | int,
@@ -835,6 +866,7 @@ class SyncOperations(OperationsBase):
         )
         return wrap("edit_scope_group", EditScopeGroup, raw, self._native.loaded_schema)
 
+    @method_of("Client")
     def edit_scoring_rule(
         self,
         id: str | int,
@@ -855,6 +887,7 @@ class SyncOperations(OperationsBase):
         )
         return wrap("edit_scoring_rule", EditScoringRule, raw, self._native.loaded_schema)
 
+    @method_of("Client")
     def edit_sla_rule(
         self,
         id: str | int,
@@ -873,6 +906,7 @@ class SyncOperations(OperationsBase):
         )
         return wrap("edit_sla_rule", EditSLARule, raw, self._native.loaded_schema)
 
+    @method_of("Client")
     def edit_status_rule(
         self,
         id: str | int,
@@ -891,6 +925,7 @@ class SyncOperations(OperationsBase):
         )
         return wrap("edit_status_rule", EditStatusRule, raw, self._native.loaded_schema)
 
+    @method_of("Client")
     def edit_ticket_sla_rule(
         self,
         id: str | int,
@@ -911,6 +946,7 @@ class SyncOperations(OperationsBase):
         )
         return wrap("edit_ticket_sla_rule", EditTicketSLARule, raw, self._native.loaded_schema)
 
+    @method_of("Client")
     def enable_status_rule(
         self,
         id: str | int,
@@ -929,6 +965,7 @@ class SyncOperations(OperationsBase):
         )
         return wrap("enable_status_rule", EnableStatusRule, raw, self._native.loaded_schema)
 
+    @method_of("Client")
     def enable_ticket_sla_rule(
         self,
         id: str | int,
@@ -947,6 +984,7 @@ class SyncOperations(OperationsBase):
         )
         return wrap("enable_ticket_sla_rule", EnableTicketSLARule, raw, self._native.loaded_schema)
 
+    @method_of("Client")
     def new_finding_filter(
         self,
         name: str,
@@ -971,6 +1009,7 @@ class SyncOperations(OperationsBase):
         )
         return wrap("new_finding_filter", NewFindingFilterV2, raw, self._native.loaded_schema)
 
+    @method_of("Client")
     def new_finding_filter_v2(
         self,
         finding_filter: FindingFilterInput,
@@ -990,6 +1029,7 @@ class SyncOperations(OperationsBase):
         )
         return wrap("new_finding_filter_v2", NewFindingFilterV2, raw, self._native.loaded_schema)
 
+    @method_of("Client")
     def new_finding_scope_v2(
         self,
         finding_scope: FindingFilterInput,
@@ -1007,6 +1047,7 @@ class SyncOperations(OperationsBase):
         )
         return wrap("new_finding_scope_v2", NewFindingScopeV2, raw, self._native.loaded_schema)
 
+    @method_of("Client")
     def save_scope_hierarchy(
         self,
         *,
@@ -1021,6 +1062,7 @@ class SyncOperations(OperationsBase):
         raw = self._native.call("save_scope_hierarchy", {}, fields_text(fields, GenerateScopes))
         return wrap("save_scope_hierarchy", GenerateScopes, raw, self._native.loaded_schema)
 
+    @method_of("Client")
     def set_user_sla_and_comment(
         self,
         due_date: datetime | str,
@@ -1052,6 +1094,7 @@ class SyncOperations(OperationsBase):
         )
         return wrap("set_user_sla_and_comment", UpdateUserSLAWithComment, raw, self._native.loaded_schema)
 
+    @method_of("Client")
     def update_finding_filter(
         self,
         id: str | int,
@@ -1078,6 +1121,7 @@ class SyncOperations(OperationsBase):
         )
         return wrap("update_finding_filter", UpdateFindingFilterV2, raw, self._native.loaded_schema)
 
+    @method_of("Client")
     def update_finding_filter_v2(
         self,
         id: str | int,
@@ -1098,6 +1142,7 @@ class SyncOperations(OperationsBase):
         )
         return wrap("update_finding_filter_v2", UpdateFindingFilterV2, raw, self._native.loaded_schema)
 
+    @method_of("Client")
     def update_finding_scope_v2(
         self,
         id: str | int,
@@ -1118,6 +1163,7 @@ class SyncOperations(OperationsBase):
         )
         return wrap("update_finding_scope_v2", UpdateFindingScopeV2, raw, self._native.loaded_schema)
 
+    @method_of("Client")
     def update_sla_settings_v2(
         self,
         sla_settings: Sequence[SLARuleInput],
@@ -1139,6 +1185,7 @@ class SyncOperations(OperationsBase):
 class AsyncOperations(OperationsBase):
     """Every operation of the API as a typed method (awaited, connections iterated with ``async for``)."""
 
+    @method_of("AsyncClient")
     async def finding(
         self,
         id: str | int,
@@ -1156,6 +1203,7 @@ class AsyncOperations(OperationsBase):
         raw = await self._native.call_async("finding", {"id": id}, fields_text(fields, Finding))
         return wrap("finding", Finding, raw, self._native.loaded_schema)
 
+    @method_of("AsyncClient")
     def finding_filters(
         self,
         *,
@@ -1182,6 +1230,7 @@ class AsyncOperations(OperationsBase):
         )
         return AsyncPaginator(pages, FindingFilter, schema=self._native.loaded_schema)
 
+    @method_of("AsyncClient")
     def findings_view(
         self,
         *,
@@ -1223,6 +1272,7 @@ class AsyncOperations(OperationsBase):
             pages, FindingsView, replay=(self.findings_view, again), schema=self._native.loaded_schema
         )
 
+    @method_of("AsyncClient")
     def get_resources(
         self,
         *,
@@ -1261,6 +1311,7 @@ class AsyncOperations(OperationsBase):
         )
         return AsyncPaginator(pages, CHResource, schema=self._native.loaded_schema)
 
+    @method_of("AsyncClient")
     def get_resources_ch(
         self,
         *,
@@ -1298,6 +1349,7 @@ class AsyncOperations(OperationsBase):
         )
         return AsyncPaginator(pages, CHResource, schema=self._native.loaded_schema)
 
+    @method_of("AsyncClient")
     def remediation_queues(
         self,
         *,
@@ -1324,6 +1376,7 @@ class AsyncOperations(OperationsBase):
         )
         return AsyncPaginator(pages, RemediationQueue, schema=self._native.loaded_schema)
 
+    @method_of("AsyncClient")
     async def scope_hierarchy(
         self,
         *,
@@ -1340,6 +1393,7 @@ class AsyncOperations(OperationsBase):
         )
         return wrap("scope_hierarchy", ScopeHierarchy, raw, self._native.loaded_schema)
 
+    @method_of("AsyncClient")
     def scoring_rules(
         self,
         *,
@@ -1366,6 +1420,7 @@ class AsyncOperations(OperationsBase):
         )
         return AsyncPaginator(pages, ScoringRule, schema=self._native.loaded_schema)
 
+    @method_of("AsyncClient")
     def sla_groups(
         self,
         *,
@@ -1391,6 +1446,7 @@ class AsyncOperations(OperationsBase):
         )
         return AsyncPaginator(pages, SLAGroup, schema=self._native.loaded_schema)
 
+    @method_of("AsyncClient")
     def sla_preferences(
         self,
         *,
@@ -1424,6 +1480,7 @@ class AsyncOperations(OperationsBase):
         )
         return AsyncPaginator(pages, SLAPreference, schema=self._native.loaded_schema)
 
+    @method_of("AsyncClient")
     def status_rules(
         self,
         *,
@@ -1449,6 +1506,7 @@ class AsyncOperations(OperationsBase):
         )
         return AsyncPaginator(pages, StatusRuleObject, schema=self._native.loaded_schema)
 
+    @method_of("AsyncClient")
     def ticket_sla_rules(
         self,
         *,
@@ -1475,6 +1533,7 @@ class AsyncOperations(OperationsBase):
         )
         return AsyncPaginator(pages, TicketSLARule, schema=self._native.loaded_schema)
 
+    @method_of("AsyncClient")
     async def trends(
         self,
         time_scale: str,
@@ -1511,6 +1570,7 @@ class AsyncOperations(OperationsBase):
         )
         return raw
 
+    @method_of("AsyncClient")
     async def activate_scoring_rule(
         self,
         id: str | int,
@@ -1529,6 +1589,7 @@ class AsyncOperations(OperationsBase):
         )
         return wrap("activate_scoring_rule", ActivateScoringRule, raw, self._native.loaded_schema)
 
+    @method_of("AsyncClient")
     async def activate_sla_rule(
         self,
         id: str | int,
@@ -1547,6 +1608,7 @@ class AsyncOperations(OperationsBase):
         )
         return wrap("activate_sla_rule", ActivateSLAStatus, raw, self._native.loaded_schema)
 
+    @method_of("AsyncClient")
     async def add_scoring_rule(
         self,
         scoring_rule: ScoringRuleInput,
@@ -1564,6 +1626,7 @@ class AsyncOperations(OperationsBase):
         )
         return wrap("add_scoring_rule", AddScoringRule, raw, self._native.loaded_schema)
 
+    @method_of("AsyncClient")
     async def add_sla_group(
         self,
         name: str,
@@ -1594,6 +1657,7 @@ class AsyncOperations(OperationsBase):
         )
         return wrap("add_sla_group", AddSLAGroup, raw, self._native.loaded_schema)
 
+    @method_of("AsyncClient")
     async def add_sla_rule(
         self,
         sla_rule: SLARuleInput,
@@ -1611,6 +1675,7 @@ class AsyncOperations(OperationsBase):
         )
         return wrap("add_sla_rule", AddSLARule, raw, self._native.loaded_schema)
 
+    @method_of("AsyncClient")
     async def add_status_rule(
         self,
         status_rule: StatusRuleInput,
@@ -1628,6 +1693,7 @@ class AsyncOperations(OperationsBase):
         )
         return wrap("add_status_rule", AddStatusRule, raw, self._native.loaded_schema)
 
+    @method_of("AsyncClient")
     async def add_ticket_sla_rule(
         self,
         ticket_sla: TicketSLAInput,
@@ -1645,6 +1711,7 @@ class AsyncOperations(OperationsBase):
         )
         return wrap("add_ticket_sla_rule", AddTicketSLARule, raw, self._native.loaded_schema)
 
+    @method_of("AsyncClient")
     async def create_scope_group(
         self,
         name: str,
@@ -1667,6 +1734,7 @@ class AsyncOperations(OperationsBase):
         )
         return wrap("create_scope_group", CreateScopeGroup, raw, self._native.loaded_schema)
 
+    @method_of("AsyncClient")
     async def delete_finding_filter(
         self,
         id: str | int,
@@ -1688,6 +1756,7 @@ class AsyncOperations(OperationsBase):
         )
         return wrap("delete_finding_filter", DeleteFindingFilterV2, raw, self._native.loaded_schema)
 
+    @method_of("AsyncClient")
     async def delete_finding_filter_v2(
         self,
         id: str | int,
@@ -1705,6 +1774,7 @@ class AsyncOperations(OperationsBase):
         )
         return wrap("delete_finding_filter_v2", DeleteFindingFilterV2, raw, self._native.loaded_schema)
 
+    @method_of("AsyncClient")
     async def delete_finding_scope_v2(
         self,
         id: str | int,
@@ -1722,6 +1792,7 @@ class AsyncOperations(OperationsBase):
         )
         return wrap("delete_finding_scope_v2", DeleteFindingScopeV2, raw, self._native.loaded_schema)
 
+    @method_of("AsyncClient")
     async def delete_scope_group(
         self,
         id: str | int,
@@ -1739,6 +1810,7 @@ class AsyncOperations(OperationsBase):
         )
         return wrap("delete_scope_group", DeleteScopeGroup, raw, self._native.loaded_schema)
 
+    @method_of("AsyncClient")
     async def delete_scoring_rule(
         self,
         id: str | int,
@@ -1756,6 +1828,7 @@ class AsyncOperations(OperationsBase):
         )
         return wrap("delete_scoring_rule", DeleteScoringRule, raw, self._native.loaded_schema)
 
+    @method_of("AsyncClient")
     async def delete_sla_rule(
         self,
         id: str | int,
@@ -1773,6 +1846,7 @@ class AsyncOperations(OperationsBase):
         )
         return wrap("delete_sla_rule", DeleteSLAStatus, raw, self._native.loaded_schema)
 
+    @method_of("AsyncClient")
     async def delete_status_rule(
         self,
         id: str | int,
@@ -1790,6 +1864,7 @@ class AsyncOperations(OperationsBase):
         )
         return wrap("delete_status_rule", DeleteStatusRule, raw, self._native.loaded_schema)
 
+    @method_of("AsyncClient")
     async def delete_ticket_sla_rule(
         self,
         id: str | int,
@@ -1807,6 +1882,7 @@ class AsyncOperations(OperationsBase):
         )
         return wrap("delete_ticket_sla_rule", DeleteTicketSLARule, raw, self._native.loaded_schema)
 
+    @method_of("AsyncClient")
     async def edit_scope_group(
         self,
         id: str | int,
@@ -1830,6 +1906,7 @@ class AsyncOperations(OperationsBase):
         )
         return wrap("edit_scope_group", EditScopeGroup, raw, self._native.loaded_schema)
 
+    @method_of("AsyncClient")
     async def edit_scoring_rule(
         self,
         id: str | int,
@@ -1850,6 +1927,7 @@ class AsyncOperations(OperationsBase):
         )
         return wrap("edit_scoring_rule", EditScoringRule, raw, self._native.loaded_schema)
 
+    @method_of("AsyncClient")
     async def edit_sla_rule(
         self,
         id: str | int,
@@ -1868,6 +1946,7 @@ class AsyncOperations(OperationsBase):
         )
         return wrap("edit_sla_rule", EditSLARule, raw, self._native.loaded_schema)
 
+    @method_of("AsyncClient")
     async def edit_status_rule(
         self,
         id: str | int,
@@ -1886,6 +1965,7 @@ class AsyncOperations(OperationsBase):
         )
         return wrap("edit_status_rule", EditStatusRule, raw, self._native.loaded_schema)
 
+    @method_of("AsyncClient")
     async def edit_ticket_sla_rule(
         self,
         id: str | int,
@@ -1906,6 +1986,7 @@ class AsyncOperations(OperationsBase):
         )
         return wrap("edit_ticket_sla_rule", EditTicketSLARule, raw, self._native.loaded_schema)
 
+    @method_of("AsyncClient")
     async def enable_status_rule(
         self,
         id: str | int,
@@ -1924,6 +2005,7 @@ class AsyncOperations(OperationsBase):
         )
         return wrap("enable_status_rule", EnableStatusRule, raw, self._native.loaded_schema)
 
+    @method_of("AsyncClient")
     async def enable_ticket_sla_rule(
         self,
         id: str | int,
@@ -1942,6 +2024,7 @@ class AsyncOperations(OperationsBase):
         )
         return wrap("enable_ticket_sla_rule", EnableTicketSLARule, raw, self._native.loaded_schema)
 
+    @method_of("AsyncClient")
     async def new_finding_filter(
         self,
         name: str,
@@ -1966,6 +2049,7 @@ class AsyncOperations(OperationsBase):
         )
         return wrap("new_finding_filter", NewFindingFilterV2, raw, self._native.loaded_schema)
 
+    @method_of("AsyncClient")
     async def new_finding_filter_v2(
         self,
         finding_filter: FindingFilterInput,
@@ -1985,6 +2069,7 @@ class AsyncOperations(OperationsBase):
         )
         return wrap("new_finding_filter_v2", NewFindingFilterV2, raw, self._native.loaded_schema)
 
+    @method_of("AsyncClient")
     async def new_finding_scope_v2(
         self,
         finding_scope: FindingFilterInput,
@@ -2002,6 +2087,7 @@ class AsyncOperations(OperationsBase):
         )
         return wrap("new_finding_scope_v2", NewFindingScopeV2, raw, self._native.loaded_schema)
 
+    @method_of("AsyncClient")
     async def save_scope_hierarchy(
         self,
         *,
@@ -2016,6 +2102,7 @@ class AsyncOperations(OperationsBase):
         raw = await self._native.call_async("save_scope_hierarchy", {}, fields_text(fields, GenerateScopes))
         return wrap("save_scope_hierarchy", GenerateScopes, raw, self._native.loaded_schema)
 
+    @method_of("AsyncClient")
     async def set_user_sla_and_comment(
         self,
         due_date: datetime | str,
@@ -2047,6 +2134,7 @@ class AsyncOperations(OperationsBase):
         )
         return wrap("set_user_sla_and_comment", UpdateUserSLAWithComment, raw, self._native.loaded_schema)
 
+    @method_of("AsyncClient")
     async def update_finding_filter(
         self,
         id: str | int,
@@ -2073,6 +2161,7 @@ class AsyncOperations(OperationsBase):
         )
         return wrap("update_finding_filter", UpdateFindingFilterV2, raw, self._native.loaded_schema)
 
+    @method_of("AsyncClient")
     async def update_finding_filter_v2(
         self,
         id: str | int,
@@ -2093,6 +2182,7 @@ class AsyncOperations(OperationsBase):
         )
         return wrap("update_finding_filter_v2", UpdateFindingFilterV2, raw, self._native.loaded_schema)
 
+    @method_of("AsyncClient")
     async def update_finding_scope_v2(
         self,
         id: str | int,
@@ -2113,6 +2203,7 @@ class AsyncOperations(OperationsBase):
         )
         return wrap("update_finding_scope_v2", UpdateFindingScopeV2, raw, self._native.loaded_schema)
 
+    @method_of("AsyncClient")
     async def update_sla_settings_v2(
         self,
         sla_settings: Sequence[SLARuleInput],

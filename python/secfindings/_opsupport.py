@@ -6,11 +6,13 @@ Conversion only: every check of the arguments themselves happens once, in the Ru
 
 from __future__ import annotations
 
+import functools
+import inspect
 import warnings
-from collections.abc import Mapping, Sequence
-from typing import TYPE_CHECKING, Any, Protocol, TypeVar
+from collections.abc import Callable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar, cast
 
-from secfindings._shared import kind
+from secfindings._shared import did_you_mean, kind
 from secfindings.errors import NotFoundError, ValidationError
 from secfindings.filters import Filter, filter_tree
 from secfindings.models._base import ShapeError
@@ -26,6 +28,7 @@ __all__ = [
     "OperationsBase",
     "deprecated",
     "fields_text",
+    "method_of",
     "with_filters",
     "wrap",
 ]
@@ -36,6 +39,7 @@ __all__ = [
 Fields = str | Sequence[str]
 
 M = TypeVar("M", bound="Model")
+F = TypeVar("F", bound=Callable[..., Any])
 
 
 class Native(Protocol):
@@ -96,6 +100,51 @@ class OperationsBase:
     _native: Native
 
 
+def method_of(owner: str) -> Callable[[F], F]:
+    """Declares a generated typed method a method of ``owner`` (``Client`` / ``AsyncClient``):
+    Python's own messages name that class (``Client.finding() missing 1 required positional
+    argument``), and a misspelt keyword argument is the TypeError Python gives plus the closest
+    real name (``filter`` -> ``filters``). The signature, the docstring and whether it is a
+    coroutine function stay the method's own."""
+
+    def declare(fn: F) -> F:
+        code = fn.__code__
+        names = [n for n in code.co_varnames[: code.co_argcount + code.co_kwonlyargcount] if n != "self"]
+        known = frozenset(names)
+        qualname = f"{owner}.{fn.__name__}"
+
+        def misspelt(kwargs: dict[str, Any]) -> TypeError | None:
+            unknown = next((k for k in kwargs if k not in known), None)
+            if unknown is None:
+                return None
+            return TypeError(
+                f"{qualname}() got an unexpected keyword argument {unknown!r}{did_you_mean(unknown, names)}"
+            )
+
+        if inspect.iscoroutinefunction(fn):
+
+            @functools.wraps(fn)
+            async def coroutine(self: Any, *args: Any, **kwargs: Any) -> Any:
+                if not kwargs.keys() <= known and (error := misspelt(kwargs)) is not None:
+                    raise error
+                return await fn(self, *args, **kwargs)
+
+            wrapped: Callable[..., Any] = coroutine
+        else:
+
+            @functools.wraps(fn)
+            def method(self: Any, *args: Any, **kwargs: Any) -> Any:
+                if not kwargs.keys() <= known and (error := misspelt(kwargs)) is not None:
+                    raise error
+                return fn(self, *args, **kwargs)
+
+            wrapped = method
+        fn.__qualname__ = wrapped.__qualname__ = qualname
+        return cast(F, wrapped)
+
+    return declare
+
+
 def fields_text(fields: Fields | None, model: type[Model] | None) -> str | None:
     """The selection text to send, or None for the catalog's default selection."""
     if fields is None:
@@ -129,7 +178,7 @@ def with_filters(
 
 def deprecated(name: str, successor: str) -> None:
     # stacklevel 4: the warning points at the caller of the typed method (past the method and
-    # the wrapper that names it after Client / AsyncClient).
+    # the wrapper that names it after Client / AsyncClient: see method_of).
     warnings.warn(
         f"{name}() is deprecated by the API; use {successor}() instead",
         DeprecationWarning,
