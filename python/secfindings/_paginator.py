@@ -497,7 +497,7 @@ class AsyncPaginator(_Walk[T]):
         with self._exporting(path, fmt, append, progress, escape_formulas) as (out, report):
             while not self._done:
                 if fmt == "jsonl":
-                    got = await _in_thread(self._pages.next_jsonl)
+                    got = await self._pages.next_jsonl_async()
                 else:
                     got = await self._pages.next_batch_async(False)
                 self._export_page(out, report, got)
@@ -527,10 +527,3 @@ class AsyncPaginator(_Walk[T]):
         (see :meth:`Paginator.write_jsonl`)."""
         return await self._export(path, "jsonl", append, progress)
 
-
-async def _in_thread(call: Callable[[], Any]) -> Any:
-    """A blocking native call, awaited in a worker thread (the native walk has no awaitable
-    JSON-lines page; the call waits on the I/O thread with the GIL released)."""
-    import asyncio
-
-    return await asyncio.to_thread(call)

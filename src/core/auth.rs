@@ -13,7 +13,7 @@ use url::Url;
 use super::config::{Credential, Settings};
 use super::error::{secs, Error, Result};
 use super::http::{classify, transport_error};
-use super::retry::{Decision, Outcome, RetryClass, RetryPolicy};
+use super::retry::{self, Attempt, Failure, RetryClass, RetryPolicy};
 use super::secret::{ApiToken, Redactor};
 
 pub const INITIATE_AUTH_TARGET: &str = "AWSCognitoIdentityProviderService.InitiateAuth";
@@ -364,99 +364,93 @@ impl TokenProvider {
     }
 
     async fn exchange(&self, api_token: &ApiToken) -> Result<(String, Duration)> {
-        let mut retries = 0u32;
-        loop {
-            let sent = self
-                .http
-                .post(self.auth_url.clone())
-                .header("X-Amz-Target", INITIATE_AUTH_TARGET)
-                .header(CONTENT_TYPE, AMZ_JSON)
-                .body(api_token.body().to_vec())
-                .send()
-                .await;
-            let (outcome, error) = match sent {
-                Ok(mut resp) => {
-                    let status = resp.status().as_u16();
-                    let header = resp
-                        .headers()
-                        .get("x-amzn-ErrorType")
-                        .and_then(|v| v.to_str().ok())
-                        .map(str::to_string);
-                    if (300..400).contains(&status) {
-                        return Err(Error::Authentication {
+        retry::run(
+            self.policy,
+            RetryClass::Idempotent,
+            || self.exchange_once(api_token),
+            |wait, n, why| {
+                log::info!(
+                    "token exchange failed ({why}); retry {n} of {} in {}",
+                    self.policy.max_retries,
+                    secs(wait)
+                );
+                tokio::time::sleep(wait)
+            },
+        )
+        .await
+    }
+
+    /// One InitiateAuth request and what its answer means.
+    async fn exchange_once(&self, api_token: &ApiToken) -> Attempt<(String, Duration)> {
+        let sent = self
+            .http
+            .post(self.auth_url.clone())
+            .header("X-Amz-Target", INITIATE_AUTH_TARGET)
+            .header(CONTENT_TYPE, AMZ_JSON)
+            .body(api_token.body().to_vec())
+            .send()
+            .await;
+        let (failure, error) = match sent {
+            Ok(mut resp) => {
+                let status = resp.status().as_u16();
+                let header =
+                    resp.headers().get("x-amzn-ErrorType").and_then(|v| v.to_str().ok()).map(str::to_string);
+                if (300..400).contains(&status) {
+                    return Attempt::Fatal(Error::Authentication {
+                        error_type: None,
+                        message: format!(
+                            "the identity provider answered HTTP {status} with a redirect to {}, which \
+                             the client does not follow (it would carry the API token elsewhere); \
+                             check auth_url and region",
+                            super::http::location(&self.redactor, resp.headers())
+                        ),
+                    });
+                }
+                match super::http::read_capped(&mut resp, MAX_IDP_BODY).await {
+                    Ok((_, true)) => {
+                        return Attempt::Fatal(Error::Authentication {
                             error_type: None,
                             message: format!(
-                                "the identity provider answered HTTP {status} with a redirect to {}, which \
-                                 the client does not follow (it would carry the API token elsewhere); \
-                                 check auth_url and region",
-                                super::http::location(&self.redactor, resp.headers())
+                                "the identity provider's answer (HTTP {status}) is larger than \
+                                 {MAX_IDP_BODY} bytes; it is not an InitiateAuth answer"
                             ),
-                        });
+                        })
                     }
-                    match super::http::read_capped(&mut resp, MAX_IDP_BODY).await {
-                        Ok((_, true)) => {
-                            return Err(Error::Authentication {
-                                error_type: None,
-                                message: format!(
-                                    "the identity provider's answer (HTTP {status}) is larger than \
-                                     {MAX_IDP_BODY} bytes; it is not an InitiateAuth answer"
-                                ),
-                            })
-                        }
-                        Ok((body, false)) => {
-                            match parse_idp_response(status, header.as_deref(), &body, SystemTime::now()) {
-                                IdpAnswer::Token { jwt, lifetime } => return Ok((jwt, lifetime)),
-                                IdpAnswer::Rejected { error_type, message } => {
-                                    return Err(Error::Authentication {
-                                        message: self.redactor.scrub(&match &error_type {
-                                            Some(t) => format!(
-                                                "identity provider rejected the API token: {t}: {message}"
-                                            ),
-                                            None => {
-                                                format!("identity provider rejected the API token: {message}")
-                                            }
-                                        }),
-                                        error_type,
-                                    })
-                                }
-                                IdpAnswer::Retryable { error_type, message } => (
-                                    Outcome::IdpRetryable,
-                                    Error::Authentication {
-                                        message: self.redactor.scrub(&format!(
-                                            "identity provider error {error_type}: {message}"
-                                        )),
-                                        error_type: Some(error_type),
-                                    },
-                                ),
+                    Ok((body, false)) => {
+                        match parse_idp_response(status, header.as_deref(), &body, SystemTime::now()) {
+                            IdpAnswer::Token { jwt, lifetime } => return Attempt::Done((jwt, lifetime)),
+                            IdpAnswer::Rejected { error_type, message } => {
+                                return Attempt::Fatal(Error::Authentication {
+                                    message: self.redactor.scrub(&match &error_type {
+                                        Some(t) => format!(
+                                            "identity provider rejected the API token: {t}: {message}"
+                                        ),
+                                        None => {
+                                            format!("identity provider rejected the API token: {message}")
+                                        }
+                                    }),
+                                    error_type,
+                                })
                             }
+                            IdpAnswer::Retryable { error_type, message } => (
+                                Failure::IdpRetryable,
+                                Error::Authentication {
+                                    message: self
+                                        .redactor
+                                        .scrub(&format!("identity provider error {error_type}: {message}")),
+                                    error_type: Some(error_type),
+                                },
+                            ),
                         }
-                        Err(e) => (
-                            Outcome::ConnectionLost,
-                            transport_error(&self.redactor, "identity provider", &e),
-                        ),
+                    }
+                    Err(e) => {
+                        (Failure::ConnectionLost, transport_error(&self.redactor, "identity provider", &e))
                     }
                 }
-                Err(e) => (classify(&e), transport_error(&self.redactor, "identity provider", &e)),
-            };
-            match self.policy.decide(
-                retries,
-                outcome,
-                RetryClass::Idempotent,
-                SystemTime::now(),
-                fastrand::f64(),
-            ) {
-                Decision::RetryAfter(wait) => {
-                    retries += 1;
-                    log::info!(
-                        "token exchange failed ({error}); retry {retries} of {} in {}",
-                        self.policy.max_retries,
-                        secs(wait)
-                    );
-                    tokio::time::sleep(wait).await;
-                }
-                Decision::GiveUp | Decision::RateLimited { .. } => return Err(error),
             }
-        }
+            Err(e) => (classify(&e), transport_error(&self.redactor, "identity provider", &e)),
+        };
+        Attempt::Failed { failure, error }
     }
 }
 

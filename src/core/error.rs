@@ -42,9 +42,15 @@ pub enum Error {
         headers: Vec<(String, String)>,
         retry_after: Option<f64>,
     },
-    /// The response carried GraphQL `errors`; `data` is the partial data, if any.
+    /// The response carried GraphQL `errors`; `data` is the partial data, if any. `not_found`:
+    /// every error says the object asked for does not exist (decided here, from the answer).
     #[error("{message}")]
-    GraphQL { message: String, errors: Vec<serde_json::Value>, data: Option<serde_json::Value> },
+    GraphQL {
+        message: String,
+        errors: Vec<serde_json::Value>,
+        data: Option<serde_json::Value>,
+        not_found: bool,
+    },
     /// A paged walk could not go on safely (a repeated cursor, no progress, a missing pageInfo).
     /// `cursor` is where to resume from (`after=`), when the walk got that far.
     #[error("{message}")]
@@ -97,12 +103,12 @@ impl Error {
                 headers: pairs(headers),
                 retry_after,
             },
-            Self::GraphQL { message, mut errors, mut data } => {
+            Self::GraphQL { message, mut errors, mut data, not_found } => {
                 errors.iter_mut().for_each(|e| r.scrub_json(e));
                 if let Some(d) = data.as_mut() {
                     r.scrub_json(d);
                 }
-                Self::GraphQL { message: s(message), errors, data }
+                Self::GraphQL { message: s(message), errors, data, not_found }
             }
             Self::Pagination { message, cursor } => {
                 Self::Pagination { message: s(message), cursor: cursor.map(s) }
@@ -125,8 +131,20 @@ impl Error {
             0 | 1 => format!("GraphQL error: {first}"),
             n => format!("GraphQL error: {first} (and {} more)", n - 1),
         };
-        Self::GraphQL { message, errors, data }
+        let not_found = is_not_found(&errors);
+        Self::GraphQL { message, errors, data, not_found }
     }
+}
+
+/// Every error says the object does not exist: graphene-django's `DoesNotExist` text ("Finding
+/// matching query does not exist."), the service's answer to an id that names nothing.
+fn is_not_found(errors: &[serde_json::Value]) -> bool {
+    !errors.is_empty()
+        && errors.iter().all(|e| {
+            e.get("message")
+                .and_then(serde_json::Value::as_str)
+                .is_some_and(|m| m.contains("matching query does not exist"))
+        })
 }
 
 /// Formats a duration the way log lines and messages show it: seconds with two decimals.
@@ -135,3 +153,23 @@ pub(crate) fn secs(d: Duration) -> String {
 }
 
 pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::Error;
+
+    #[test]
+    fn not_found_is_decided_from_the_answer() {
+        let gone = json!({"message": "Finding matching query does not exist.", "path": ["finding"]});
+        let other = json!({"message": "Cannot query field 'x' on type 'Query'."});
+        assert!(matches!(Error::graphql(vec![gone.clone()], None), Error::GraphQL { not_found: true, .. }));
+        assert!(matches!(
+            Error::graphql(vec![gone, other.clone()], None),
+            Error::GraphQL { not_found: false, .. }
+        ));
+        assert!(matches!(Error::graphql(vec![other], None), Error::GraphQL { not_found: false, .. }));
+        assert!(matches!(Error::graphql(vec![], None), Error::GraphQL { not_found: false, .. }));
+    }
+}

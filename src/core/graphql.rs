@@ -304,7 +304,8 @@ mod tests {
     fn decodes_data_errors_and_garbage() {
         assert_eq!(decode_response(br#"{"data":{"a":1}}"#).unwrap(), json!({"a":1}));
         match decode_response(br#"{"data":{"a":null},"errors":[{"message":"boom","path":["a"]}]}"#) {
-            Err(Error::GraphQL { errors, data, message }) => {
+            Err(Error::GraphQL { errors, data, message, not_found }) => {
+                assert!(!not_found);
                 assert_eq!(errors.len(), 1);
                 assert_eq!(data, Some(json!({"a": null})));
                 assert_eq!(message, "GraphQL error: boom");

@@ -11,7 +11,7 @@ use reqwest::header::HeaderMap;
 
 use super::config::Settings;
 use super::error::{Error, Result};
-use super::retry::Outcome;
+use super::retry::Failure;
 use super::secret::Redactor;
 
 pub const USER_AGENT: &str = concat!("secfindings-python/", env!("CARGO_PKG_VERSION"));
@@ -83,13 +83,13 @@ pub(crate) fn location(redactor: &Redactor, h: &HeaderMap) -> String {
 }
 
 /// Maps a reqwest failure to the retry outcome it means.
-pub fn classify(e: &reqwest::Error) -> Outcome<'static> {
+pub fn classify(e: &reqwest::Error) -> Failure {
     if e.is_timeout() {
-        Outcome::TimedOut
+        Failure::TimedOut
     } else if e.is_connect() {
-        Outcome::ConnectFailed
+        Failure::ConnectFailed
     } else {
-        Outcome::ConnectionLost
+        Failure::ConnectionLost
     }
 }
 

@@ -1,6 +1,8 @@
 //! The pure core: no PyO3 here. `cargo test --no-default-features` builds and tests it.
 
 pub mod auth;
+#[cfg(feature = "arrow")]
+pub mod batches;
 pub mod client;
 #[cfg(feature = "arrow")]
 pub mod columns;

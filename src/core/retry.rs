@@ -1,7 +1,12 @@
-//! The retry policy, kept pure: given what happened on an attempt, say whether to try again and
-//! after how long. The sleep happens elsewhere, so the schedule is tested without waiting.
+//! The one retry engine: a pure policy (given what happened on an attempt, whether to try again
+//! and after how long), the state of one retried operation between attempts ([`Retrying`], also
+//! pure), and the one loop ([`run`]) that requests and the token exchange go through. The sleep
+//! is the caller's, so the schedule is tested without waiting.
 
+use std::future::Future;
 use std::time::{Duration, SystemTime};
+
+use super::error::{Error, Result};
 
 /// Whether a request may be repeated after a failure that could have reached the server.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -93,6 +98,129 @@ impl RetryPolicy {
                 Decision::RetryAfter(self.backoff(retries_done, jitter))
             }
             _ => Decision::GiveUp,
+        }
+    }
+}
+
+/// How an attempt failed, owned (a [`Outcome`] borrows its `Retry-After`).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Failure {
+    Status { code: u16, retry_after: Option<String> },
+    ConnectFailed,
+    ConnectionLost,
+    TimedOut,
+    IdpRetryable,
+}
+
+impl Failure {
+    pub fn outcome(&self) -> Outcome<'_> {
+        match self {
+            Self::Status { code, retry_after } => {
+                Outcome::Status { code: *code, retry_after: retry_after.as_deref() }
+            }
+            Self::ConnectFailed => Outcome::ConnectFailed,
+            Self::ConnectionLost => Outcome::ConnectionLost,
+            Self::TimedOut => Outcome::TimedOut,
+            Self::IdpRetryable => Outcome::IdpRetryable,
+        }
+    }
+}
+
+/// What one attempt of a retried operation ended with.
+#[derive(Debug)]
+pub enum Attempt<T> {
+    Done(T),
+    /// Failed for good: no retry.
+    Fatal(Error),
+    /// Try again at once, not counted as a retry (a JWT refreshed once after a 401).
+    Again,
+    /// Failed in a way the policy judges; `error` is what the caller gets if it gives up.
+    Failed {
+        failure: Failure,
+        error: Error,
+    },
+}
+
+/// One retried operation between attempts: how many retries it has had, and what follows a
+/// failure. Pure: the clock and the jitter are arguments.
+#[derive(Debug)]
+pub struct Retrying {
+    policy: RetryPolicy,
+    class: RetryClass,
+    retries: u32,
+}
+
+impl Retrying {
+    pub fn new(policy: RetryPolicy, class: RetryClass) -> Self {
+        Self { policy, class, retries: 0 }
+    }
+
+    pub fn retries(&self) -> u32 {
+        self.retries
+    }
+
+    /// After a failed attempt: the wait before the next one, or the error the operation ends with
+    /// (a rate limit says how long the server asked to wait, and how many retries were made).
+    pub fn after(
+        &mut self,
+        failure: &Failure,
+        error: Error,
+        now: SystemTime,
+        jitter: f64,
+    ) -> Result<Duration> {
+        match self.policy.decide(self.retries, failure.outcome(), self.class, now, jitter) {
+            Decision::RetryAfter(wait) => {
+                self.retries += 1;
+                Ok(wait)
+            }
+            Decision::GiveUp => Err(error),
+            Decision::RateLimited { retry_after } => Err(match error {
+                Error::RateLimit { status, body, headers, .. } => Error::RateLimit {
+                    status,
+                    message: match retry_after {
+                        Some(s) if s > self.policy.max_retry_wait.as_secs_f64() => format!(
+                            "rate limited (HTTP 429): the server asks to wait {s:.0}s, longer than max_retry_wait ({:.0}s)",
+                            self.policy.max_retry_wait.as_secs_f64()
+                        ),
+                        Some(s) => format!("rate limited (HTTP 429) after {} retries; retry after {s:.0}s", self.retries),
+                        None => format!("rate limited (HTTP 429) after {} retries", self.retries),
+                    },
+                    body,
+                    headers,
+                    retry_after,
+                },
+                other => other,
+            }),
+        }
+    }
+}
+
+/// The one retry loop: runs `attempt` until it is done or fails for good, or the policy gives
+/// up; between attempts `wait` is called with the wait, the retry's number and what failed (it
+/// logs, counts and sleeps).
+pub async fn run<T, A, AF, W, WF>(
+    policy: RetryPolicy,
+    class: RetryClass,
+    mut attempt: A,
+    mut wait: W,
+) -> Result<T>
+where
+    A: FnMut() -> AF,
+    AF: Future<Output = Attempt<T>>,
+    W: FnMut(Duration, u32, &str) -> WF,
+    WF: Future<Output = ()>,
+{
+    let mut state = Retrying::new(policy, class);
+    loop {
+        match attempt().await {
+            Attempt::Done(value) => return Ok(value),
+            Attempt::Fatal(error) => return Err(error),
+            Attempt::Again => {}
+            Attempt::Failed { failure, error } => {
+                let why = error.to_string();
+                let pause = state.after(&failure, error, SystemTime::now(), fastrand::f64())?;
+                wait(pause, state.retries(), &why).await;
+            }
         }
     }
 }
@@ -191,6 +319,75 @@ mod tests {
         for code in [400, 401, 403, 404, 500, 501] {
             assert_eq!(p.decide(0, status(code), RetryClass::Idempotent, now(), 0.0), Decision::GiveUp);
         }
+    }
+
+    #[test]
+    fn the_state_between_attempts_counts_and_ends_with_the_right_error() {
+        let mut r = Retrying::new(policy(), RetryClass::Idempotent);
+        let busy = Failure::Status { code: 503, retry_after: None };
+        for n in 0..3 {
+            let wait = r.after(&busy, Error::Transport("x".into()), now(), 0.0).unwrap();
+            assert_eq!(wait, policy().backoff(n, 0.0));
+        }
+        assert!(
+            matches!(r.after(&busy, Error::Transport("gone".into()), now(), 0.0), Err(Error::Transport(m)) if m == "gone")
+        );
+        let limited = Failure::Status { code: 429, retry_after: Some("3597".into()) };
+        let err = Error::RateLimit {
+            status: 429,
+            message: String::new(),
+            body: String::new(),
+            headers: vec![],
+            retry_after: None,
+        };
+        match Retrying::new(policy(), RetryClass::Mutation).after(&limited, err, now(), 0.0) {
+            Err(Error::RateLimit { message, retry_after, .. }) => {
+                assert!(message.contains("3597s, longer than max_retry_wait (120s)"), "{message}");
+                assert_eq!(retry_after, Some(3597.0));
+            }
+            other => panic!("{other:?}"),
+        }
+    }
+
+    #[tokio::test]
+    async fn the_loop_retries_refreshes_once_and_stops() {
+        let mut left = vec![
+            Attempt::Done(7),
+            Attempt::Failed { failure: Failure::ConnectFailed, error: Error::Transport("refused".into()) },
+            Attempt::Again,
+            Attempt::Failed { failure: Failure::TimedOut, error: Error::Timeout("slow".into()) },
+        ];
+        let mut waits = Vec::new();
+        let got = run(
+            RetryPolicy {
+                max_retries: 3,
+                max_retry_wait: Duration::from_secs(1),
+                base: Duration::ZERO,
+                cap: Duration::ZERO,
+            },
+            RetryClass::Idempotent,
+            || std::future::ready(left.pop().unwrap_or(Attempt::Fatal(Error::Transport("none left".into())))),
+            |d, n, _why| {
+                waits.push((d, n));
+                std::future::ready(())
+            },
+        )
+        .await;
+        assert_eq!(got.unwrap(), 7);
+        assert_eq!(waits, vec![(Duration::ZERO, 1), (Duration::ZERO, 2)]);
+        let fatal: Result<u8> = run(
+            policy(),
+            RetryClass::Mutation,
+            || {
+                std::future::ready(Attempt::Failed {
+                    failure: Failure::ConnectionLost,
+                    error: Error::Transport("lost".into()),
+                })
+            },
+            |_, _, _| std::future::ready(()),
+        )
+        .await;
+        assert!(matches!(fatal, Err(Error::Transport(m)) if m == "lost"));
     }
 
     #[test]

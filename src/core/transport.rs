@@ -2,7 +2,7 @@
 
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
-use std::time::{Instant, SystemTime};
+use std::time::Instant;
 
 use bytes::Bytes;
 use reqwest::header::{HeaderMap, AUTHORIZATION, CONTENT_TYPE, RETRY_AFTER};
@@ -13,7 +13,7 @@ use super::error::{secs, Error, Result};
 use super::graphql::{decode_response, PreparedRequest};
 use super::http::{build_http, classify, location, read_capped, transport_error};
 use super::limit::{Pace, RateLimiter};
-use super::retry::{Decision, Outcome, RetryPolicy};
+use super::retry::{self, Attempt, Failure, RetryPolicy};
 use super::secret::Redactor;
 
 /// How much of an error body is kept for `APIStatusError.body`.
@@ -152,170 +152,146 @@ impl Transport {
     }
 
     async fn send_inner(&self, req: &PreparedRequest) -> Result<Bytes> {
-        let class = req.retry;
-        let mut retries = 0u32;
-        let mut refreshed = false;
-        loop {
-            if self.is_closed() {
-                return Err(Error::Closed("the client is closed".into()));
-            }
-            let token = self.tokens.get().await?;
-            if let Some(limiter) = &self.limiter {
-                let waited = limiter.acquire().await;
-                if !waited.is_zero() {
-                    self.stats.limiter_waits.fetch_add(1, Ordering::Relaxed);
-                    add_micros(&self.stats.limiter_wait_us, waited);
-                }
-            }
-            self.stats.requests.fetch_add(1, Ordering::Relaxed);
-            let started = Instant::now();
-            let sent = self
-                .http
-                .post(self.settings.base_url.clone())
-                .header(AUTHORIZATION, token.header.clone())
-                .header(CONTENT_TYPE, "application/json")
-                .body(req.body.clone())
-                .send()
-                .await;
-            let mut resp = match sent {
-                Ok(r) => r,
-                Err(e) => {
-                    let err = transport_error(&self.settings.redactor, "API", &e);
-                    self.backoff_or_fail(&mut retries, classify(&e), class, err, &req.label).await?;
-                    continue;
-                }
-            };
-            let status = resp.status().as_u16();
-            let headers = resp.headers().clone();
-            // A 2xx body, or a 400 with GraphQL errors, is read whole (up to the cap); any other
-            // error body only as far as an exception keeps it.
-            let cap = if (200..300).contains(&status) || status == 400 {
-                self.settings.max_response_bytes
-            } else {
-                BODY_KEEP + BODY_MARGIN
-            };
-            let (body, more) = match read_capped(&mut resp, cap).await {
-                Ok(b) => {
-                    self.stats.bytes_received.fetch_add(b.0.len() as u64, Ordering::Relaxed);
-                    b
-                }
-                Err(e) => {
-                    let err = transport_error(&self.settings.redactor, "API", &e);
-                    let outcome = if e.is_timeout() { Outcome::TimedOut } else { Outcome::ConnectionLost };
-                    self.backoff_or_fail(&mut retries, outcome, class, err, &req.label).await?;
-                    continue;
-                }
-            };
-            log::debug!("{} -> HTTP {status} in {:.1} ms", req.label, started.elapsed().as_secs_f64() * 1e3);
-            if (200..300).contains(&status) {
-                if more {
-                    return Err(Error::Transport(format!(
-                        "the API's answer is larger than max_response_bytes ({} bytes, counted after \
-                         decompression); nothing was kept. Raise max_response_bytes= if the answer is \
-                         legitimate, or ask for fewer fields or a smaller page_size",
-                        self.settings.max_response_bytes
-                    )));
-                }
-                return Ok(body);
-            }
-            if (300..400).contains(&status) {
-                return Err(Error::ApiStatus {
-                    status,
-                    message: format!(
-                        "the API answered with a redirect to {}, which the client does not follow (it \
-                         would carry the JWT and the request elsewhere); check base_url",
-                        location(&self.settings.redactor, &headers)
-                    ),
-                    body: truncated(&self.settings.redactor, &body, more),
-                    headers: header_pairs(&headers),
-                });
-            }
-            if status == 401 {
-                if !refreshed && self.tokens.can_refresh() {
-                    refreshed = true;
-                    log::info!("{}: API answered 401; refreshing the JWT once and retrying", req.label);
-                    self.tokens.invalidate(token.generation);
-                    continue;
-                }
-                return Err(Error::Authentication {
-                    error_type: None,
-                    message: if self.tokens.can_refresh() {
-                        "the API rejected a freshly obtained JWT (HTTP 401); check the API token's permissions".into()
-                    } else {
-                        "the API rejected the JWT (HTTP 401); it may have expired: pass api_token=... so the \
-                         client can refresh it"
-                            .into()
-                    },
-                });
-            }
-            if status == 400 && !more {
-                // Parse and validation failures come back as 400 with GraphQL `errors`.
-                if let Err(e @ Error::GraphQL { .. }) = decode_response(&body) {
-                    return Err(e);
-                }
-            }
-            let text = truncated(&self.settings.redactor, &body, more);
-            let pairs = header_pairs(&headers);
-            let retry_after = headers.get(RETRY_AFTER).and_then(|v| v.to_str().ok()).map(str::to_string);
-            let outcome = Outcome::Status { code: status, retry_after: retry_after.as_deref() };
-            if status == 429 {
-                self.stats.rate_limited.fetch_add(1, Ordering::Relaxed);
-            }
-            let err = if status == 429 {
-                Error::RateLimit {
-                    status,
-                    message: "rate limited (HTTP 429)".into(),
-                    body: text,
-                    headers: pairs,
-                    retry_after: None,
-                }
-            } else {
-                let reason = reqwest::StatusCode::from_u16(status)
-                    .ok()
-                    .and_then(|s| s.canonical_reason())
-                    .unwrap_or("unexpected status");
-                Error::ApiStatus { status, message: reason.to_string(), body: text, headers: pairs }
-            };
-            self.backoff_or_fail(&mut retries, outcome, class, err, &req.label).await?;
-        }
-    }
-
-    /// Sleeps before the next attempt, or returns the error the call ends with.
-    async fn backoff_or_fail(
-        &self,
-        retries: &mut u32,
-        outcome: Outcome<'_>,
-        class: super::retry::RetryClass,
-        err: Error,
-        label: &str,
-    ) -> Result<()> {
-        match self.policy.decide(*retries, outcome, class, SystemTime::now(), fastrand::f64()) {
-            Decision::RetryAfter(wait) => {
-                *retries += 1;
+        let refreshed = AtomicBool::new(false);
+        let label = req.label.as_str();
+        retry::run(
+            self.policy,
+            req.retry,
+            || self.attempt(req, &refreshed),
+            |wait, n, why| {
                 self.stats.retries.fetch_add(1, Ordering::Relaxed);
                 add_micros(&self.stats.retry_wait_us, wait);
-                log::info!("{label}: {err}; retry {} of {} in {}", retries, self.policy.max_retries, secs(wait));
-                tokio::time::sleep(wait).await;
-                Ok(())
-            }
-            Decision::GiveUp => Err(err),
-            Decision::RateLimited { retry_after } => Err(match err {
-                Error::RateLimit { status, body, headers, .. } => Error::RateLimit {
-                    status,
-                    message: match retry_after {
-                        Some(s) if s > self.policy.max_retry_wait.as_secs_f64() => format!(
-                            "rate limited (HTTP 429): the server asks to wait {s:.0}s, longer than max_retry_wait ({:.0}s)",
-                            self.policy.max_retry_wait.as_secs_f64()
-                        ),
-                        Some(s) => format!("rate limited (HTTP 429) after {retries} retries; retry after {s:.0}s"),
-                        None => format!("rate limited (HTTP 429) after {retries} retries"),
-                    },
-                    body,
-                    headers,
-                    retry_after,
-                },
-                other => other,
-            }),
+                log::info!("{label}: {why}; retry {n} of {} in {}", self.policy.max_retries, secs(wait));
+                tokio::time::sleep(wait)
+            },
+        )
+        .await
+    }
+
+    /// One attempt: a JWT, the rate limiter, the POST, and what its answer means.
+    async fn attempt(&self, req: &PreparedRequest, refreshed: &AtomicBool) -> Attempt<Bytes> {
+        if self.is_closed() {
+            return Attempt::Fatal(Error::Closed("the client is closed".into()));
         }
+        let token = match self.tokens.get().await {
+            Ok(t) => t,
+            Err(e) => return Attempt::Fatal(e),
+        };
+        if let Some(limiter) = &self.limiter {
+            let waited = limiter.acquire().await;
+            if !waited.is_zero() {
+                self.stats.limiter_waits.fetch_add(1, Ordering::Relaxed);
+                add_micros(&self.stats.limiter_wait_us, waited);
+            }
+        }
+        self.stats.requests.fetch_add(1, Ordering::Relaxed);
+        let started = Instant::now();
+        let sent = self
+            .http
+            .post(self.settings.base_url.clone())
+            .header(AUTHORIZATION, token.header.clone())
+            .header(CONTENT_TYPE, "application/json")
+            .body(req.body.clone())
+            .send()
+            .await;
+        let mut resp = match sent {
+            Ok(r) => r,
+            Err(e) => {
+                return Attempt::Failed {
+                    failure: classify(&e),
+                    error: transport_error(&self.settings.redactor, "API", &e),
+                }
+            }
+        };
+        let status = resp.status().as_u16();
+        let headers = resp.headers().clone();
+        // A 2xx body, or a 400 with GraphQL errors, is read whole (up to the cap); any other
+        // error body only as far as an exception keeps it.
+        let cap = if (200..300).contains(&status) || status == 400 {
+            self.settings.max_response_bytes
+        } else {
+            BODY_KEEP + BODY_MARGIN
+        };
+        let (body, more) = match read_capped(&mut resp, cap).await {
+            Ok(b) => {
+                self.stats.bytes_received.fetch_add(b.0.len() as u64, Ordering::Relaxed);
+                b
+            }
+            Err(e) => {
+                let failure = if e.is_timeout() { Failure::TimedOut } else { Failure::ConnectionLost };
+                return Attempt::Failed {
+                    failure,
+                    error: transport_error(&self.settings.redactor, "API", &e),
+                };
+            }
+        };
+        log::debug!("{} -> HTTP {status} in {:.1} ms", req.label, started.elapsed().as_secs_f64() * 1e3);
+        if (200..300).contains(&status) {
+            if more {
+                return Attempt::Fatal(Error::Transport(format!(
+                    "the API's answer is larger than max_response_bytes ({} bytes, counted after \
+                     decompression); nothing was kept. Raise max_response_bytes= if the answer is \
+                     legitimate, or ask for fewer fields or a smaller page_size",
+                    self.settings.max_response_bytes
+                )));
+            }
+            return Attempt::Done(body);
+        }
+        if (300..400).contains(&status) {
+            return Attempt::Fatal(Error::ApiStatus {
+                status,
+                message: format!(
+                    "the API answered with a redirect to {}, which the client does not follow (it \
+                     would carry the JWT and the request elsewhere); check base_url",
+                    location(&self.settings.redactor, &headers)
+                ),
+                body: truncated(&self.settings.redactor, &body, more),
+                headers: header_pairs(&headers),
+            });
+        }
+        if status == 401 {
+            if self.tokens.can_refresh() && !refreshed.swap(true, Ordering::AcqRel) {
+                log::info!("{}: API answered 401; refreshing the JWT once and retrying", req.label);
+                self.tokens.invalidate(token.generation);
+                return Attempt::Again;
+            }
+            return Attempt::Fatal(Error::Authentication {
+                error_type: None,
+                message: if self.tokens.can_refresh() {
+                    "the API rejected a freshly obtained JWT (HTTP 401); check the API token's permissions"
+                        .into()
+                } else {
+                    "the API rejected the JWT (HTTP 401); it may have expired: pass api_token=... so the \
+                     client can refresh it"
+                        .into()
+                },
+            });
+        }
+        if status == 400 && !more {
+            // Parse and validation failures come back as 400 with GraphQL `errors`.
+            if let Err(e @ Error::GraphQL { .. }) = decode_response(&body) {
+                return Attempt::Fatal(e);
+            }
+        }
+        let text = truncated(&self.settings.redactor, &body, more);
+        let pairs = header_pairs(&headers);
+        let retry_after = headers.get(RETRY_AFTER).and_then(|v| v.to_str().ok()).map(str::to_string);
+        let error = if status == 429 {
+            self.stats.rate_limited.fetch_add(1, Ordering::Relaxed);
+            Error::RateLimit {
+                status,
+                message: "rate limited (HTTP 429)".into(),
+                body: text,
+                headers: pairs,
+                retry_after: None,
+            }
+        } else {
+            let reason = reqwest::StatusCode::from_u16(status)
+                .ok()
+                .and_then(|s| s.canonical_reason())
+                .unwrap_or("unexpected status");
+            Error::ApiStatus { status, message: reason.to_string(), body: text, headers: pairs }
+        };
+        Attempt::Failed { failure: Failure::Status { code: status, retry_after }, error }
     }
 }

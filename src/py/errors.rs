@@ -49,7 +49,7 @@ fn build(py: Python<'_>, err: Error) -> PyResult<PyErr> {
             kw.set_item("retry_after", retry_after)?;
             ("RateLimitError", message)
         }
-        Error::GraphQL { message, errors, data } => {
+        Error::GraphQL { message, errors, data, not_found } => {
             let list = PyList::empty(py);
             for e in &errors {
                 list.append(value_to_py(py, e)?)?;
@@ -62,14 +62,7 @@ fn build(py: Python<'_>, err: Error) -> PyResult<PyErr> {
                     None => py.None().into_bound(py),
                 },
             )?;
-            // Every error says the object does not exist (graphene-django's DoesNotExist text):
-            // the subclass a caller catches for "no such finding".
-            let not_found = !errors.is_empty()
-                && errors.iter().all(|e| {
-                    e.get("message")
-                        .and_then(serde_json::Value::as_str)
-                        .is_some_and(|m| m.contains("matching query does not exist"))
-                });
+            // Decided by the core from the answer: the subclass a caller catches for "no such finding".
             (if not_found { "NotFoundError" } else { "GraphQLError" }, message)
         }
         Error::Pagination { message, cursor } => {

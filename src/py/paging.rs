@@ -12,7 +12,8 @@ use arrow_schema::{ArrowError, SchemaRef};
 use pyo3::types::PyBytes;
 use pyo3_arrow::{PyRecordBatch, PyRecordBatchReader, PyTable};
 
-use crate::core::columns::{page_jsonl, Columnar};
+use crate::core::batches::{Batch, BatchSource};
+use crate::core::columns::Columnar;
 use crate::core::paging::{PageStream, RawPage};
 use crate::core::secret::Redactor;
 use crate::core::Error;
@@ -122,93 +123,6 @@ async fn next(
     Ok(page)
 }
 
-/// The state a batch needs, cheap to clone into a future.
-#[derive(Clone)]
-pub(crate) struct BatchSource {
-    stream: Arc<tokio::sync::Mutex<PageStream>>,
-    cursor: Arc<Mutex<Option<String>>>,
-    columnar: Arc<Mutex<Option<Columnar>>>,
-    redactor: Redactor,
-}
-
-/// A page's rows as a record batch, and the cursor after it.
-pub(crate) type Batch = (RecordBatch, Option<String>);
-
-fn poisoned() -> Error {
-    Error::Transport("a walk's state was poisoned by an earlier failure".into())
-}
-
-impl BatchSource {
-    /// The next page, decoded into columns (on the calling thread, while the page after it is
-    /// fetched); `None` at the end.
-    pub(crate) async fn next(&self) -> crate::core::Result<Option<Batch>> {
-        let mut s = self.stream.lock().await;
-        let Some(page) = s.next_page().await? else { return Ok(None) };
-        let cursor = s.cursor().map(str::to_string);
-        let batch = {
-            let mut guard = self.columnar.lock().map_err(|_| poisoned())?;
-            if guard.is_none() {
-                *guard = Some(Columnar::new(s.node())?);
-            }
-            guard.as_mut().ok_or_else(poisoned)?.batch(&page)
-        };
-        let batch = batch.map_err(|e| e.redact(&self.redactor))?;
-        // Only a page that became a batch moves the walk's cursor: resuming from it after a
-        // page that failed to decode must not skip that page.
-        if let Ok(mut c) = self.cursor.lock() {
-            c.clone_from(&cursor);
-        }
-        Ok(Some((batch, cursor)))
-    }
-
-    /// Batches of this walk brought to the widest schema seen.
-    fn finish(&self, batches: Vec<RecordBatch>) -> crate::core::Result<(Vec<RecordBatch>, SchemaRef)> {
-        let guard = self.columnar.lock().map_err(|_| poisoned())?;
-        match guard.as_ref() {
-            Some(c) => c.finish(batches),
-            None => Columnar::new(None)?.finish(batches),
-        }
-    }
-
-    /// Every remaining page, as one table of the widest schema.
-    pub(crate) async fn all(&self) -> crate::core::Result<(Vec<RecordBatch>, SchemaRef)> {
-        let mut batches = Vec::new();
-        while let Some((b, _)) = self.next().await? {
-            batches.push(b);
-        }
-        // A walk with no page at all still has the columns of its selection.
-        let node = {
-            let s = self.stream.lock().await;
-            s.node().map(|(t, sel)| (t.to_string(), sel.to_string()))
-        };
-        let mut guard = self.columnar.lock().map_err(|_| poisoned())?;
-        if guard.is_none() {
-            *guard = Some(Columnar::new(node.as_ref().map(|(t, s)| (t.as_str(), s.as_str())))?);
-        }
-        guard.as_ref().ok_or_else(poisoned)?.finish(batches)
-    }
-
-    /// The next page's nodes as JSON lines, and the cursor after it.
-    async fn next_jsonl(&self) -> crate::core::Result<Option<(Vec<u8>, Option<String>)>> {
-        let mut s = self.stream.lock().await;
-        let Some(page) = s.next_page().await? else { return Ok(None) };
-        let cursor = s.cursor().map(str::to_string);
-        let lines = page_jsonl(&page)?;
-        if let Ok(mut c) = self.cursor.lock() {
-            c.clone_from(&cursor);
-        }
-        Ok(Some((lines, cursor)))
-    }
-
-    fn freeze(&self) {
-        if let Ok(mut guard) = self.columnar.lock() {
-            if let Some(c) = guard.as_mut() {
-                c.freeze();
-            }
-        }
-    }
-}
-
 /// A stream of record batches for the Arrow C stream interface: one page each, one schema (the
 /// first page's), pulled by the consumer; each pull waits for its page on the I/O runtime.
 struct BatchStream {
@@ -264,12 +178,12 @@ pub(crate) fn table_to_py(
 
 impl NativePages {
     fn source(&self) -> BatchSource {
-        BatchSource {
-            stream: Arc::clone(&self.stream),
-            cursor: Arc::clone(&self.cursor),
-            columnar: Arc::clone(&self.columnar),
-            redactor: self.redactor.clone(),
-        }
+        BatchSource::new(
+            Arc::clone(&self.stream),
+            Arc::clone(&self.cursor),
+            Arc::clone(&self.columnar),
+            self.redactor.clone(),
+        )
     }
 }
 
@@ -393,6 +307,21 @@ impl NativePages {
                 Ok((PyBytes::new(py, &lines), cursor).into_pyobject(py)?.into_any().unbind())
             }
         }
+    }
+
+    /// An awaitable of what `next_jsonl` gives: the next page's nodes as JSON lines and the
+    /// cursor after it, or None at the end.
+    fn next_jsonl_async<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
+        let source = self.source();
+        completions::submit(py, async move {
+            let got = source.next_jsonl().await?;
+            Ok(Outcome::with(move |py| match got {
+                None => Ok(py.None()),
+                Some((lines, cursor)) => {
+                    Ok((PyBytes::new(py, &lines), cursor).into_pyobject(py)?.into_any().unbind())
+                }
+            }))
+        })
     }
 
     /// The end cursor of the last page returned: pass it as `after` to resume.

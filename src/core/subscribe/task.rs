@@ -21,6 +21,7 @@ use super::protocol::{event_cursor, parse, Incoming, Proto};
 use crate::core::auth::{windows, CachedToken};
 use crate::core::error::{Error, Result};
 use crate::core::graphql::{decode_response, prepare};
+use crate::core::retry::RetryPolicy;
 use crate::core::secret::Redactor;
 use crate::core::transport::Transport;
 
@@ -676,9 +677,11 @@ pub(super) fn renew_deadline(
     Some(at.max(Instant::now() + MIN_RENEW_AHEAD))
 }
 
-/// `BACKOFF_BASE * 2^(failures-1)`, capped, with jitter in [50 %, 100 %].
+/// The wait before reconnect number `failures` (1 for the first): the retry engine's backoff
+/// (`crate::core::retry`), from [`BACKOFF_BASE`] doubling up to `cap` (the client's
+/// `max_retry_wait`), less up to a quarter by jitter.
 pub(super) fn backoff(failures: u32, cap: Duration) -> Duration {
-    let exp = failures.saturating_sub(1).min(16);
-    let full = BACKOFF_BASE.saturating_mul(1u32 << exp).min(cap.max(BACKOFF_BASE));
-    full.mul_f64(0.5 + fastrand::f64() / 2.0)
+    let policy =
+        RetryPolicy { max_retries: 0, max_retry_wait: cap, base: BACKOFF_BASE, cap: cap.max(BACKOFF_BASE) };
+    policy.backoff(failures.saturating_sub(1), fastrand::f64())
 }
