@@ -234,6 +234,10 @@ async fn serve(shared: &Arc<Shared>, io: TokioIo<hyper::upgrade::Upgraded>, prot
         Box::pin(WebSocket::new(shared.graphql.schema(), input, protocol).on_connection_init(on_init));
     let mut control = shared.ws.control.subscribe();
     let mut recheck = tokio::time::interval(RECHECK);
+    // Made once: a `notified()` per turn of the loop would register and unregister a waiter for
+    // every message sent. `notify_one` keeps a permit, so a drop asked before this is not missed.
+    let killed = kill.notified();
+    tokio::pin!(killed);
     loop {
         tokio::select! {
             out = graphql.next() => match out {
@@ -261,7 +265,7 @@ async fn serve(shared: &Arc<Shared>, io: TokioIo<hyper::upgrade::Upgraded>, prot
                     }
                 }
             }
-            () = kill.notified() => return,
+            () = &mut killed => return,
             ctl = control.recv() => match ctl {
                 Ok(Control::Drop) => return,
                 Err(_) => return,

@@ -5,23 +5,31 @@
 /// ordered are recognised only by these).
 pub(super) const RECENT_CURSORS: usize = 4096;
 
-/// The last [`RECENT_CURSORS`] cursors delivered.
+/// The last [`RECENT_CURSORS`] cursors delivered, kept as hashes (no allocation per event)
+/// keyed at random per subscription, so a server cannot make two cursors look alike.
 #[derive(Default)]
 pub(super) struct Recent {
-    pub(super) order: std::collections::VecDeque<String>,
-    pub(super) set: std::collections::HashSet<String>,
+    keys: std::hash::RandomState,
+    pub(super) order: std::collections::VecDeque<u64>,
+    pub(super) set: std::collections::HashSet<u64, rustc_hash::FxBuildHasher>,
 }
 
 impl Recent {
+    fn key(&self, cursor: &str) -> u64 {
+        use std::hash::BuildHasher as _;
+        self.keys.hash_one(cursor)
+    }
+
     pub(super) fn contains(&self, cursor: &str) -> bool {
-        self.set.contains(cursor)
+        self.set.contains(&self.key(cursor))
     }
 
     pub(super) fn push(&mut self, cursor: &str) {
-        if !self.set.insert(cursor.to_owned()) {
+        let k = self.key(cursor);
+        if !self.set.insert(k) {
             return;
         }
-        self.order.push_back(cursor.to_owned());
+        self.order.push_back(k);
         if self.order.len() > RECENT_CURSORS {
             if let Some(old) = self.order.pop_front() {
                 self.set.remove(&old);
