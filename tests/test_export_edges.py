@@ -289,6 +289,8 @@ def test_a_cursor_that_is_not_the_servers_is_a_usage_error(creds, tmp_path):
     out = run(["export", "--out", str(path), "--after", "garbage", "--no-progress"], creds)
     assert out.returncode == 2, out.stderr
     assert "garbage" in out.stderr
+    # No resume hint: running it would fail the same way.
+    assert "resume with" not in out.stderr
     assert not path.exists()
     path.write_text('{"kept": true}\n')
     out = run(["export", "--out", str(path), "--after", "garbage", "--append", "--no-progress"], creds)

@@ -263,6 +263,8 @@ def export(
                 exc.filename = str(out)
             _hint(ctx, pager, fmt)
             raise
+        except (secfindings.ValidationError, secfindings.ConfigurationError):
+            raise  # bad input: the same command with a cursor would fail the same way
         except BaseException:
             _hint(ctx, pager, fmt)
             raise
