@@ -526,4 +526,3 @@ class AsyncPaginator(_Walk[T]):
         """Streams the rest of the walk into a JSON-lines file, each node as the server sent it
         (see :meth:`Paginator.write_jsonl`)."""
         return await self._export(path, "jsonl", append, progress)
-
