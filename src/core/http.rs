@@ -141,3 +141,58 @@ pub fn tls_config(settings: &Settings) -> Result<Arc<rustls::ClientConfig>> {
     };
     Ok(Arc::new(config))
 }
+
+/// The largest answer to a CONNECT read from a proxy (its status line and headers).
+const MAX_CONNECT_ANSWER: usize = 16 * 1024;
+
+/// A TCP connection to `host:port` through the HTTP proxy `proxy` (an HTTP `CONNECT` tunnel, as
+/// reqwest makes for HTTPS): what WebSocket subscriptions use when the client has `proxy=`.
+/// The proxy's credentials, if the URL has them, go in `Proxy-Authorization`; no error quotes them.
+pub async fn tunnel(proxy: &url::Url, host: &str, port: u16) -> std::io::Result<tokio::net::TcpStream> {
+    use base64::Engine as _;
+    use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
+    let bad = |why: String| std::io::Error::other(why);
+    if proxy.scheme() != "http" {
+        return Err(bad(format!(
+            "subscriptions go through http:// proxies only (a CONNECT tunnel); this proxy is {}://",
+            proxy.scheme()
+        )));
+    }
+    let proxy_host = proxy.host_str().ok_or_else(|| bad("the proxy URL names no host".into()))?;
+    let proxy_host = proxy_host.trim_start_matches('[').trim_end_matches(']');
+    let proxy_port = proxy.port_or_known_default().unwrap_or(80);
+    let mut tcp = tokio::net::TcpStream::connect((proxy_host, proxy_port)).await?;
+    let _ = tcp.set_nodelay(true);
+    let target = if host.contains(':') { format!("[{host}]:{port}") } else { format!("{host}:{port}") };
+    let mut head = format!("CONNECT {target} HTTP/1.1\r\nHost: {target}\r\nUser-Agent: {USER_AGENT}\r\n");
+    if !proxy.username().is_empty() {
+        let user = percent_encoding::percent_decode_str(proxy.username()).decode_utf8_lossy();
+        let pass = percent_encoding::percent_decode_str(proxy.password().unwrap_or("")).decode_utf8_lossy();
+        let basic = base64::engine::general_purpose::STANDARD.encode(format!("{user}:{pass}"));
+        head.push_str(&format!("Proxy-Authorization: Basic {basic}\r\n"));
+    }
+    head.push_str("\r\n");
+    tcp.write_all(head.as_bytes()).await?;
+    // The answer ends at the blank line; read it a byte at a time so nothing of the tunnel's own
+    // traffic is taken with it.
+    let mut answer = Vec::with_capacity(256);
+    let mut byte = [0u8; 1];
+    while !answer.ends_with(b"\r\n\r\n") {
+        if answer.len() >= MAX_CONNECT_ANSWER {
+            return Err(bad("the proxy's answer to CONNECT has no end".into()));
+        }
+        if tcp.read(&mut byte).await? == 0 {
+            return Err(bad("the proxy closed the connection instead of answering CONNECT".into()));
+        }
+        answer.push(byte[0]);
+    }
+    let status_line = answer.split(|b| *b == b'\n').next().unwrap_or_default();
+    let status = String::from_utf8_lossy(status_line);
+    let code = status.split_whitespace().nth(1).unwrap_or("");
+    if !code.starts_with('2') || code.len() != 3 || !code.bytes().all(|b| b.is_ascii_digit()) {
+        // Only the status code: a proxy's text could echo the credentials it was sent.
+        let shown: String = code.chars().filter(char::is_ascii_digit).take(3).collect();
+        return Err(bad(format!("the proxy refused the tunnel to {target} (HTTP {shown})")));
+    }
+    Ok(tcp)
+}

@@ -320,7 +320,12 @@ impl Task {
             .to_string();
         let port = request.uri().port_u16().unwrap_or(if self.url.starts_with("wss://") { 443 } else { 80 });
         let connecting = async {
-            let tcp = tokio::net::TcpStream::connect((host.as_str(), port)).await.map_err(WsError::Io)?;
+            // Through the client's proxy= (a CONNECT tunnel), as its HTTP requests go.
+            let tcp = match &settings.proxy {
+                Some(proxy) => crate::core::http::tunnel(proxy, &host, port).await,
+                None => tokio::net::TcpStream::connect((host.as_str(), port)).await,
+            }
+            .map_err(WsError::Io)?;
             let _ = tcp.set_nodelay(true);
             let connector = if self.url.starts_with("wss://") {
                 Some(tokio_tungstenite::Connector::Rustls(
