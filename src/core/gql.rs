@@ -23,9 +23,9 @@ use super::retry::RetryClass;
 /// far below; the parser's own limit for selection sets is 64 too).
 pub const MAX_NESTING: usize = 64;
 /// Documents remembered with what the core needs of them (a program sends a few distinct ones).
-const CACHE_ENTRIES: usize = 512;
+const CACHE_ENTRIES: usize = 256;
 /// Longer documents are read each time instead of being held in memory.
-const CACHE_MAX_TEXT: usize = 64 * 1024;
+const CACHE_MAX_TEXT: usize = 16 * 1024;
 
 /// A variable's declared type, as far as the checks need it.
 #[derive(Clone, Debug, PartialEq, Eq)]
