@@ -6,13 +6,13 @@ from __future__ import annotations
 
 import asyncio
 import threading
-import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from typing import Any
 
 import pytest
 from tests.servers.http import HostileServer, Request, Response, client
 from tests.servers.ws import ACK, close_frame, event, upgrade
+from tests.test_subscriptions import take, wait_for
 
 import secfindings
 from secfindings.testing import Emulator
@@ -20,28 +20,6 @@ from secfindings.testing import Emulator
 pytestmark = pytest.mark.reliability_fault
 
 DEADLINE = 20.0
-
-
-def wait_for(cond: Callable[[], bool], what: str) -> None:
-    end = time.monotonic() + DEADLINE
-    while not cond():
-        if time.monotonic() > end:
-            raise AssertionError(f"timed out waiting for {what}")
-        time.sleep(0.002)
-
-
-def take(sub: secfindings.Subscription[Any], n: int) -> list[Any]:
-    watchdog = threading.Timer(DEADLINE, sub.close)
-    watchdog.start()
-    try:
-        out = []
-        for e in sub:
-            out.append(e)
-            if len(out) == n:
-                break
-        return out
-    finally:
-        watchdog.cancel()
 
 
 @pytest.fixture
