@@ -103,7 +103,9 @@ impl WsState {
     /// Drops the next `count` sockets when their `connection_init` arrives, before the ack (a
     /// connection lost in its handshake).
     pub fn drop_next_at_init(&self, count: u64) {
-        self.drop_at_init.fetch_add(count, Ordering::AcqRel);
+        let _ = self
+            .drop_at_init
+            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |n| Some(n.saturating_add(count)));
     }
 
     fn take_drop_at_init(&self) -> bool {

@@ -127,6 +127,11 @@ class ControlServer:
                 except (TypeError, ValueError, OverflowError) as exc:
                     self._answer(HTTPStatus.BAD_REQUEST, {"error": f"{name}: {exc}"})
                     return
+                except Exception as exc:  # a hook's failure is the caller's answer
+                    self._answer(
+                        HTTPStatus.INTERNAL_SERVER_ERROR, {"error": f"{name}: {type(exc).__name__}: {exc}"}
+                    )
+                    return
                 self._answer(HTTPStatus.OK, {"result": result})
 
         self._server = ThreadingHTTPServer(("127.0.0.1", port), Handler)

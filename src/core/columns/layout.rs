@@ -121,8 +121,9 @@ impl Layout {
                     if k.contains('\0') {
                         // Arrow hands names over as C strings: the name would be cut or refused.
                         return Err(Error::Transport(format!(
-                            "row {row}: the key {k:?} holds a NUL character, which no column name can \
-                             carry; read these rows with to_list() or write_jsonl()"
+                            "row {row}: the key {:?} holds a NUL character, which no column name can \
+                             carry; read these rows with to_list() or write_jsonl()",
+                            shown(k)
                         )));
                     }
                     prefix.push(k.clone());
@@ -198,17 +199,25 @@ impl Layout {
     }
 }
 
+/// A key as messages show it: at most 80 characters (a server chooses its keys' length).
+fn shown(key: &str) -> String {
+    match key.char_indices().nth(80) {
+        Some((cut, _)) => format!("{}...", &key[..cut]),
+        None => key.to_string(),
+    }
+}
+
 /// A column's path as the reader sees it in the JSON: `the key "x.y"` or `the field x { y }`.
 pub(super) fn describe_path(path: &[String]) -> String {
     match path.split_last() {
         None => "the empty key".into(),
-        Some((one, [])) => format!("the key {one:?}"),
+        Some((one, [])) => format!("the key {:?}", shown(one)),
         Some((last, outer)) => {
             let mut text = String::from("the field ");
             for key in outer {
-                text.push_str(&format!("{key:?} {{ "));
+                text.push_str(&format!("{:?} {{ ", shown(key)));
             }
-            text.push_str(&format!("{last:?}"));
+            text.push_str(&format!("{:?}", shown(last)));
             text.push_str(&" }".repeat(outer.len()));
             text
         }
