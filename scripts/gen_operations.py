@@ -4,6 +4,10 @@ cannot drift apart.
 
     python scripts/gen_operations.py          # rewrite the file
     python scripts/gen_operations.py --check  # exit 1 if the file is not what the catalog gives
+
+Enum arguments and enum-valued keys of input objects become ``Literal`` types whose values are
+read from schema/schema.graphql (with graphql-core), so a type checker catches
+``sort="score_desc"``; the server's live schema still judges the value at run time.
 """
 
 from __future__ import annotations
@@ -11,10 +15,13 @@ from __future__ import annotations
 import subprocess
 import sys
 import textwrap
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-TARGET = Path(__file__).resolve().parents[1] / "python" / "secfindings" / "_operations.py"
+ROOT = Path(__file__).resolve().parents[1]
+TARGET = ROOT / "python" / "secfindings" / "_operations.py"
+SDL = ROOT / "schema" / "schema.graphql"
 
 SCALARS = {
     "ID": "str | int",
@@ -34,42 +41,75 @@ FILTERS_DOC = (
 )
 
 
-def py_type(ty: str, inputs: dict[str, Any]) -> str:
+def schema_enums() -> dict[str, tuple[list[str], str]]:
+    """Every enum of the schema file: its values in order and its description."""
+    from graphql import GraphQLEnumType, build_schema
+
+    schema = build_schema(SDL.read_text(encoding="utf-8"))
+    return {
+        name: (list(t.values), " ".join((t.description or "").split()))
+        for name, t in sorted(schema.type_map.items())
+        if isinstance(t, GraphQLEnumType) and not name.startswith("__")
+    }
+
+
+def py_type(ty: str, inputs: dict[str, Any], enums: Mapping[str, Any]) -> str:
     if ty.endswith("!"):
-        return py_type(ty[:-1], inputs)
+        return py_type(ty[:-1], inputs, enums)
     if ty.startswith("["):
-        inner = py_type(ty[1:-1], inputs)
-        if inner == "str":  # enum and String lists: one value stands for a one-item list
-            return "Sequence[str] | str"
+        inner = py_type(ty[1:-1], inputs, enums)
+        # enum and String lists: one value stands for a one-item list
+        if inner == "str" or ty[1:-1].rstrip("!") in enums:
+            return f"Sequence[{inner}] | {inner}"
         return f"Sequence[{inner}]"
     if ty in SCALARS:
         return SCALARS[ty]
-    if ty in inputs:
-        return ty
-    return "str"  # an enum: its value as a str
+    if ty in inputs or ty in enums:
+        return ty  # a TypedDict, or an enum's Literal alias
+    raise SystemExit(f"gen_operations: {ty} is neither a scalar, an input object nor an enum of {SDL}")
 
 
-def typed_dicts(inputs: dict[str, list[tuple[str, str]]]) -> list[str]:
+def used_enums(ops: list[dict[str, Any]], inputs: dict[str, Any], enums: Mapping[str, Any]) -> list[str]:
+    """The enums that arguments and input keys take, in name order."""
+    types = [t for op in ops for _, t in op["args"]] + [t for fs in inputs.values() for _, t in fs]
+    return sorted({t.strip("[]!") for t in types} & set(enums))
+
+
+def literal_aliases(names: list[str], enums: Mapping[str, tuple[list[str], str]]) -> list[str]:
+    out = []
+    for name in names:
+        values, description = enums[name]
+        out.append(f"{name}: TypeAlias = Literal[{', '.join(repr(v) for v in values)}]")
+        doc = f"The ``{name}`` enum of the schema file. {description}".strip()
+        doc += " The server's live schema judges the value at run time."
+        out.append('"""' + "\n".join(textwrap.wrap(doc, 96)) + '"""')
+        out.append("")
+    return out
+
+
+def typed_dicts(inputs: dict[str, list[tuple[str, str]]], enums: Mapping[str, Any]) -> list[str]:
     out = []
     for name, fields in sorted(inputs.items()):
         out.append(f"class {name}(TypedDict, total=False):")
         out.append(f'    """The ``{name}`` input object (every key optional)."""')
         out.append("")
         for fname, fty in fields:
-            out.append(f"    {fname}: {py_type(fty, inputs)}")
+            out.append(f"    {fname}: {py_type(fty, inputs, enums)}")
         out.append("")
         out.append("")
     return out
 
 
-def method(op: dict[str, Any], inputs: dict[str, Any], *, is_async: bool) -> list[str]:
+def method(
+    op: dict[str, Any], inputs: dict[str, Any], enums: Mapping[str, Any], *, is_async: bool
+) -> list[str]:
     name, kind, returns, model = op["name"], op["kind"], op["returns"], op["type"]
     required = [(a, t) for a, t in op["args"] if t.endswith("!")]
     optional = [(a, t) for a, t in op["args"] if not t.endswith("!")]
     has_filters = any(a == "filters_config" for a, _ in op["args"])
     params = ["self"]
-    params += [f"{a}: {py_type(t, inputs)}" for a, t in required]
-    kw = [f"{a}: {py_type(t, inputs)} | None = None" for a, t in optional]
+    params += [f"{a}: {py_type(t, inputs, enums)}" for a, t in required]
+    kw = [f"{a}: {py_type(t, inputs, enums)} | None = None" for a, t in optional]
     if has_filters:
         kw.append("filters: Filter | Mapping[str, Any] | None = None")
     if returns == "connection":
@@ -163,6 +203,8 @@ def generate() -> str:
 
     ops = catalog()
     inputs = input_objects()
+    enums = schema_enums()
+    literals = used_enums(ops, inputs, enums)
     models = sorted({op["type"] for op in ops if op["returns"] != "scalar"})
     out = [
         '"""The typed operations of Client and AsyncClient, one method per GraphQL field.',
@@ -175,7 +217,7 @@ def generate() -> str:
         "",
         "from collections.abc import Mapping, Sequence",
         "from datetime import date, datetime",
-        "from typing import TYPE_CHECKING, Any, TypedDict",
+        "from typing import TYPE_CHECKING, Any, Literal, TypeAlias, TypedDict",
         "",
         "from secfindings._opsupport import (",
         "    Fields,",
@@ -194,10 +236,14 @@ def generate() -> str:
         "if TYPE_CHECKING:",
         "    from secfindings.filters import Filter",
         "",
-        f"__all__ = {sorted(['AsyncOperations', 'SyncOperations', *inputs])!r}",
+        f"__all__ = {sorted(['AsyncOperations', 'SyncOperations', *inputs, *literals])!r}",
         "",
+        "ENUMS: tuple[str, ...] = " + repr(tuple(literals)),
+        '"""The enums whose values the arguments and input keys take as ``Literal`` types."""',
         "",
-        *typed_dicts(inputs),
+        *literal_aliases(literals, enums),
+        "",
+        *typed_dicts(inputs, enums),
     ]
     for is_async, cls in ((False, "SyncOperations"), (True, "AsyncOperations")):
         twin = "awaited, connections iterated with ``async for``" if is_async else "blocking"
@@ -205,7 +251,7 @@ def generate() -> str:
         out.append(f'    """Every operation of the API as a typed method ({twin})."""')
         out.append("")
         for op in ops:
-            out += method(op, inputs, is_async=is_async)
+            out += method(op, inputs, enums, is_async=is_async)
         out.append("")
     text = "\n".join(out)
     # Unused imports (date/datetime) depend on the catalog; keep the file ruff-clean either way.

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from types import TracebackType
-from typing import TYPE_CHECKING, Any, NoReturn
+from typing import TYPE_CHECKING, Any, Literal, NoReturn, overload
 
 from secfindings import _logging
 from secfindings._live import LiveNative
@@ -17,6 +17,7 @@ from secfindings._schema import Schema
 from secfindings._shared import FieldTypes, did_you_mean
 from secfindings._subscribe import SUBSCRIPTIONS, AsyncSubscription, Subscription, subscription_document
 from secfindings.errors import ValidationError
+from secfindings.models import FindingEvent, RuleEvent
 
 __all__ = ["AsyncClient", "Client"]
 
@@ -206,6 +207,45 @@ class Client(_Base, SyncOperations):
         """
         return Paginator(self._pages(query, variables, path, page_size, limit, operation_name))
 
+    @overload
+    def subscribe(
+        self,
+        document: Literal["finding_created", "finding_changed"],
+        variables: Mapping[str, Any] | None = None,
+        *,
+        operation_name: str | None = None,
+        fields: str | None = None,
+        resume: str | None = "after",
+        queue_size: int = 256,
+        max_reconnects: int = 10,
+    ) -> Subscription[FindingEvent]: ...
+
+    @overload
+    def subscribe(
+        self,
+        document: Literal["rule_changed"],
+        variables: Mapping[str, Any] | None = None,
+        *,
+        operation_name: str | None = None,
+        fields: str | None = None,
+        resume: str | None = "after",
+        queue_size: int = 256,
+        max_reconnects: int = 10,
+    ) -> Subscription[RuleEvent]: ...
+
+    @overload
+    def subscribe(
+        self,
+        document: str,
+        variables: Mapping[str, Any] | None = None,
+        *,
+        operation_name: str | None = None,
+        fields: str | None = None,
+        resume: str | None = "after",
+        queue_size: int = 256,
+        max_reconnects: int = 10,
+    ) -> Subscription[Any]: ...
+
     def subscribe(
         self,
         document: str,
@@ -309,6 +349,45 @@ class AsyncClient(_Base, AsyncOperations):
     ) -> AsyncPaginator[dict[str, Any]]:
         """Walk any Relay connection lazily with ``async for`` (see :meth:`Client.paginate`)."""
         return AsyncPaginator(self._pages(query, variables, path, page_size, limit, operation_name))
+
+    @overload
+    def subscribe(
+        self,
+        document: Literal["finding_created", "finding_changed"],
+        variables: Mapping[str, Any] | None = None,
+        *,
+        operation_name: str | None = None,
+        fields: str | None = None,
+        resume: str | None = "after",
+        queue_size: int = 256,
+        max_reconnects: int = 10,
+    ) -> AsyncSubscription[FindingEvent]: ...
+
+    @overload
+    def subscribe(
+        self,
+        document: Literal["rule_changed"],
+        variables: Mapping[str, Any] | None = None,
+        *,
+        operation_name: str | None = None,
+        fields: str | None = None,
+        resume: str | None = "after",
+        queue_size: int = 256,
+        max_reconnects: int = 10,
+    ) -> AsyncSubscription[RuleEvent]: ...
+
+    @overload
+    def subscribe(
+        self,
+        document: str,
+        variables: Mapping[str, Any] | None = None,
+        *,
+        operation_name: str | None = None,
+        fields: str | None = None,
+        resume: str | None = "after",
+        queue_size: int = 256,
+        max_reconnects: int = 10,
+    ) -> AsyncSubscription[Any]: ...
 
     def subscribe(
         self,

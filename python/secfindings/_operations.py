@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from datetime import date, datetime  # noqa: F401
-from typing import TYPE_CHECKING, Any, TypedDict
+from typing import TYPE_CHECKING, Any, Literal, TypeAlias, TypedDict
 
 from secfindings._opsupport import (
     Fields,
@@ -67,15 +67,174 @@ if TYPE_CHECKING:
     from secfindings.filters import Filter
 
 __all__ = [
+    "AggregateFunctions",
     "AsyncOperations",
     "FiltersConfigInput",
     "FindingFilterInput",
+    "FindingFilterSortEnum",
+    "FindingFilterTypeEnum",
+    "FindingsViewSortEnum",
+    "RemediationQueueSortEnum",
+    "RemediationQueueState",
+    "ResourcesSortBy",
+    "RoundFunctions",
+    "SLAGroupSortEnum",
+    "SLAPreferenceSortEnum",
     "SLARuleInput",
     "ScoringRuleInput",
+    "ScoringRuleMethods",
+    "ScoringRuleSortEnum",
     "StatusRuleInput",
     "SyncOperations",
+    "TicketProviderTypeEnum",
     "TicketSLAInput",
+    "TicketSLARuleSortEnum",
+    "TimeScales",
 ]
+
+ENUMS: tuple[str, ...] = (
+    "AggregateFunctions",
+    "FindingFilterSortEnum",
+    "FindingFilterTypeEnum",
+    "FindingsViewSortEnum",
+    "RemediationQueueSortEnum",
+    "RemediationQueueState",
+    "ResourcesSortBy",
+    "RoundFunctions",
+    "SLAGroupSortEnum",
+    "SLAPreferenceSortEnum",
+    "ScoringRuleMethods",
+    "ScoringRuleSortEnum",
+    "TicketProviderTypeEnum",
+    "TicketSLARuleSortEnum",
+    "TimeScales",
+)
+"""The enums whose values the arguments and input keys take as ``Literal`` types."""
+
+AggregateFunctions: TypeAlias = Literal["COUNT", "SUM", "AVG", "MIN", "MAX"]
+"""The ``AggregateFunctions`` enum of the schema file. Aggregate functions of trends (modeled
+values). The server's live schema judges the value at run time."""
+
+FindingFilterSortEnum: TypeAlias = Literal[
+    "ID_ASC", "ID_DESC", "NAME_ASC", "NAME_DESC", "CREATED_TIME_ASC", "CREATED_TIME_DESC"
+]
+"""The ``FindingFilterSortEnum`` enum of the schema file. Sort keys of finding_filters (modeled
+values). The server's live schema judges the value at run time."""
+
+FindingFilterTypeEnum: TypeAlias = Literal["FILTER", "SCOPE"]
+"""The ``FindingFilterTypeEnum`` enum of the schema file. Finding filter kinds (modeled values).
+The server's live schema judges the value at run time."""
+
+FindingsViewSortEnum: TypeAlias = Literal[
+    "ID_ASC",
+    "ID_DESC",
+    "TITLE_ASC",
+    "TITLE_DESC",
+    "SEVERITY_ASC",
+    "SEVERITY_DESC",
+    "SCORE_ASC",
+    "SCORE_DESC",
+    "AGE_ASC",
+    "AGE_DESC",
+    "DISCOVERED_TIME_ASC",
+    "DISCOVERED_TIME_DESC",
+    "LAST_REPORTED_TIME_ASC",
+    "LAST_REPORTED_TIME_DESC",
+    "DUE_DATE_ASC",
+    "DUE_DATE_DESC",
+    "CLOUD_PROVIDER_ASC",
+    "CLOUD_PROVIDER_DESC",
+    "CLOUD_ACCOUNT_ASC",
+    "CLOUD_ACCOUNT_DESC",
+    "RESOURCE_NAME_ASC",
+    "RESOURCE_NAME_DESC",
+    "SOURCE_ASC",
+    "SOURCE_DESC",
+    "STATUS_ASC",
+    "STATUS_DESC",
+]
+"""The ``FindingsViewSortEnum`` enum of the schema file. Sort keys of findings_view (modeled
+values). The server's live schema judges the value at run time."""
+
+RemediationQueueSortEnum: TypeAlias = Literal[
+    "ID_ASC",
+    "ID_DESC",
+    "TITLE_ASC",
+    "TITLE_DESC",
+    "PRIORITY_ASC",
+    "PRIORITY_DESC",
+    "CREATED_TIME_ASC",
+    "CREATED_TIME_DESC",
+]
+"""The ``RemediationQueueSortEnum`` enum of the schema file. Sort keys of remediation_queues
+(modeled values). The server's live schema judges the value at run time."""
+
+RemediationQueueState: TypeAlias = Literal["ENABLED", "DISABLED"]
+"""The ``RemediationQueueState`` enum of the schema file. Remediation queue states (ENABLED is
+confirmed; DISABLED is modeled). The server's live schema judges the value at run time."""
+
+ResourcesSortBy: TypeAlias = Literal[
+    "ID_ASC",
+    "ID_DESC",
+    "RESOURCE_NAME_ASC",
+    "RESOURCE_NAME_DESC",
+    "FINDINGS_COUNT_ASC",
+    "FINDINGS_COUNT_DESC",
+    "LAST_SEEN_ASC",
+    "LAST_SEEN_DESC",
+]
+"""The ``ResourcesSortBy`` enum of the schema file. Sort keys of get_resources / get_resources_ch
+(modeled values). The server's live schema judges the value at run time."""
+
+RoundFunctions: TypeAlias = Literal["ROUND", "FLOOR", "CEIL"]
+"""The ``RoundFunctions`` enum of the schema file. Rounding of computed scores (modeled values).
+The server's live schema judges the value at run time."""
+
+SLAGroupSortEnum: TypeAlias = Literal[
+    "ID_ASC", "ID_DESC", "NAME_ASC", "NAME_DESC", "PRIORITY_ASC", "PRIORITY_DESC"
+]
+"""The ``SLAGroupSortEnum`` enum of the schema file. Sort keys of sla_groups (modeled values). The
+server's live schema judges the value at run time."""
+
+SLAPreferenceSortEnum: TypeAlias = Literal[
+    "ID_ASC", "ID_DESC", "SEVERITY_ASC", "SEVERITY_DESC", "DAYS_ASC", "DAYS_DESC"
+]
+"""The ``SLAPreferenceSortEnum`` enum of the schema file. Sort keys of sla_preferences (modeled
+values). The server's live schema judges the value at run time."""
+
+ScoringRuleMethods: TypeAlias = Literal["SET", "INCREASE", "DECREASE", "MULTIPLY"]
+"""The ``ScoringRuleMethods`` enum of the schema file. How a scoring rule changes the score
+(modeled values): SET replaces it with value, INCREASE adds value, DECREASE subtracts value,
+MULTIPLY multiplies by value; the result is clamped to 0..10 and rounded with round_function to
+one decimal (ROUND, FLOOR, CEIL; none: two decimals). The server's live schema judges the value
+at run time."""
+
+ScoringRuleSortEnum: TypeAlias = Literal[
+    "ID_ASC",
+    "ID_DESC",
+    "NAME_ASC",
+    "NAME_DESC",
+    "PRIORITY_ASC",
+    "PRIORITY_DESC",
+    "CREATED_TIME_ASC",
+    "CREATED_TIME_DESC",
+]
+"""The ``ScoringRuleSortEnum`` enum of the schema file. Sort keys of scoring_rules (modeled
+values). The server's live schema judges the value at run time."""
+
+TicketProviderTypeEnum: TypeAlias = Literal["JIRA", "SERVICENOW", "AZURE_DEVOPS", "MONDAY"]
+"""The ``TicketProviderTypeEnum`` enum of the schema file. Ticketing systems (JIRA and SERVICENOW
+are confirmed; the others are modeled). The server's live schema judges the value at run time."""
+
+TicketSLARuleSortEnum: TypeAlias = Literal[
+    "ID_ASC", "ID_DESC", "NAME_ASC", "NAME_DESC", "PRIORITY_ASC", "PRIORITY_DESC"
+]
+"""The ``TicketSLARuleSortEnum`` enum of the schema file. Sort keys of ticket_sla_rules (modeled
+values). The server's live schema judges the value at run time."""
+
+TimeScales: TypeAlias = Literal["DAY", "WEEK", "MONTH", "QUARTER", "YEAR"]
+"""The ``TimeScales`` enum of the schema file. Time buckets of trends (modeled values); weeks start
+on Monday. The server's live schema judges the value at run time."""
 
 
 class FiltersConfigInput(TypedDict, total=False):
@@ -99,7 +258,7 @@ class FindingFilterInput(TypedDict, total=False):
 
     name: str
     description: str
-    type: str
+    type: FindingFilterTypeEnum
     filter: Any
 
 
@@ -122,9 +281,9 @@ class ScoringRuleInput(TypedDict, total=False):
     name: str
     description: str
     filters_config: FiltersConfigInput
-    method: str
+    method: ScoringRuleMethods
     value: float
-    round_function: str
+    round_function: RoundFunctions
     priority: int
     active: bool
 
@@ -147,7 +306,7 @@ class TicketSLAInput(TypedDict, total=False):
     description: str
     filters_config: FiltersConfigInput
     days: int
-    provider_type: str
+    provider_type: TicketProviderTypeEnum
     enabled: bool
     priority: int
 
@@ -177,9 +336,9 @@ class SyncOperations(OperationsBase):
     def finding_filters(
         self,
         *,
-        type: str | None = None,
+        type: FindingFilterTypeEnum | None = None,
         name: str | None = None,
-        sort: Sequence[str] | str | None = None,
+        sort: Sequence[FindingFilterSortEnum] | FindingFilterSortEnum | None = None,
         after: str | None = None,
         page_size: int = 100,
         limit: int | None = None,
@@ -205,7 +364,7 @@ class SyncOperations(OperationsBase):
         self,
         *,
         filters_config: FiltersConfigInput | None = None,
-        sort: Sequence[str] | str | None = None,
+        sort: Sequence[FindingsViewSortEnum] | FindingsViewSortEnum | None = None,
         filters: Filter | Mapping[str, Any] | None = None,
         after: str | None = None,
         page_size: int = 100,
@@ -250,7 +409,7 @@ class SyncOperations(OperationsBase):
         cloud_provider: str | None = None,
         cloud_account: str | None = None,
         search: str | None = None,
-        sort: Sequence[str] | str | None = None,
+        sort: Sequence[ResourcesSortBy] | ResourcesSortBy | None = None,
         after: str | None = None,
         page_size: int = 100,
         limit: int | None = None,
@@ -290,7 +449,7 @@ class SyncOperations(OperationsBase):
         cloud_account: Sequence[str] | str | None = None,
         search: str | None = None,
         has_findings: bool | None = None,
-        sort: Sequence[str] | str | None = None,
+        sort: Sequence[ResourcesSortBy] | ResourcesSortBy | None = None,
         after: str | None = None,
         page_size: int = 100,
         limit: int | None = None,
@@ -323,9 +482,9 @@ class SyncOperations(OperationsBase):
     def remediation_queues(
         self,
         *,
-        state: str | None = None,
+        state: RemediationQueueState | None = None,
         title: str | None = None,
-        sort: Sequence[str] | str | None = None,
+        sort: Sequence[RemediationQueueSortEnum] | RemediationQueueSortEnum | None = None,
         after: str | None = None,
         page_size: int = 100,
         limit: int | None = None,
@@ -369,7 +528,7 @@ class SyncOperations(OperationsBase):
         *,
         name: str | None = None,
         active: bool | None = None,
-        sort: Sequence[str] | str | None = None,
+        sort: Sequence[ScoringRuleSortEnum] | ScoringRuleSortEnum | None = None,
         after: str | None = None,
         page_size: int = 100,
         limit: int | None = None,
@@ -395,7 +554,7 @@ class SyncOperations(OperationsBase):
         self,
         *,
         name: str | None = None,
-        sort: Sequence[str] | str | None = None,
+        sort: Sequence[SLAGroupSortEnum] | SLAGroupSortEnum | None = None,
         after: str | None = None,
         page_size: int = 100,
         limit: int | None = None,
@@ -423,7 +582,7 @@ class SyncOperations(OperationsBase):
         sla_group_id: str | int | None = None,
         severity: int | None = None,
         active: bool | None = None,
-        sort: Sequence[str] | str | None = None,
+        sort: Sequence[SLAPreferenceSortEnum] | SLAPreferenceSortEnum | None = None,
         after: str | None = None,
         page_size: int = 100,
         limit: int | None = None,
@@ -482,7 +641,7 @@ class SyncOperations(OperationsBase):
         *,
         name: str | None = None,
         enabled: bool | None = None,
-        sort: Sequence[str] | str | None = None,
+        sort: Sequence[TicketSLARuleSortEnum] | TicketSLARuleSortEnum | None = None,
         after: str | None = None,
         page_size: int = 100,
         limit: int | None = None,
@@ -506,8 +665,8 @@ class SyncOperations(OperationsBase):
     @method_of("Client")
     def trends(
         self,
-        time_scale: str,
-        aggregate_function: str,
+        time_scale: TimeScales,
+        aggregate_function: AggregateFunctions,
         *,
         field: str | None = None,
         group_by: str | None = None,
@@ -1207,9 +1366,9 @@ class AsyncOperations(OperationsBase):
     def finding_filters(
         self,
         *,
-        type: str | None = None,
+        type: FindingFilterTypeEnum | None = None,
         name: str | None = None,
-        sort: Sequence[str] | str | None = None,
+        sort: Sequence[FindingFilterSortEnum] | FindingFilterSortEnum | None = None,
         after: str | None = None,
         page_size: int = 100,
         limit: int | None = None,
@@ -1235,7 +1394,7 @@ class AsyncOperations(OperationsBase):
         self,
         *,
         filters_config: FiltersConfigInput | None = None,
-        sort: Sequence[str] | str | None = None,
+        sort: Sequence[FindingsViewSortEnum] | FindingsViewSortEnum | None = None,
         filters: Filter | Mapping[str, Any] | None = None,
         after: str | None = None,
         page_size: int = 100,
@@ -1280,7 +1439,7 @@ class AsyncOperations(OperationsBase):
         cloud_provider: str | None = None,
         cloud_account: str | None = None,
         search: str | None = None,
-        sort: Sequence[str] | str | None = None,
+        sort: Sequence[ResourcesSortBy] | ResourcesSortBy | None = None,
         after: str | None = None,
         page_size: int = 100,
         limit: int | None = None,
@@ -1320,7 +1479,7 @@ class AsyncOperations(OperationsBase):
         cloud_account: Sequence[str] | str | None = None,
         search: str | None = None,
         has_findings: bool | None = None,
-        sort: Sequence[str] | str | None = None,
+        sort: Sequence[ResourcesSortBy] | ResourcesSortBy | None = None,
         after: str | None = None,
         page_size: int = 100,
         limit: int | None = None,
@@ -1353,9 +1512,9 @@ class AsyncOperations(OperationsBase):
     def remediation_queues(
         self,
         *,
-        state: str | None = None,
+        state: RemediationQueueState | None = None,
         title: str | None = None,
-        sort: Sequence[str] | str | None = None,
+        sort: Sequence[RemediationQueueSortEnum] | RemediationQueueSortEnum | None = None,
         after: str | None = None,
         page_size: int = 100,
         limit: int | None = None,
@@ -1399,7 +1558,7 @@ class AsyncOperations(OperationsBase):
         *,
         name: str | None = None,
         active: bool | None = None,
-        sort: Sequence[str] | str | None = None,
+        sort: Sequence[ScoringRuleSortEnum] | ScoringRuleSortEnum | None = None,
         after: str | None = None,
         page_size: int = 100,
         limit: int | None = None,
@@ -1425,7 +1584,7 @@ class AsyncOperations(OperationsBase):
         self,
         *,
         name: str | None = None,
-        sort: Sequence[str] | str | None = None,
+        sort: Sequence[SLAGroupSortEnum] | SLAGroupSortEnum | None = None,
         after: str | None = None,
         page_size: int = 100,
         limit: int | None = None,
@@ -1453,7 +1612,7 @@ class AsyncOperations(OperationsBase):
         sla_group_id: str | int | None = None,
         severity: int | None = None,
         active: bool | None = None,
-        sort: Sequence[str] | str | None = None,
+        sort: Sequence[SLAPreferenceSortEnum] | SLAPreferenceSortEnum | None = None,
         after: str | None = None,
         page_size: int = 100,
         limit: int | None = None,
@@ -1512,7 +1671,7 @@ class AsyncOperations(OperationsBase):
         *,
         name: str | None = None,
         enabled: bool | None = None,
-        sort: Sequence[str] | str | None = None,
+        sort: Sequence[TicketSLARuleSortEnum] | TicketSLARuleSortEnum | None = None,
         after: str | None = None,
         page_size: int = 100,
         limit: int | None = None,
@@ -1536,8 +1695,8 @@ class AsyncOperations(OperationsBase):
     @method_of("AsyncClient")
     async def trends(
         self,
-        time_scale: str,
-        aggregate_function: str,
+        time_scale: TimeScales,
+        aggregate_function: AggregateFunctions,
         *,
         field: str | None = None,
         group_by: str | None = None,
