@@ -16,6 +16,7 @@ from __future__ import annotations
 import argparse
 import os
 import threading
+from collections.abc import Callable
 from typing import Any
 
 import secfindings
@@ -28,19 +29,28 @@ def alert(source: str, finding_id: Any, title: Any, score: Any) -> None:
     print(f"[{source}] critical finding #{finding_id}: {title} (score {score})", flush=True)
 
 
-def by_subscription(client: secfindings.Client, count: int, scanner: Any) -> str | None:
+def by_subscription(client: secfindings.Client, count: int, scanner: Callable[[object], None]) -> str | None:
     """Pushed: one WebSocket, events as they happen. Returns where to resume (the cursor)."""
     with client.subscribe("finding_created", {"severities": [CRITICAL]}) as events:
         scanner(events)
-        for seen, event in enumerate(events, 1):  # blocks until the next event; break out any time
+        seen = 0
+        for event in events:  # a FindingEvent; blocks until the next one; break out any time
             f = event.finding
+            if f is None:  # the schema allows an event without its finding
+                continue
             alert("subscribe", f.id_int, f.title, f.finding_score.score)
+            seen += 1
             if seen == count:
                 break
         return events.cursor  # keep it: {"after": cursor} resumes from there
 
 
-def by_polling(client: secfindings.Client, count: int, interval: float, scanner: Any) -> Any:
+def by_polling(
+    client: secfindings.Client,
+    count: int,
+    interval: float,
+    scanner: Callable[[secfindings.Watch[secfindings.FindingsView]], None],
+) -> Any:
     """Polled: any server. Returns the watermark to keep."""
     critical = field("severity").in_([str(CRITICAL)])
     watch = client.findings_view(filters=critical, fields="id id_int title score").watch(
@@ -55,7 +65,7 @@ def by_polling(client: secfindings.Client, count: int, interval: float, scanner:
 
 
 def main() -> int:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
     ap.add_argument("--mode", choices=["subscribe", "watch", "both"], default="both")
     ap.add_argument("--count", type=int, default=3, help="alerts to wait for (default 3)")
     args = ap.parse_args()

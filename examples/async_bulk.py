@@ -22,7 +22,7 @@ from collections import Counter
 
 # Imported up front, though only to_pandas() uses it: a missing pandas fails at the start, not
 # after the fetching, and its import (a quarter of a second) stays out of the timings below.
-import pandas  # noqa: F401
+import pandas  # noqa: F401  # pyright: ignore[reportUnusedImport]
 
 import secfindings
 

@@ -22,7 +22,7 @@ import csv
 import os
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Generator
 from contextlib import contextmanager
 from typing import Any
 
@@ -81,7 +81,8 @@ def rows_in(path: str, fmt: str) -> int:
     if fmt == "parquet":
         import pyarrow.parquet as pq
 
-        return int(pq.ParquetFile(path).metadata.num_rows)
+        parquet: Any = pq.ParquetFile(path)  # pyarrow has no type information
+        return int(parquet.metadata.num_rows)
     with open(path, newline="", encoding="utf-8") as f:
         if fmt == "jsonl":
             return sum(1 for line in f if line.strip())
@@ -130,7 +131,7 @@ def export(client: secfindings.Client, args: argparse.Namespace) -> int:
 
 
 @contextmanager
-def open_client(args: argparse.Namespace) -> Iterator[secfindings.Client]:
+def open_client(args: argparse.Namespace) -> Generator[secfindings.Client, None, None]:
     settings: dict[str, Any] = {}
     if args.max_retry_wait is not None:
         settings["max_retry_wait"] = args.max_retry_wait

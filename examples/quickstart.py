@@ -27,7 +27,7 @@ def read(client: secfindings.Client) -> None:
         print(f"  {cloud or '(none)':<12} {n}")
     print("top 5 by score:")
     for f in findings[:5]:
-        print(f"  {f.score:>6.2f}  #{f.id_int:<6} {f.title[:70]}")
+        print(f"  {f.score or 0:>6.2f}  #{f.id_int:<6} {(f.title or '')[:70]}")
     if findings:
         finding = client.finding(findings[0].id)
         print(f"\nfinding #{finding.id_int}: {finding.title}")
@@ -50,14 +50,19 @@ def write(client: secfindings.Client) -> None:
         },
         fields="ok scoring_rule { id }",  # mutations select only `ok` by default
     )
+    # The schema lets a mutation's result omit the rule (`ScoringRule | None`): say so if it does.
+    if added.scoring_rule is None:
+        raise RuntimeError("add_scoring_rule answered without the rule")
     rule_id = added.scoring_rule.id
     on = client.activate_scoring_rule(
         rule_id, True, fields="ok scoring_rule { name active affected_findings }"
     )
-    print(
-        f"\nscoring rule {on.scoring_rule.name!r}: active={on.scoring_rule.active}, "
-        f"applied to {on.scoring_rule.affected_findings} findings"
-    )
+    if on.scoring_rule is not None:
+        rule = on.scoring_rule
+        print(
+            f"\nscoring rule {rule.name!r}: active={rule.active}, "
+            f"applied to {rule.affected_findings} findings"
+        )
     client.delete_scoring_rule(rule_id)
 
 

@@ -17,6 +17,7 @@ import argparse
 import os
 import sys
 from collections import Counter
+from typing import TypeVar
 
 import secfindings
 from secfindings import ScoringRuleInput, StatusRuleInput, field
@@ -25,6 +26,19 @@ from secfindings import ScoringRuleInput, StatusRuleInput, field
 SCORING_FIELDS = "id id_int name method value round_function priority active affected_findings"
 STATUS_FIELDS = "id id_int name status_key status { title category } priority enabled affected_findings"
 PREFIX = "secfindings example:"
+T = TypeVar("T")
+
+
+def present(value: T | None) -> T:
+    """The rule in a mutation's result: the schema lets a result leave it out (``ScoringRule |
+    None``), and this script cannot go on without it."""
+    if value is None:
+        raise RuntimeError("the server answered without the rule")
+    return value
+
+
+def status_title(rule: secfindings.models.StatusRuleObject) -> str | None:
+    return rule.status.title if rule.status else None
 
 
 def scores(client: secfindings.Client, target: secfindings.Filter) -> str:
@@ -55,19 +69,19 @@ def scoring_rule_lifecycle(client: secfindings.Client, activate: bool) -> None:
         "filters_config": {"filtersjson": target},
     }
     added = client.add_scoring_rule(rule, fields=f"ok scoring_rule {{ {SCORING_FIELDS} }}")
-    r = added.scoring_rule
+    r = present(added.scoring_rule)
     print(f"added   #{r.id_int} {r.name!r}: {r.method} {r.value}, active={r.active}")
     try:
         if activate:
             on = client.activate_scoring_rule(r.id, True, fields=f"ok scoring_rule {{ {SCORING_FIELDS} }}")
-            now = on.scoring_rule
+            now = present(on.scoring_rule)
             print(f"activated: active={now.active}, changed {now.affected_findings} findings")
             print(f"matching findings now: {scores(client, target)}")
         # An edit sends only the keys that change.
         edited = client.edit_scoring_rule(
             r.id, {"method": "SET", "value": 9.0}, fields=f"ok scoring_rule {{ {SCORING_FIELDS} }}"
         )
-        e = edited.scoring_rule
+        e = present(edited.scoring_rule)
         print(f"edited  #{e.id_int}: {e.method} {e.value}, active={e.active}, changed {e.affected_findings}")
         if activate:
             print(f"matching findings now: {scores(client, target)}")
@@ -101,20 +115,21 @@ def status_rule_lifecycle(client: secfindings.Client, enable: bool) -> None:
         "filters_config": {"filtersjson": target},
     }
     added = client.add_status_rule(rule, fields=f"ok status_rule {{ {STATUS_FIELDS} }}")
-    r = added.status_rule
-    print(f"added   #{r.id_int} {r.name!r}: sets {r.status.title!r}, enabled={r.enabled}")
+    r = present(added.status_rule)
+    print(f"added   #{r.id_int} {r.name!r}: sets {status_title(r)!r}, enabled={r.enabled}")
     try:
         if enable:
             # Status rules are switched with enable_status_rule (scoring rules: activate_...).
             on = client.enable_status_rule(r.id, True, fields=f"ok status_rule {{ {STATUS_FIELDS} }}")
-            state = on.status_rule
+            state = present(on.status_rule)
             print(f"enabled: enabled={state.enabled}, changed {state.affected_findings} findings")
             print(f"matching findings now: {statuses(client, target)}")
         edited = client.edit_status_rule(
             r.id, {"status_key": "31"}, fields=f"ok status_rule {{ {STATUS_FIELDS} }}"
         )
-        e = edited.status_rule
-        print(f"edited  #{e.id_int}: sets {e.status.title!r} ({e.status.category}), enabled={e.enabled}")
+        e = present(edited.status_rule)
+        category = e.status.category if e.status else None
+        print(f"edited  #{e.id_int}: sets {status_title(e)!r} ({category}), enabled={e.enabled}")
         if enable:
             print(f"matching findings now: {statuses(client, target)}")
         print("status rules:")
