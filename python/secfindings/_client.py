@@ -3,21 +3,24 @@ refresh, retries, paging) lives once, in the Rust core."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, Literal, NoReturn, overload
 
-from secfindings import _logging
-from secfindings._live import LiveNative
+from secfindings import _logging, _lookup
+from secfindings._lookup import AsyncBatch, Batch, LookupNative, Missing
 from secfindings._native import NativeClient, NativePages
 from secfindings._operations import AsyncOperations, SyncOperations
-from secfindings._opsupport import Native
+from secfindings._opsupport import Fields, Native
 from secfindings._paginator import AsyncPaginator, Paginator
 from secfindings._schema import Schema
 from secfindings._shared import FieldTypes, did_you_mean
 from secfindings._subscribe import SUBSCRIPTIONS, AsyncSubscription, Subscription, subscription_document
 from secfindings.errors import ValidationError
 from secfindings.models import FindingEvent, RuleEvent
+
+if TYPE_CHECKING:
+    from secfindings.models import Finding, Model
 
 __all__ = ["AsyncClient", "Client"]
 
@@ -63,7 +66,7 @@ class _Base:
         )
         # The typed methods and paginators call the native client through this client's live
         # schema: its selections and checks sit in front of the calls, and it types the models.
-        self._live = LiveNative(native, schema)
+        self._live = LookupNative(native, schema)
         self._native = self._live
 
     @property
@@ -287,6 +290,65 @@ class Client(_Base, SyncOperations):
         native.wait_started()
         return Subscription(native, self._field_types())
 
+    def findings(
+        self,
+        ids: Iterable[str | int],
+        *,
+        fields: Fields | None = None,
+        batch_size: int = 100,
+        missing: Missing = "none",
+    ) -> list[Finding | None]:
+        """Many findings by id in few requests: :meth:`finding` for each id, in the order of
+        ``ids``, up to ``batch_size`` per request (aliased selections of one document).
+
+        An id that does not exist gives None in its place, or with ``missing="raise"`` a
+        :class:`~secfindings.NotFoundError` naming every such id (after fetching all). An id
+        given twice is fetched once. ``fields=`` is taken as by :meth:`finding`. When the server
+        refuses a document as too large (413, too many aliases, a depth or complexity error, a
+        timeout) the batch is halved, and the size that worked is remembered for this client.
+        See docs/guides/batching.md.
+        """
+        return _lookup.findings(self._live, ids, fields=fields, batch_size=batch_size, missing=missing)
+
+    def lookup(
+        self,
+        operation: str,
+        ids: Iterable[str | int],
+        *,
+        fields: Fields | None = None,
+        batch_size: int = 100,
+        missing: Missing = "none",
+        mutations: bool = False,
+    ) -> list[Model | None]:
+        """:meth:`findings` for any lookup by one id of the catalog (``"finding"``). A
+        ``delete_*`` mutation is merged only with ``mutations=True``, and such a batch is never
+        resent once it may have reached the server."""
+        return _lookup.lookup(
+            self._live,
+            operation,
+            ids,
+            fields=fields,
+            batch_size=batch_size,
+            missing=missing,
+            mutations=mutations,
+        )
+
+    def batch(self, *, mutations: bool = False, batch_size: int = 100) -> Batch:
+        """A block whose lookups are sent together when it ends::
+
+            with client.batch() as b:
+                a, c = b.finding(1), b.finding(2)
+            print(a.result().title, c.result().title)
+
+        ``b.finding(id)`` and ``b.lookup(operation, id)`` return
+        :class:`~secfindings.Deferred` handles, filled by one batched lookup per operation and
+        selection when the block ends (a sync call that returns must have its answer, so the
+        handles are how the sync client merges; ``client.finding()`` itself still runs at once).
+        A block that ends with an exception sends nothing. Mutations are refused unless
+        ``mutations=True``.
+        """
+        return Batch(self._live, mutations, batch_size)
+
     def schema(self, refresh: bool = False) -> Schema | None:
         """The schema of the server this client talks to (None with ``schema="off"``).
 
@@ -409,6 +471,58 @@ class AsyncClient(_Base, AsyncOperations):
             document, variables, operation_name, fields, resume, queue_size, max_reconnects
         )
         return AsyncSubscription(native, self._field_types())
+
+    async def findings(
+        self,
+        ids: Iterable[str | int],
+        *,
+        fields: Fields | None = None,
+        batch_size: int = 100,
+        missing: Missing = "none",
+    ) -> list[Finding | None]:
+        """Many findings by id in few requests (see :meth:`Client.findings`)."""
+        return await _lookup.findings_async(
+            self._live, ids, fields=fields, batch_size=batch_size, missing=missing
+        )
+
+    async def lookup(
+        self,
+        operation: str,
+        ids: Iterable[str | int],
+        *,
+        fields: Fields | None = None,
+        batch_size: int = 100,
+        missing: Missing = "none",
+        mutations: bool = False,
+    ) -> list[Model | None]:
+        """Any lookup by one id of the catalog, batched (see :meth:`Client.lookup`)."""
+        return await _lookup.lookup_async(
+            self._live,
+            operation,
+            ids,
+            fields=fields,
+            batch_size=batch_size,
+            missing=missing,
+            mutations=mutations,
+        )
+
+    def batch(self, *, mutations: bool = False, batch_size: int = 100) -> AsyncBatch:
+        """``async with client.batch() as b:``: ``b.finding(id)`` handles sent together when the
+        block ends (see :meth:`Client.batch`). Concurrent ``await client.finding(id)`` calls are
+        merged without it (see :attr:`coalesce_window`)."""
+        return AsyncBatch(self._live, mutations, batch_size)
+
+    @property
+    def coalesce_window(self) -> float | None:
+        """How long concurrent ``await client.finding(id)`` calls are collected before they are
+        sent as one batched lookup: 0 (the default) is one turn of the event loop (what
+        ``asyncio.gather`` starts together), a number of seconds waits that long for more, None
+        sends each call on its own. A lone call is sent as without coalescing."""
+        return self._live.coalescer.window
+
+    @coalesce_window.setter
+    def coalesce_window(self, seconds: float | None) -> None:
+        self._live.coalescer.window = _lookup.check_window(seconds)
 
     async def schema(self, refresh: bool = False) -> Schema | None:
         """The schema of the server this client talks to (see :meth:`Client.schema`)."""

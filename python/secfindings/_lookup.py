@@ -1,0 +1,539 @@
+"""Batched lookups by id: many single-object lookups of the catalog (``finding(id: ...)``) in few
+requests, each request one document of up to ``batch_size`` aliased selections
+(``f0: finding(id: $i0) { ... } f1: ...``).
+
+The core builds the documents, sends them through the one transport (retries, ``rate_limit``),
+splits each answer back in input order (None for an id that does not exist) and halves a batch
+the server refuses as too large (413, too many aliases, a depth or complexity error, a timeout),
+remembering per client the size that worked. This module is the Python side of that door:
+
+- :func:`findings` / :func:`lookup` (behind ``Client.findings`` and ``Client.lookup``): checks
+  the input, sends each distinct id once, wraps the answers into models the way ``finding()``
+  does, and applies ``missing=``;
+- :class:`LookupNative`: the client's live-schema front (``fields=`` resolved exactly as for
+  ``finding()``, checked before anything is sent), with the batched call and, on the async
+  client, the coalescing of concurrent ``finding()`` calls (:mod:`secfindings._coalesce`);
+- :class:`Batch` / :class:`AsyncBatch` (``client.batch()``): lookups made inside a ``with``
+  block return :class:`Deferred` handles, resolved together when the block ends.
+
+Mutations are never merged unless the caller says so (``mutations=True``); a merged mutation
+document is sent with the core's mutation retry class, which never resends a request that may
+have reached the server.
+"""
+
+from __future__ import annotations
+
+import operator
+from collections.abc import Iterable, Mapping
+from collections.abc import Set as AbstractSet
+from types import TracebackType
+from typing import TYPE_CHECKING, Any, Generic, Literal, NamedTuple, TypeVar
+
+from secfindings import _native
+from secfindings._coalesce import Coalescer, check_window
+from secfindings._live import LiveNative
+from secfindings._opsupport import Fields, fields_text, wrap
+from secfindings._shared import did_you_mean, kind
+from secfindings.errors import NotFoundError, ValidationError
+from secfindings.models import Model, model_for
+
+if TYPE_CHECKING:
+    from secfindings.models import Finding
+
+__all__ = [
+    "LOOKUPS",
+    "AsyncBatch",
+    "Batch",
+    "Deferred",
+    "LookupNative",
+    "Missing",
+    "check_window",
+    "findings",
+    "findings_async",
+    "lookup",
+    "lookup_async",
+]
+
+#: What ``missing=`` takes: ``"none"`` (None in the place of an id that does not exist) or
+#: ``"raise"`` (:class:`~secfindings.NotFoundError` naming every such id, after fetching all).
+Missing = Literal["none", "raise"]
+_MISSING = ("none", "raise")
+
+M = TypeVar("M", bound=Model)
+Id = str | int
+
+
+class Lookup(NamedTuple):
+    """A single-object lookup of the catalog: one ``id: ID!`` argument, an object back."""
+
+    name: str
+    kind: str  # "query" or "mutation"
+    model: type[Model]
+
+
+def _lookups() -> dict[str, Lookup]:
+    found: dict[str, Lookup] = {}
+    for op in _native.catalog():
+        args = [tuple(a) for a in op["args"]]
+        if op["returns"] != "object" or args != [("id", "ID!")]:
+            continue
+        try:
+            model = model_for(op["type"])
+        except KeyError:
+            continue
+        found[op["name"]] = Lookup(op["name"], op["kind"], model)
+    return found
+
+
+#: The catalog's lookups by one id (``finding``; the ``delete_*`` mutations, merged only when
+#: asked), by operation name.
+LOOKUPS: dict[str, Lookup] = _lookups()
+
+
+# ------------------------------------------------------------------------------ checks
+
+
+def check_lookup(name: object, mutations: bool = False) -> Lookup:
+    """The lookup named ``name``, or a ValidationError saying which names are lookups."""
+    if not isinstance(name, str):
+        raise ValidationError(f"the operation must be a name (str), not {kind(name)}")
+    found = LOOKUPS.get(name)
+    queries = sorted(n for n, op in LOOKUPS.items() if op.kind == "query")
+    if found is None:
+        raise ValidationError(
+            f"{name!r} is not a lookup by one id{did_you_mean(name, list(LOOKUPS))}; "
+            f"the catalog's lookups: {', '.join(queries)} (and, with mutations=True, "
+            f"{', '.join(sorted(set(LOOKUPS) - set(queries)))})"
+        )
+    if found.kind == "mutation" and not mutations:
+        raise ValidationError(
+            f"{name} is a mutation: mutations are merged into one request only when asked "
+            f"(mutations=True); a merged mutation batch that may have reached the server is never resent"
+        )
+    return found
+
+
+def check_ids(ids: object) -> list[Id]:
+    """The ids as a list of str and int (an int-like such as numpy's int64 becomes an int), or a
+    TypeError / ValidationError that says what is wrong and where."""
+    if isinstance(ids, (str, bytes, bytearray)):
+        raise TypeError(
+            f"ids must be a list of ids, not a {type(ids).__name__}: for one id pass [{ids!r:.60}], "
+            f"or call finding(id)"
+        )
+    if isinstance(ids, (Mapping, AbstractSet)):
+        raise TypeError(
+            f"ids must be an ordered sequence of ids (a list or a tuple), not a {type(ids).__name__}: "
+            f"the results come in the order of ids (pass list(...) or sorted(...))"
+        )
+    if not isinstance(ids, Iterable):
+        raise TypeError(f"ids must be a list of ids (str or int), not {type(ids).__name__}")
+    out: list[Id] = []
+    for n, i in enumerate(ids):
+        if isinstance(i, str):
+            if not i.strip():
+                raise ValidationError(f"ids[{n}] is an empty string, which is never an id")
+            out.append(i)
+        elif isinstance(i, bool) or not hasattr(type(i), "__index__"):
+            raise TypeError(f"ids[{n}] must be a str or an int, not {type(i).__name__} ({i!r:.60})")
+        else:
+            out.append(operator.index(i))
+    return out
+
+
+def check_batch_size(batch_size: object) -> int:
+    if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
+        raise ValidationError(f"batch_size must be an int of at least 1, not {batch_size!r}")
+    return batch_size
+
+
+def check_missing(missing: object) -> Missing:
+    if missing == "none":
+        return "none"
+    if missing == "raise":
+        return "raise"
+    raise ValidationError(f"missing must be 'none' or 'raise', not {missing!r}")
+
+
+# ------------------------------------------------------------------------------ the front
+
+
+class LookupNative(LiveNative):
+    """The live-schema front of the native client (:class:`~secfindings._live.LiveNative`) with
+    the batched lookup: ``fields`` are resolved and checked as for the plain call, once per
+    batch. On the async client, single-object lookups by id (the generated ``finding()``) go
+    through the :class:`~secfindings._coalesce.Coalescer` (``coalescer.window = None`` turns it
+    off)."""
+
+    __slots__ = ("coalescer",)
+
+    def __init__(self, native: Any, mode: str) -> None:
+        super().__init__(native, mode)
+        self.coalescer = Coalescer(self.lookup_async, self._call_one)
+
+    def lookup(self, name: str, ids: list[Id], fields: str | None, batch_size: int) -> list[Any]:
+        """The raw objects of ``name`` for ``ids`` (None where one does not exist), in order."""
+        if not ids:
+            return []
+        fields = self._prepare(self.schema_sync(), name, {"id": ids[0]}, fields)
+        if not hasattr(self._n, "lookup"):  # INTERIM until the core's lookup is built
+            return _interim_lookup(self._n, name, ids, fields, batch_size)
+        raws: list[Any] = self._n.lookup(name, ids, fields, batch_size)
+        return raws
+
+    async def lookup_async(self, name: str, ids: list[Id], fields: str | None, batch_size: int) -> list[Any]:
+        if not ids:
+            return []
+        fields = self._prepare(await self.schema_async(), name, {"id": ids[0]}, fields)
+        if not hasattr(self._n, "lookup_async"):  # INTERIM until the core's lookup is built
+            return await _interim_lookup_async(self._n, name, ids, fields, batch_size)
+        raws: list[Any] = await self._n.lookup_async(name, ids, fields, batch_size)
+        return raws
+
+    async def call_async(self, name: str, args: Mapping[str, Any], fields: str | None = None) -> Any:
+        if self.coalescer.enabled and _coalescible(name, args):
+            return await self.coalescer.submit(name, args["id"], fields)
+        return await super().call_async(name, args, fields)
+
+    async def _call_one(self, name: str, id: Any, fields: str | None) -> Any:
+        return await super().call_async(name, {"id": id}, fields)
+
+
+# INTERIM: the core's lookup in Python (no halving), until the lead's build has it. --------------
+_SELECTIONS = {op["name"]: (op["kind"], op["selection"]) for op in _native.catalog()}
+
+
+def _interim_doc(name: str, ids: list[Id], fields: str | None) -> tuple[str, dict[str, Any]]:
+    kind_, default = _SELECTIONS[name]
+    sel = fields or default
+    head = ", ".join(f"$i{k}: ID!" for k in range(len(ids)))
+    body = " ".join(f"f{k}: {name}(id: $i{k}) {{ {sel} }}" for k in range(len(ids)))
+    return f"{kind_} Lookup({head}) {{ {body} }}", {f"i{k}": i for k, i in enumerate(ids)}
+
+
+def _interim_split(e: Exception | None, data: Any, n: int) -> list[Any]:
+    from secfindings.errors import GraphQLError
+
+    if isinstance(e, GraphQLError):
+        for err in e.errors:
+            if not (err.get("path") and "does not exist" in str(err.get("message"))):
+                raise e
+        data = e.data or {}
+    return [data.get(f"f{k}") for k in range(n)]
+
+
+def _interim_lookup(n: Any, name: str, ids: list[Id], fields: str | None, batch_size: int) -> list[Any]:
+    out: list[Any] = []
+    for s in range(0, len(ids), batch_size):
+        chunk = ids[s : s + batch_size]
+        doc, variables = _interim_doc(name, chunk, fields)
+        try:
+            out += _interim_split(None, n.execute(doc, variables, "Lookup"), len(chunk))
+        except Exception as e:
+            out += _interim_split(e, None, len(chunk))
+    return out
+
+
+async def _interim_lookup_async(
+    n: Any, name: str, ids: list[Id], fields: str | None, batch_size: int
+) -> list[Any]:
+    out: list[Any] = []
+    for s in range(0, len(ids), batch_size):
+        chunk = ids[s : s + batch_size]
+        doc, variables = _interim_doc(name, chunk, fields)
+        try:
+            out += _interim_split(None, await n.execute_async(doc, variables, "Lookup"), len(chunk))
+        except Exception as e:
+            out += _interim_split(e, None, len(chunk))
+    return out
+
+
+def _coalescible(name: str, args: Mapping[str, Any]) -> bool:
+    """A query lookup by one well-typed id (any other id goes the plain way, to its own error)."""
+    op = LOOKUPS.get(name)
+    if op is None or op.kind != "query" or len(args) != 1:
+        return False
+    id = args.get("id")
+    return isinstance(id, str) or (isinstance(id, int) and not isinstance(id, bool))
+
+
+# ------------------------------------------------------------------------------ the calls
+
+
+class _Plan(NamedTuple):
+    op: Lookup
+    ids: list[Id]
+    unique: list[Id]
+    fields: str | None
+    batch_size: int
+    missing: Missing
+
+
+def _plan(
+    name: object, ids: object, fields: Fields | None, batch_size: object, missing: object, mutations: bool
+) -> _Plan:
+    op = check_lookup(name, mutations)
+    checked = check_ids(ids)
+    return _Plan(
+        op,
+        checked,
+        list(dict.fromkeys(checked)),
+        fields_text(fields, op.model),
+        check_batch_size(batch_size),
+        check_missing(missing),
+    )
+
+
+def _not_found(op: Lookup, absent: list[Id], asked: int) -> NotFoundError:
+    shown = ", ".join(repr(i) for i in absent[:20])
+    more = f" and {len(absent) - 20} more" if len(absent) > 20 else ""
+    return NotFoundError(
+        f"{len(absent)} of {asked} ids asked of {op.name}() do not exist: {shown}{more}",
+        errors=[{"message": f"{op.name}(id: {i!r}) does not exist", "extensions": {"id": i}} for i in absent],
+    )
+
+
+def _results(plan: _Plan, raws: list[Any], live: LiveNative) -> list[Any]:
+    if len(raws) != len(plan.unique):
+        raise RuntimeError(f"the core answered {len(raws)} objects for {len(plan.unique)} ids")
+    schema = live.loaded_schema
+    models: dict[Id, Model] = {}
+    absent: list[Id] = []
+    for i, raw in zip(plan.unique, raws, strict=True):
+        if raw is None:
+            absent.append(i)
+        else:
+            models[i] = wrap(plan.op.name, plan.op.model, raw, schema)
+    if absent and plan.missing == "raise":
+        raise _not_found(plan.op, absent, len(plan.unique))
+    return [models.get(i) for i in plan.ids]
+
+
+def lookup(
+    live: LookupNative,
+    name: str,
+    ids: Iterable[Id],
+    *,
+    fields: Fields | None = None,
+    batch_size: int = 100,
+    missing: Missing = "none",
+    mutations: bool = False,
+) -> list[Any]:
+    """``Client.lookup``: the models of ``name`` for ``ids``, in order (see :func:`findings`)."""
+    plan = _plan(name, ids, fields, batch_size, missing, mutations)
+    if not plan.unique:
+        return []
+    return _results(plan, live.lookup(plan.op.name, plan.unique, plan.fields, plan.batch_size), live)
+
+
+async def lookup_async(
+    live: LookupNative,
+    name: str,
+    ids: Iterable[Id],
+    *,
+    fields: Fields | None = None,
+    batch_size: int = 100,
+    missing: Missing = "none",
+    mutations: bool = False,
+) -> list[Any]:
+    """``AsyncClient.lookup`` (see :func:`lookup`)."""
+    plan = _plan(name, ids, fields, batch_size, missing, mutations)
+    if not plan.unique:
+        return []
+    raws = await live.lookup_async(plan.op.name, plan.unique, plan.fields, plan.batch_size)
+    return _results(plan, raws, live)
+
+
+def findings(
+    live: LookupNative,
+    ids: Iterable[Id],
+    *,
+    fields: Fields | None = None,
+    batch_size: int = 100,
+    missing: Missing = "none",
+) -> list[Finding | None]:
+    """``Client.findings``: the findings of ``ids`` in order, None where one does not exist."""
+    return lookup(live, "finding", ids, fields=fields, batch_size=batch_size, missing=missing)
+
+
+async def findings_async(
+    live: LookupNative,
+    ids: Iterable[Id],
+    *,
+    fields: Fields | None = None,
+    batch_size: int = 100,
+    missing: Missing = "none",
+) -> list[Finding | None]:
+    return await lookup_async(live, "finding", ids, fields=fields, batch_size=batch_size, missing=missing)
+
+
+# ------------------------------------------------------------------------------ batch()
+
+
+class Deferred(Generic[M]):
+    """The answer to a lookup made inside ``client.batch()``, filled in when the block ends.
+
+    :meth:`result` gives the model, or raises what ``finding()`` would have raised for this id
+    (:class:`~secfindings.NotFoundError` when it does not exist, or the failure of the request
+    that carried it); before the block ends it raises RuntimeError."""
+
+    __slots__ = ("_error", "_state", "_value", "id", "operation")
+
+    def __init__(self, operation: str, id: Id) -> None:
+        self.operation = operation
+        self.id = id
+        self._state = "pending"
+        self._value: M | None = None
+        self._error: BaseException | None = None
+
+    def done(self) -> bool:
+        """Whether the batch has been sent (the handle has its result or its error)."""
+        return self._state != "pending"
+
+    def result(self) -> M:
+        if self._state == "pending":
+            raise RuntimeError(
+                f"{self.operation}(id: {self.id!r}) is sent when its batch() block ends: "
+                f"read the result after the block"
+            )
+        if self._error is not None:
+            raise self._error
+        assert self._value is not None
+        return self._value
+
+    def _settle(self, value: M | None, error: BaseException | None) -> None:
+        self._state = "done" if error is None else "failed"
+        self._value, self._error = value, error
+
+    def __repr__(self) -> str:
+        state = {"pending": "pending", "done": "done", "failed": f"failed: {type(self._error).__name__}"}
+        return f"<Deferred {self.operation}(id: {self.id!r}) {state[self._state]}>"
+
+
+class _Collected(NamedTuple):
+    op: Lookup
+    fields: str | None
+    handles: list[Deferred[Any]]
+
+
+class _BatchBase:
+    """The lookups of one ``batch()`` block, grouped by (operation, selection) in the order
+    their groups first appear; each group is one batched lookup when the block ends."""
+
+    def __init__(self, live: LookupNative, mutations: bool, batch_size: int) -> None:
+        if not isinstance(mutations, bool):
+            raise ValidationError(f"mutations must be True or False, not {mutations!r}")
+        self._live = live
+        self._mutations = mutations
+        self._batch_size = check_batch_size(batch_size)
+        self._groups: dict[tuple[str, str | None], _Collected] = {}
+        self._open = False
+        self._sent = False
+
+    def _add(self, name: str, id: object, fields: Fields | None) -> Deferred[Any]:
+        if self._sent:
+            raise RuntimeError("this batch() block has ended: start a new one")
+        op = check_lookup(name, self._mutations)
+        (checked,) = check_ids([id])
+        text = fields_text(fields, op.model)
+        group = self._groups.get((op.name, text))
+        if group is None:
+            group = self._groups[(op.name, text)] = _Collected(op, text, [])
+        handle: Deferred[Any] = Deferred(op.name, checked)
+        group.handles.append(handle)
+        return handle
+
+    def finding(self, id: Id, *, fields: Fields | None = None) -> Deferred[Finding]:
+        """``finding(id)``, sent when the block ends; the handle's ``result()`` is the
+        :class:`~secfindings.models.Finding` (``fields=`` as for ``finding()``)."""
+        return self._add("finding", id, fields)
+
+    def lookup(self, operation: str, id: Id, *, fields: Fields | None = None) -> Deferred[Any]:
+        """Any lookup by one id of the catalog (``"finding"``; a ``delete_*`` mutation with
+        ``batch(mutations=True)``), sent when the block ends."""
+        return self._add(operation, id, fields)
+
+    def __len__(self) -> int:
+        return sum(len(g.handles) for g in self._groups.values())
+
+    def _settle(self, group: _Collected, raws: list[Any] | None, error: BaseException | None) -> None:
+        ids = list(dict.fromkeys(h.id for h in group.handles))
+        if error is not None or raws is None or len(raws) != len(ids):
+            failure = error or RuntimeError(f"the core answered {len(raws or [])} objects for {len(ids)} ids")
+            for h in group.handles:
+                h._settle(None, failure)
+            return
+        schema = self._live.loaded_schema
+        models: dict[Id, Any] = {}
+        for i, raw in zip(ids, raws, strict=True):
+            if raw is not None:
+                models[i] = wrap(group.op.name, group.op.model, raw, schema)
+        for h in group.handles:
+            model = models.get(h.id)
+            if model is None:
+                h._settle(
+                    None, NotFoundError(f"{group.op.name}(id: {h.id!r}) does not exist (asked in a batch)")
+                )
+            else:
+                h._settle(model, None)
+
+    def _abandon(self) -> None:
+        self._sent = True
+        error = RuntimeError("not sent: the batch() block ended with an exception")
+        for group in self._groups.values():
+            for h in group.handles:
+                h._settle(None, error)
+
+    def _work(self) -> list[tuple[_Collected, list[Id]]]:
+        self._sent = True
+        return [(g, list(dict.fromkeys(h.id for h in g.handles))) for g in self._groups.values()]
+
+
+class Batch(_BatchBase):
+    """``Client.batch()``: see :meth:`secfindings.Client.batch`."""
+
+    def __enter__(self) -> Batch:
+        return self
+
+    def __exit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        if exc_type is not None:
+            self._abandon()
+            return
+        first: BaseException | None = None
+        for group, ids in self._work():
+            try:
+                raws = self._live.lookup(group.op.name, ids, group.fields, self._batch_size)
+            except Exception as e:
+                self._settle(group, None, e)
+                first = first or e
+            else:
+                self._settle(group, raws, None)
+        if first is not None:
+            raise first
+
+
+class AsyncBatch(_BatchBase):
+    """``AsyncClient.batch()``: see :meth:`secfindings.AsyncClient.batch`."""
+
+    async def __aenter__(self) -> AsyncBatch:
+        return self
+
+    async def __aexit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        if exc_type is not None:
+            self._abandon()
+            return
+        first: BaseException | None = None
+        for group, ids in self._work():
+            try:
+                raws = await self._live.lookup_async(group.op.name, ids, group.fields, self._batch_size)
+            except Exception as e:
+                self._settle(group, None, e)
+                first = first or e
+            else:
+                self._settle(group, raws, None)
+        if first is not None:
+            raise first
