@@ -174,7 +174,8 @@ def method(
         lines.append(f'            "{name}", {args}, {fields}, page_size, limit')
         lines.append("        )")
         if has_filters:
-            # The paginator can run the same walk again with other filters and order (watch()).
+            # The paginator can run the same walk again with other filters and order (watch()),
+            # or split by id (partitions=, which needs to know the walk's limit).
             again = ", ".join(f'"{a}": {a}' for a, _ in op["args"])
             lines.append(
                 f"        again = {{{again}, "
@@ -182,7 +183,7 @@ def method(
             )
             lines.append(
                 f"        return {pager}(pages, {model}, replay=(self.{name}, again), "
-                "schema=self._native.loaded_schema)"
+                "schema=self._native.loaded_schema, limit=limit)"
             )
         else:
             lines.append(f"        return {pager}(pages, {model}, schema=self._native.loaded_schema)")

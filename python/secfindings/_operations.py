@@ -398,7 +398,11 @@ class SyncOperations(OperationsBase):
             "fields": fields,
         }
         return Paginator(
-            pages, FindingsView, replay=(self.findings_view, again), schema=self._native.loaded_schema
+            pages,
+            FindingsView,
+            replay=(self.findings_view, again),
+            schema=self._native.loaded_schema,
+            limit=limit,
         )
 
     @method_of("Client")
@@ -1428,7 +1432,11 @@ class AsyncOperations(OperationsBase):
             "fields": fields,
         }
         return AsyncPaginator(
-            pages, FindingsView, replay=(self.findings_view, again), schema=self._native.loaded_schema
+            pages,
+            FindingsView,
+            replay=(self.findings_view, again),
+            schema=self._native.loaded_schema,
+            limit=limit,
         )
 
     @method_of("AsyncClient")

@@ -57,8 +57,11 @@ class _Walk(Generic[T]):
         replay: Replay | None = None,
         *,
         schema: Schema | None = None,
+        limit: int | None = None,
     ) -> None:
         self._pages = pages
+        # The walk's limit= (None: to the end), for partitions= and estimate().
+        self._limit = limit
         self._wrap = wrap
         self._replay = replay
         # The live schema of the client that made the walk: it types the fields of its models
