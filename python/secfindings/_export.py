@@ -166,9 +166,10 @@ class Export:
             self._begin()
             # A pipe or a terminal cannot be rewound: nothing to take out there.
             self._mark = self._file.seek(0, os.SEEK_END) if self._seekable else None
-        if self.fmt == "jsonl":
-            self._write_all(data)
-            self.rows += data.count(b"\n")
+        if self.fmt not in ("parquet", "csv"):  # JSON lines, or a format made of them
+            out, rows = self.encode(data)
+            self._write_all(out)
+            self.rows += rows
         elif self.fmt == "parquet":
             # Kept as the native batches: finish_table widens them into one schema.
             self._pending.append(data)
@@ -196,6 +197,11 @@ class Export:
             self.rows += batch.num_rows
         self.pages += 1
         return True
+
+    def encode(self, data: bytes) -> tuple[bytes, int]:
+        """A page of JSON lines as the bytes to write and the rows they hold: the nodes as the
+        server sent them. The formats of :mod:`secfindings.formats` (OCSF, SARIF) change them."""
+        return data, data.count(b"\n")
 
     def _write_all(self, data: bytes) -> None:
         view = memoryview(data)

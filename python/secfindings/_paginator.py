@@ -34,6 +34,23 @@ T = TypeVar("T")
 _INTERRUPTED = "was interrupted while it read pages into columns or a file"
 _CANCELLED = "was cancelled while a page was on its way"
 
+#: The exports written from the walk's JSON lines (the nodes as the server sent them).
+_LINES = ("jsonl", "ocsf", "sarif")
+
+
+def _format(fmt: str) -> type[Export]:
+    """The writer of an export format: OCSF and SARIF live in :mod:`secfindings.formats`."""
+    if fmt == "ocsf":
+        from secfindings.formats.ocsf import OcsfExport
+
+        return OcsfExport
+    if fmt == "sarif":
+        from secfindings.formats.sarif import SarifExport
+
+        return SarifExport
+    return Export
+
+
 #: ``replay=``: the typed method that made the walk and its arguments (``watch()`` walks again).
 Replay = tuple[Callable[..., Any], dict[str, Any]]
 
@@ -185,7 +202,7 @@ class _Walk(Generic[T]):
         after it, but the walk has moved past it, so this paginator cannot go on (only a new
         one from ``cursor``). ``_written`` says what is in the file (the command's resume hint)."""
         self._as_columns()
-        out = Export(path, fmt, append, self._pages, escape)
+        out = _format(fmt)(path, fmt, append, self._pages, escape)
         report = Reporter(progress, self._pages, f"write_{fmt}")
         ok = False
         try:
@@ -328,7 +345,7 @@ class Paginator(_Walk[T]):
     ) -> ExportResult:
         with self._exporting(path, fmt, append, progress, escape_formulas) as (out, report):
             while not self._done:
-                got = self._pages.next_jsonl() if fmt == "jsonl" else self._pages.next_batch(False)
+                got = self._pages.next_jsonl() if fmt in _LINES else self._pages.next_batch(False)
                 self._export_page(out, report, got)
         assert self._written is not None
         return self._written
@@ -369,6 +386,25 @@ class Paginator(_Walk[T]):
         """Streams the rest of the walk into a JSON-lines file, each node exactly as the server
         sent it (no dependency). Resume with ``after=paginator.cursor`` and ``append=True``."""
         return self._export(path, "jsonl", append, progress)
+
+    def write_ocsf(
+        self, path: str | os.PathLike[str], *, append: bool = False, progress: Progress = None
+    ) -> ExportResult:
+        """Streams the rest of the walk into OCSF JSON lines: a Vulnerability Finding (2002) or a
+        Compliance Finding (2003) per finding, mapped as :mod:`secfindings.formats.ocsf` says
+        (select ``fields=secfindings.formats.FIELDS`` for the whole mapping; no dependency).
+        Memory stays at about a page; resume with ``after=paginator.cursor`` and ``append=True``."""
+        return self._export(path, "ocsf", append, progress)
+
+    def write_sarif(
+        self, path: str | os.PathLike[str], *, append: bool = False, progress: Progress = None
+    ) -> ExportResult:
+        """Streams the rest of the walk into a SARIF 2.1.0 log: a result per finding, a rule per
+        kind of finding, as :mod:`secfindings.formats.sarif` says (select
+        ``fields=secfindings.formats.FIELDS`` for the whole mapping; no dependency). The log is
+        ended properly also after a failure; resume with ``after=paginator.cursor`` and
+        ``append=True`` (the same run goes on)."""
+        return self._export(path, "sarif", append, progress)
 
 
 class AsyncPaginator(_Walk[T]):
@@ -499,7 +535,7 @@ class AsyncPaginator(_Walk[T]):
     ) -> ExportResult:
         with self._exporting(path, fmt, append, progress, escape_formulas) as (out, report):
             while not self._done:
-                if fmt == "jsonl":
+                if fmt in _LINES:
                     got = await self._pages.next_jsonl_async()
                 else:
                     got = await self._pages.next_batch_async(False)
@@ -529,3 +565,15 @@ class AsyncPaginator(_Walk[T]):
         """Streams the rest of the walk into a JSON-lines file, each node as the server sent it
         (see :meth:`Paginator.write_jsonl`)."""
         return await self._export(path, "jsonl", append, progress)
+
+    async def write_ocsf(
+        self, path: str | os.PathLike[str], *, append: bool = False, progress: Progress = None
+    ) -> ExportResult:
+        """Streams the rest of the walk into OCSF JSON lines (see :meth:`Paginator.write_ocsf`)."""
+        return await self._export(path, "ocsf", append, progress)
+
+    async def write_sarif(
+        self, path: str | os.PathLike[str], *, append: bool = False, progress: Progress = None
+    ) -> ExportResult:
+        """Streams the rest of the walk into a SARIF 2.1.0 log (see :meth:`Paginator.write_sarif`)."""
+        return await self._export(path, "sarif", append, progress)
