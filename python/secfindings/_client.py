@@ -3,7 +3,9 @@ refresh, retries, paging) lives once, in the Rust core."""
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+import datetime as dt
+import os
+from collections.abc import Iterable, Mapping, Sequence
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, Literal, NoReturn, overload
 
@@ -21,6 +23,7 @@ from secfindings.models import FindingEvent, RuleEvent
 
 if TYPE_CHECKING:
     from secfindings.models import Finding, Model
+    from secfindings.sync import SyncResult
 
 __all__ = ["AsyncClient", "Client"]
 
@@ -81,6 +84,7 @@ class _Base:
 
     @property
     def closed(self) -> bool:
+        """Whether ``close()`` was called (then every call raises ClientClosedError)."""
         return self._native.closed
 
     def __repr__(self) -> str:
@@ -349,6 +353,46 @@ class Client(_Base, SyncOperations):
         """
         return Batch(self._live, mutations, batch_size)
 
+    def sync(
+        self,
+        dest: str | os.PathLike[str],
+        *,
+        fields: str | Sequence[str] = "analyst",
+        lookback: dt.timedelta | float = dt.timedelta(minutes=15),
+        reconcile: bool | None = None,
+        reconcile_every: dt.timedelta | float = dt.timedelta(hours=24),
+        page_size: int = 100,
+        progress: Any = None,
+    ) -> SyncResult:
+        """Brings a local copy of the findings in ``dest`` up to date and returns what the run
+        did (:class:`~secfindings.sync.SyncResult`).
+
+        ``dest``: a path (a DuckDB file), ``duckdb:///f.db``, ``sqlite:///f.sqlite`` or
+        ``postgresql://user@host:port/db`` (extras ``secfindings[duckdb]``, ``[sqlite]``,
+        ``[postgres]``). Tables ``findings`` (one row per finding, the columns of ``fields``;
+        default the fields analysts group and sort by), ``findings_history`` (each version,
+        ``valid_from`` / ``valid_to``), ``sync_state`` and ``sync_runs`` (the run log).
+
+        The first run loads everything (walked by id, committed in chunks, resumable). Later runs
+        read the findings last reported since the watermark less ``lookback`` and upsert them
+        by id, in one transaction with the new watermark; a full reconcile (status changes,
+        removed findings) runs every ``reconcile_every``, or now with ``reconcile=True``, never
+        with ``False``. Where the server cannot sort and filter by ``last_reported_time``, every
+        run reconciles. See docs/guides/sync.md.
+        """
+        from secfindings.sync import sync
+
+        return sync(
+            self,  # type: ignore[arg-type]
+            dest,
+            fields=fields,
+            lookback=lookback,
+            reconcile=reconcile,
+            reconcile_every=reconcile_every,
+            page_size=page_size,
+            progress=progress,
+        )
+
     def schema(self, refresh: bool = False) -> Schema | None:
         """The schema of the server this client talks to (None with ``schema="off"``).
 
@@ -523,6 +567,32 @@ class AsyncClient(_Base, AsyncOperations):
     @coalesce_window.setter
     def coalesce_window(self, seconds: float | None) -> None:
         self._live.coalescer.window = _lookup.check_window(seconds)
+
+    async def sync(
+        self,
+        dest: str | os.PathLike[str],
+        *,
+        fields: str | Sequence[str] = "analyst",
+        lookback: dt.timedelta | float = dt.timedelta(minutes=15),
+        reconcile: bool | None = None,
+        reconcile_every: dt.timedelta | float = dt.timedelta(hours=24),
+        page_size: int = 100,
+        progress: Any = None,
+    ) -> SyncResult:
+        """:meth:`Client.sync`, awaited: the database work runs in a worker thread while the
+        event loop goes on; cancelling the task rolls the run back."""
+        from secfindings.sync import sync_async
+
+        return await sync_async(
+            self,  # type: ignore[arg-type]
+            dest,
+            fields=fields,
+            lookback=lookback,
+            reconcile=reconcile,
+            reconcile_every=reconcile_every,
+            page_size=page_size,
+            progress=progress,
+        )
 
     async def schema(self, refresh: bool = False) -> Schema | None:
         """The schema of the server this client talks to (see :meth:`Client.schema`)."""

@@ -400,6 +400,7 @@ class Schema:
 
     @property
     def sdl(self) -> str:
+        """The schema as SDL text (what ``secfindings schema`` prints)."""
         import graphql
 
         return graphql.print_schema(self._schema)

@@ -97,6 +97,7 @@ class _Base:
 
     @property
     def closed(self) -> bool:
+        """Whether the subscription has ended (closed, or completed by the server)."""
         return bool(self._native.closed)
 
     def __repr__(self) -> str:
@@ -181,6 +182,7 @@ class AsyncSubscription(_Base, Generic[T]):
         self._native.close()
 
     def close(self) -> None:
+        """End the subscription on the server, without awaiting (for code that has no loop)."""
         self._native.close()
 
     async def started(self) -> None:

@@ -201,6 +201,8 @@ class _WatchBase(Generic[T]):
 
     @property
     def watermark(self) -> str | int | None:
+        """Where the watch stands: keep it, and ``watch(watermark=...)`` goes on from there
+        (an id with ``by="id"``, an ISO 8601 time with ``by="last_reported_time"``)."""
         return self._state.value
 
     def _more(self) -> bool:

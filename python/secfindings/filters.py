@@ -779,4 +779,5 @@ class Tree(Filter):
         self._tree = dict(tree)
 
     def to_dict(self) -> dict[str, Any]:
+        """The tree as it was given (a copy of the dict)."""
         return dict(self._tree)
