@@ -1,0 +1,257 @@
+"""A local copy of the findings that stays current: DuckDB, SQLite or PostgreSQL.
+
+    client = secfindings.Client(api_token, base_url=...)
+    client.sync("findings.duckdb")                       # a DuckDB file
+    client.sync("postgresql://me@db.internal:5432/sec")  # PostgreSQL
+    client.sync("sqlite:///findings.sqlite")             # SQLite
+
+Tables: ``findings`` (one row per finding), ``findings_history`` (a row per version, with
+``valid_from`` / ``valid_to``), ``sync_state`` (watermark, lookback, last full reconcile) and
+``sync_runs`` (the run log). See docs/guides/sync.md for what each run does and costs.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import datetime as dt
+import os
+import queue
+import sys
+import threading
+import time
+from collections.abc import Callable, Iterator, Sequence
+from typing import TYPE_CHECKING, Any
+
+from secfindings.errors import ValidationError
+from secfindings.sync._dest import Destination, connect, parse_destination
+from secfindings.sync._engine import FINDINGS, Engine, Options, Source, SyncResult, budget, with_required
+
+if TYPE_CHECKING:
+    from secfindings._client import AsyncClient, Client
+
+__all__ = ["Destination", "SyncResult", "budget", "parse_destination", "sync", "sync_async", "watch"]
+
+#: What ``progress=`` takes: True (a line on stderr every few seconds) or a callable given
+#: ``{"items": rows read so far, "pages": pages so far}`` after each page.
+SyncProgress = bool | Callable[[dict[str, Any]], object] | None
+
+
+def _duration(name: str, value: dt.timedelta | float | int) -> dt.timedelta:
+    if isinstance(value, dt.timedelta):
+        out = value
+    elif isinstance(value, (int, float)) and not isinstance(value, bool):
+        out = dt.timedelta(seconds=value)
+    else:
+        raise ValidationError(f"{name} must be a timedelta or seconds, not {value!r}")
+    if out < dt.timedelta(0):
+        raise ValidationError(f"{name} must not be negative, got {value!r}")
+    return out
+
+
+def _options(
+    fields: str | Sequence[str],
+    lookback: dt.timedelta | float,
+    reconcile: bool | None,
+    reconcile_every: dt.timedelta | float,
+    page_size: int,
+    progress: SyncProgress,
+    should_stop: Callable[[], bool] | None = None,
+) -> Options:
+    if not isinstance(fields, str):
+        if not all(isinstance(f, str) for f in fields):
+            raise ValidationError(f"fields must be a str or a list of str, not {fields!r}")
+        fields = " ".join(fields)
+    if not fields.strip():
+        raise ValidationError("fields must not be empty (the default is 'analyst')")
+    if isinstance(page_size, bool) or not isinstance(page_size, int) or not 1 <= page_size <= 100:
+        raise ValidationError(f"page_size must be an int from 1 to 100, not {page_size!r}")
+    if reconcile not in (True, False, None):
+        raise ValidationError(f"reconcile must be True, False or None (when due), not {reconcile!r}")
+    return Options(
+        fields=with_required(fields, ["id_int", "last_reported_time"]),
+        lookback=_duration("lookback", lookback),
+        reconcile=reconcile,
+        reconcile_every=_duration("reconcile_every", reconcile_every),
+        page_size=page_size,
+        should_stop=should_stop,
+        on_page=_progress(progress),
+    )
+
+
+def _progress(progress: SyncProgress) -> Callable[[int], None] | None:
+    if progress is None or progress is False:
+        return None
+    seen = {"items": 0, "pages": 0}
+    last = [0.0]
+
+    def on_page(rows: int) -> None:
+        seen["items"] += rows
+        seen["pages"] += 1
+        if progress is True:
+            now = time.monotonic()
+            if now - last[0] >= 5.0 and sys.stderr is not None:
+                last[0] = now
+                print(f"sync: {seen['items']} findings, {seen['pages']} pages", file=sys.stderr, flush=True)
+        elif callable(progress):
+            progress(dict(seen))
+
+    return on_page
+
+
+def _run(source: Source, dest: Destination, options: Options) -> SyncResult:
+    backend = connect(dest)
+    try:
+        return Engine(backend, source, options, FINDINGS).run()
+    finally:
+        backend.close()
+
+
+def sync(
+    client: Client,
+    dest: str | os.PathLike[str] | Destination,
+    *,
+    fields: str | Sequence[str] = "analyst",
+    lookback: dt.timedelta | float = dt.timedelta(minutes=15),
+    reconcile: bool | None = None,
+    reconcile_every: dt.timedelta | float = dt.timedelta(hours=24),
+    page_size: int = 100,
+    progress: SyncProgress = None,
+) -> SyncResult:
+    """Brings the findings in ``dest`` up to date (see :meth:`secfindings.Client.sync`)."""
+    from secfindings.sync._source import ClientSource
+
+    target = parse_destination(dest)
+    options = _options(fields, lookback, reconcile, reconcile_every, page_size, progress)
+    return _run(ClientSource(client), target, options)
+
+
+async def sync_async(
+    client: AsyncClient,
+    dest: str | os.PathLike[str] | Destination,
+    *,
+    fields: str | Sequence[str] = "analyst",
+    lookback: dt.timedelta | float = dt.timedelta(minutes=15),
+    reconcile: bool | None = None,
+    reconcile_every: dt.timedelta | float = dt.timedelta(hours=24),
+    page_size: int = 100,
+    progress: SyncProgress = None,
+) -> SyncResult:
+    """:func:`sync` for the async client: the database work runs in a worker thread, the event
+    loop goes on. Cancelling the task stops the run at the next page and rolls it back."""
+    from secfindings.sync._source import AsyncSource
+
+    target = parse_destination(dest)
+    stop = threading.Event()
+    options = _options(fields, lookback, reconcile, reconcile_every, page_size, progress, stop.is_set)
+    loop = asyncio.get_running_loop()
+    future = loop.run_in_executor(None, _run, AsyncSource(client, loop), target, options)
+    try:
+        return await asyncio.shield(future)
+    except asyncio.CancelledError:
+        stop.set()
+        # The worker rolls back at its next page; wait for it so nothing runs after the cancel.
+        with contextlib.suppress(BaseException):
+            await future
+        raise
+
+
+def _changed_id(event: Any) -> int | None:
+    finding = getattr(event, "finding", None)
+    ident = getattr(finding, "id_int", None)
+    return int(ident) if ident is not None else None
+
+
+def watch(
+    client: Client,
+    dest: str | os.PathLike[str] | Destination,
+    *,
+    interval: float = 60.0,
+    subscribe: bool = True,
+    max_runs: int | None = None,
+    settle: float = 1.0,
+    **kwargs: Any,
+) -> Iterator[SyncResult]:
+    """Keeps ``dest`` current; yields each run's :class:`SyncResult`, stops after ``max_runs``
+    runs (None: never; Ctrl-C ends it between two runs without harm).
+
+    A sync now; then, where the server has subscriptions (and ``subscribe``), the findings named
+    by ``finding_created`` and ``finding_changed`` events (those arriving within ``settle``
+    seconds of each other are taken together) are fetched by id and merged (a finding the
+    server no longer lists is removed), which also catches a status change that does not move
+    ``last_reported_time``. A full sync (incremental, and a reconcile when due) runs at least
+    every ``interval`` seconds, and is all there is where the server has no subscriptions
+    (polling). ``kwargs`` are :func:`sync`'s."""
+    if isinstance(interval, bool) or not isinstance(interval, (int, float)) or interval <= 0:
+        raise ValidationError(f"interval must be a positive number of seconds, not {interval!r}")
+    if max_runs is not None and (isinstance(max_runs, bool) or not isinstance(max_runs, int) or max_runs < 1):
+        raise ValidationError(f"max_runs must be a positive int or None, not {max_runs!r}")
+    from secfindings.sync._source import ClientSource
+
+    target = parse_destination(dest)
+    events: queue.Queue[int | None] = queue.Queue()
+    subs = _subscribe(client, events) if subscribe else []
+    try:
+        runs = 0
+        result = sync(client, target, **kwargs)
+        while True:
+            runs += 1
+            yield result
+            if max_runs is not None and runs >= max_runs:
+                return
+            pending: set[int | None] = set()
+            deadline = time.monotonic() + interval
+            while True:
+                wait = deadline - time.monotonic()
+                if wait <= 0:
+                    break
+                try:
+                    pending.add(events.get(timeout=wait))
+                except queue.Empty:
+                    break
+                deadline = min(deadline, time.monotonic() + settle)
+            if pending and None not in pending:
+                options = _options(
+                    kwargs.get("fields", "analyst"),
+                    kwargs.get("lookback", dt.timedelta(minutes=15)),
+                    None,
+                    kwargs.get("reconcile_every", dt.timedelta(hours=24)),
+                    kwargs.get("page_size", 100),
+                    kwargs.get("progress"),
+                )
+                ids = sorted(i for i in pending if i is not None)
+                backend = connect(target)
+                try:
+                    result = Engine(backend, ClientSource(client), options, FINDINGS).run_ids(ids)
+                finally:
+                    backend.close()
+            else:
+                # The interval passed, or an event named no finding: the usual run.
+                result = sync(client, target, **kwargs)
+    finally:
+        for sub in subs:
+            with contextlib.suppress(Exception):
+                sub.close()
+
+
+def _subscribe(client: Client, events: queue.Queue[int | None]) -> list[Any]:
+    """Subscriptions to finding events whose ids go to ``events`` (from a thread each); none
+    where the server has no subscriptions."""
+    subs: list[Any] = []
+    for name in ("finding_created", "finding_changed"):
+        try:
+            sub = client.subscribe(name, fields="cursor kind finding { id_int }")
+        except Exception:
+            for s in subs:
+                with contextlib.suppress(Exception):
+                    s.close()
+            return []  # no subscriptions here: polling only
+        subs.append(sub)
+
+        def pump(sub: Any = sub) -> None:
+            with contextlib.suppress(Exception):
+                for event in sub:
+                    events.put(_changed_id(event))
+
+        threading.Thread(target=pump, name=f"secfindings-sync-{name}", daemon=True).start()
+    return subs

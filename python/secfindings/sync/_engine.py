@@ -1,0 +1,662 @@
+"""The sync of findings into a database: the first load, incremental runs, the full reconcile,
+and the merge (upsert by id, history of versions, state in the same transaction).
+
+Every write happens in a transaction that also writes the state describing it, so the
+database always shows whole runs (or whole reconcile chunks, each a consistent set of rows with
+the reconcile's progress): a run that fails or is killed leaves the watermark where it was and
+the next run converges.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import datetime as dt
+import math
+import time
+import uuid
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from secfindings._shared import need
+from secfindings.errors import ConfigurationError, ValidationError
+from secfindings.sync._dest import Backend, literal, quote
+
+__all__ = ["Collection", "Engine", "Options", "Source", "SyncResult"]
+
+STATE = "sync_state"
+RUNS = "sync_runs"
+STAGE = "_sf_stage"
+SEQ = "_sf_seq"
+
+#: Columns whose change alone is not a new version: they move on their own (a finding's age
+#: grows every day). They are updated in place; the history keeps the value of each version.
+VOLATILE = frozenset({"age"})
+
+
+@dataclass(frozen=True)
+class Collection:
+    """A synced collection: its table, history table and key column."""
+
+    name: str
+    key: str
+    volatile: frozenset[str] = VOLATILE
+
+    @property
+    def history(self) -> str:
+        return f"{self.name}_history"
+
+
+FINDINGS = Collection("findings", "id_int")
+
+
+@dataclass
+class Options:
+    """What a sync run does (see :func:`secfindings.sync.sync`)."""
+
+    fields: str = "analyst"
+    lookback: dt.timedelta = dt.timedelta(minutes=15)
+    reconcile: bool | None = None  # None: when due
+    reconcile_every: dt.timedelta = dt.timedelta(hours=24)
+    page_size: int = 100
+    chunk_pages: int = 100
+    should_stop: Callable[[], bool] | None = None
+    on_page: Callable[[int], None] | None = None
+
+
+@dataclass
+class SyncResult:
+    """What one sync run did. ``requests`` counts API requests (every attempt, retries too):
+    ``incremental_requests`` for the incremental walk, ``reconcile_requests`` for the full
+    reconcile (or the first load)."""
+
+    destination: str
+    collection: str
+    kind: str
+    rows_read: int = 0
+    created: int = 0
+    updated: int = 0
+    removed: int = 0
+    incremental_requests: int = 0
+    reconcile_requests: int = 0
+    watermark: dt.datetime | None = None
+    reconciled: bool = False
+    seconds: float = 0.0
+    run_id: str = field(default_factory=lambda: uuid.uuid4().hex)
+
+    @property
+    def requests(self) -> int:
+        return self.incremental_requests + self.reconcile_requests
+
+    @property
+    def changed(self) -> int:
+        return self.created + self.updated + self.removed
+
+
+class Source:
+    """The client side of a sync: walks of ``findings_view`` as Arrow record batches, the live
+    schema, and the client's request counter. :class:`~secfindings.Client` is used directly; the
+    async client is driven from the sync's worker thread (see ``_api.py``)."""
+
+    def schema(self) -> Any:
+        raise NotImplementedError
+
+    def batches(self, **arguments: Any) -> Iterator[Any]:
+        raise NotImplementedError
+
+    def empty(self, fields: str) -> Any:
+        """The Arrow schema of a walk of ``fields`` (no request)."""
+        raise NotImplementedError
+
+    def requests(self) -> int:
+        raise NotImplementedError
+
+
+@dataclass
+class _State:
+    fields: str | None = None
+    columns: str | None = None
+    watermark: dt.datetime | None = None
+    watermark_id: int | None = None
+    lookback_seconds: float | None = None
+    last_full_reconcile: dt.datetime | None = None
+    reconcile_after_id: int | None = None
+    reconcile_mark: dt.datetime | None = None
+    reconcile_started: dt.datetime | None = None
+
+
+def _now() -> dt.datetime:
+    return dt.datetime.now(dt.timezone.utc)
+
+
+def column_name(arrow_name: str) -> str:
+    """A column of the table for a column of the batches: nested fields' dots become ``_``
+    (``actual_status.category`` -> ``actual_status_category``)."""
+    return arrow_name.replace(".", "_")
+
+
+def with_required(fields: str, needed: Sequence[str]) -> str:
+    """A selection with the fields the sync needs added (``analyst`` and ``*`` hold them)."""
+    text = fields.strip()
+    if text in ("analyst", "*"):
+        return text
+    have = set(text.replace("{", " ").replace("}", " ").split())
+    missing = [f for f in needed if f not in have]
+    return " ".join([text, *missing]) if missing else text
+
+
+class Engine:
+    """One sync of one collection into one open backend."""
+
+    def __init__(
+        self, backend: Backend, source: Source, options: Options, collection: Collection = FINDINGS
+    ) -> None:
+        self.db = backend
+        self.source = source
+        self.opt = options
+        self.col = collection
+        self.pa = need("pyarrow", "arrow", "sync()")
+        self.columns: list[str] | None = None
+
+    # ------------------------------------------------------------------------------ tables
+
+    def _ts(self) -> str:
+        return "TEXT" if self.db.scheme == "sqlite" else "TIMESTAMPTZ"
+
+    def ensure_meta(self) -> None:
+        """The state and run-log tables (committed on their own: they hold no rows of a run)."""
+        ts = self._ts()
+        self.db.begin()
+        try:
+            self.db.execute(
+                f"CREATE TABLE IF NOT EXISTS {STATE} (collection TEXT PRIMARY KEY, fields TEXT, "
+                f"columns TEXT, watermark {ts}, watermark_id BIGINT, lookback_seconds DOUBLE PRECISION, "
+                f"last_full_reconcile {ts}, reconcile_after_id BIGINT, reconcile_mark {ts}, "
+                f"reconcile_started {ts}, updated_at {ts})"
+            )
+            self.db.execute(
+                f"CREATE TABLE IF NOT EXISTS {RUNS} (run_id TEXT PRIMARY KEY, collection TEXT, kind TEXT, "
+                f"status TEXT, started_at {ts}, finished_at {ts}, rows_read BIGINT, created BIGINT, "
+                "updated BIGINT, removed BIGINT, incremental_requests BIGINT, reconcile_requests BIGINT, "
+                f"watermark {ts}, error TEXT)"
+            )
+            self.db.commit()
+        except BaseException:
+            self.db.rollback()
+            raise
+
+    def state(self) -> _State:
+        t = self.db.ts_out
+        rows = self.db.query(
+            f"SELECT fields, columns, {t('watermark')}, watermark_id, lookback_seconds, "
+            f"{t('last_full_reconcile')}, reconcile_after_id, {t('reconcile_mark')}, "
+            f"{t('reconcile_started')} FROM {STATE} "
+            f"WHERE collection = {literal(self.col.name)}"
+        )
+        if not rows:
+            return _State()
+        r = rows[0]
+        ts = self.db.read_timestamp
+        return _State(r[0], r[1], ts(r[2]), r[3], r[4], ts(r[5]), r[6], ts(r[7]), ts(r[8]))
+
+    def _create_tables(self, schema: Any) -> None:
+        """``findings`` and ``findings_history`` from the batches' Arrow schema (in the open
+        transaction)."""
+        ts = self._ts()
+        defs = []
+        for f in schema:
+            if f.name == SEQ:
+                continue
+            defs.append(f"{quote(f.name)} {self.db.sql_type(f.type)}")
+        key = quote(self.col.key)
+        self.db.execute(
+            f"CREATE TABLE IF NOT EXISTS {quote(self.col.name)} ({', '.join(defs)}, PRIMARY KEY ({key}))"
+        )
+        self.db.execute(
+            f"CREATE TABLE IF NOT EXISTS {quote(self.col.history)} ({', '.join(defs)}, "
+            f"valid_from {ts} NOT NULL, valid_to {ts})"
+        )
+        if self.db.index_history:
+            self.db.execute(
+                f"CREATE INDEX IF NOT EXISTS {quote(self.col.history + '_key')} "
+                f"ON {quote(self.col.history)} ({key}, valid_to)"
+            )
+
+    def _check_columns(self, schema: Any, state: _State) -> None:
+        names = [f.name for f in schema if f.name != SEQ]
+        if self.col.key not in names:
+            raise ValidationError(f"the selection must include {self.col.key!r} (the key of the table)")
+        existing = self.db.columns(self.col.name)
+        if existing is not None and existing != names:
+            raise ConfigurationError(
+                f"the table {self.col.name} of {self.db.dest} has the columns {', '.join(existing)}, "
+                f"but this selection gives {', '.join(names)}: sync with the fields it was created "
+                f"with ({state.fields!r}), or into a new destination"
+            )
+        if existing is None:
+            self._create_tables(schema)
+        self.columns = names
+
+    # ------------------------------------------------------------------------------ batches
+
+    def _renamed(self, batch: Any, seq: int) -> Any:
+        """The batch with table column names and the staging sequence (later pages win)."""
+        pa = self.pa
+        names = [column_name(n) for n in batch.schema.names]
+        arrays = [*batch.columns, pa.array([seq] * batch.num_rows, pa.int64())]
+        return pa.RecordBatch.from_arrays(arrays, names=[*names, SEQ])
+
+    def _stopping(self) -> None:
+        if self.opt.should_stop is not None and self.opt.should_stop():
+            raise InterruptedError("the sync was stopped")
+
+    def _pages(self, **arguments: Any) -> Iterator[Any]:
+        """The walk's batches (renamed), checking between pages whether to stop."""
+        for seq, batch in enumerate(self.source.batches(page_size=self.opt.page_size, **arguments), 1):
+            self._stopping()
+            if self.opt.on_page is not None:
+                self.opt.on_page(batch.num_rows)
+            yield self._renamed(batch, seq)
+
+    def _empty_schema(self) -> Any:
+        """The schema of the selection when the walk had no page (a walk of zero rows)."""
+        schema = self.source.empty(self.opt.fields)
+        return self._renamed(self.pa.RecordBatch.from_pylist([], schema=schema), 0).schema
+
+    # ------------------------------------------------------------------------------ merge
+
+    def _merge(self, now: dt.datetime, result: SyncResult) -> None:
+        """The staged rows into the table: a new version for each row whose values changed
+        (history closed and opened at ``now``), volatile columns updated in place."""
+        assert self.columns is not None
+        cols = self.columns
+        key = quote(self.col.key)
+        names = ", ".join(quote(c) for c in cols)
+        table, history = quote(self.col.name), quote(self.col.history)
+        stamp = self.db.timestamp(now)
+        self.db.execute("DROP TABLE IF EXISTS _sf_new")
+        self.db.execute("DROP TABLE IF EXISTS _sf_diff")
+        self.db.execute(
+            f"CREATE TEMP TABLE _sf_new AS SELECT {names} FROM (SELECT {names}, ROW_NUMBER() OVER "
+            f"(PARTITION BY {key} ORDER BY {quote(SEQ)} DESC) AS _sf_rn FROM {STAGE}) AS s WHERE _sf_rn = 1"
+        )
+        kept = [c for c in cols if c != self.col.key and c not in self.col.volatile]
+        moving = [c for c in cols if c != self.col.key and c in self.col.volatile]
+        versioned = " OR ".join(self.db.distinct(f"n.{quote(c)}", f"f.{quote(c)}") for c in kept) or "FALSE"
+        drift = " OR ".join(self.db.distinct(f"n.{quote(c)}", f"f.{quote(c)}") for c in moving) or "FALSE"
+        self.db.execute(
+            f"CREATE TEMP TABLE _sf_diff AS SELECT n.{key} AS k, "
+            f"CASE WHEN f.{key} IS NULL THEN 1 ELSE 0 END AS created, "
+            f"CASE WHEN f.{key} IS NULL OR {versioned} THEN 1 ELSE 0 END AS versioned "
+            f"FROM _sf_new n LEFT JOIN {table} f ON f.{key} = n.{key} "
+            f"WHERE f.{key} IS NULL OR {versioned} OR {drift}"
+        )
+        counts = self.db.query("SELECT COALESCE(SUM(created), 0), COALESCE(SUM(versioned), 0) FROM _sf_diff")
+        created, versions = (int(v) for v in counts[0])
+        result.created += created
+        result.updated += versions - created
+        if versions:
+            self.db.execute(
+                f"UPDATE {history} SET valid_to = {stamp} WHERE valid_to IS NULL AND {key} IN "
+                "(SELECT k FROM _sf_diff WHERE versioned = 1 AND created = 0)"
+            )
+            self.db.execute(
+                f"INSERT INTO {history} ({names}, valid_from, valid_to) SELECT {names}, {stamp}, NULL "
+                f"FROM _sf_new WHERE {key} IN (SELECT k FROM _sf_diff WHERE versioned = 1)"
+            )
+        updates = ", ".join(f"{quote(c)} = excluded.{quote(c)}" for c in cols if c != self.col.key)
+        self.db.execute(
+            f"INSERT INTO {table} ({names}) SELECT {names} FROM _sf_new "
+            f"WHERE {key} IN (SELECT k FROM _sf_diff) ON CONFLICT ({key}) DO UPDATE SET {updates}"
+        )
+        self.db.execute("DROP TABLE _sf_new")
+        self.db.execute("DROP TABLE _sf_diff")
+
+    def _remove(self, keys: Sequence[Any], now: dt.datetime, result: SyncResult) -> None:
+        """Findings the server no longer lists: gone from the table, their version closed."""
+        if not keys:
+            return
+        stamp = self.db.timestamp(now)
+        key = quote(self.col.key)
+        for start in range(0, len(keys), 500):
+            part = ", ".join(literal(k) for k in keys[start : start + 500])
+            self.db.execute(
+                f"UPDATE {quote(self.col.history)} SET valid_to = {stamp} "
+                f"WHERE valid_to IS NULL AND {key} IN ({part})"
+            )
+            self.db.execute(f"DELETE FROM {quote(self.col.name)} WHERE {key} IN ({part})")
+        result.removed += len(keys)
+
+    def _write_state(self, state: _State, now: dt.datetime) -> None:
+        ts = self.db.timestamp
+        values = {
+            "fields": literal(state.fields),
+            "columns": literal(state.columns),
+            "watermark": ts(state.watermark) if state.watermark else "NULL",
+            "watermark_id": literal(state.watermark_id),
+            "lookback_seconds": literal(state.lookback_seconds),
+            "last_full_reconcile": ts(state.last_full_reconcile) if state.last_full_reconcile else "NULL",
+            "reconcile_after_id": literal(state.reconcile_after_id),
+            "reconcile_mark": ts(state.reconcile_mark) if state.reconcile_mark else "NULL",
+            "reconcile_started": ts(state.reconcile_started) if state.reconcile_started else "NULL",
+            "updated_at": ts(now),
+        }
+        self.db.execute(f"DELETE FROM {STATE} WHERE collection = {literal(self.col.name)}")
+        self.db.execute(
+            f"INSERT INTO {STATE} (collection, {', '.join(values)}) VALUES "
+            f"({literal(self.col.name)}, {', '.join(values.values())})"
+        )
+
+    def _log(self, result: SyncResult, started: dt.datetime, status: str, error: str | None = None) -> None:
+        ts = self.db.timestamp
+        self.db.execute(
+            f"INSERT INTO {RUNS} VALUES ({literal(result.run_id)}, {literal(self.col.name)}, "
+            f"{literal(result.kind)}, {literal(status)}, {ts(started)}, {ts(_now())}, "
+            f"{result.rows_read}, {result.created}, {result.updated}, {result.removed}, "
+            f"{result.incremental_requests}, {result.reconcile_requests}, "
+            f"{ts(result.watermark) if result.watermark else 'NULL'}, {literal(error)})"
+        )
+
+    def log_failure(self, result: SyncResult, started: dt.datetime, error: BaseException) -> None:
+        """A failed run in the run log, in a transaction of its own (best effort)."""
+        try:
+            self.db.begin()
+            self._log(result, started, "failed", f"{type(error).__name__}: {error}"[:2000])
+            self.db.commit()
+        except Exception:
+            with contextlib.suppress(Exception):
+                self.db.rollback()
+
+    # ------------------------------------------------------------------------------ runs
+
+    def _stage(self, batches: Sequence[Any], state: _State) -> None:
+        if self.columns is None:
+            self._check_columns(batches[0].schema, state)
+        self.db.ingest(STAGE, batches)
+
+    def _watermark_of_stage(self) -> tuple[dt.datetime | None, int | None]:
+        rows = self.db.query(
+            f"SELECT {self.db.ts_out('last_reported_time')}, {quote(self.col.key)} FROM {STAGE} "
+            f"ORDER BY last_reported_time DESC, {quote(self.col.key)} DESC LIMIT 1"
+        )
+        if not rows or rows[0][0] is None:
+            return None, None
+        return self.db.read_timestamp(rows[0][0]), int(rows[0][1])
+
+    def incremental(self, state: _State, started: dt.datetime, result: SyncResult) -> None:
+        """Findings last reported since the watermark, less the lookback, in one transaction with
+        the new watermark (ordered by last_reported_time then id, so the walk is stable)."""
+        from secfindings.filters import field as f
+
+        assert state.watermark is not None
+        since = state.watermark - self.opt.lookback
+        before = self.source.requests()
+        self.db.begin()
+        try:
+            self.db.execute(f"DROP TABLE IF EXISTS {STAGE}")
+            staged = False
+            chunk: list[Any] = []
+            for batch in self._pages(
+                fields=self.opt.fields,
+                sort=["LAST_REPORTED_TIME_ASC", "ID_ASC"],
+                filters=f("last_reported_time").gte(since.isoformat()),
+            ):
+                result.rows_read += batch.num_rows
+                chunk.append(batch)
+                if len(chunk) >= self.opt.chunk_pages:
+                    self._stage(chunk, state)
+                    staged, chunk = True, []
+            if chunk:
+                self._stage(chunk, state)
+                staged = True
+            if staged:
+                self._merge(started, result)
+                newest, newest_id = self._watermark_of_stage()
+                if newest is not None and newest >= state.watermark:
+                    state.watermark, state.watermark_id = newest, newest_id
+                self.db.execute(f"DROP TABLE {STAGE}")
+            state.lookback_seconds = self.opt.lookback.total_seconds()
+            result.watermark = state.watermark
+            result.incremental_requests += self.source.requests() - before
+            self._write_state(state, started)
+            self.db.commit()
+        except BaseException:
+            result.incremental_requests += self.source.requests() - before
+            self.db.rollback()
+            raise
+
+    def _newest(self) -> tuple[dt.datetime | None, int | None]:
+        """The newest last_reported_time on the server (one request), taken before a reconcile:
+        whatever is reported after it has a later time, so the next incremental run finds it."""
+        for batch in self.source.batches(
+            page_size=1, limit=1, fields="id_int last_reported_time", sort=["LAST_REPORTED_TIME_DESC"]
+        ):
+            if batch.num_rows:
+                row = batch.to_pylist()[0]
+                return row.get("last_reported_time"), row.get("id_int")
+        return None, None
+
+    def _verify(self, keys: list[int]) -> list[Any]:
+        """The batches of the given ids that the server still lists (a walk by offset can skip a
+        row when another vanishes before it, so absence is confirmed before a delete)."""
+        from secfindings.filters import field as f
+
+        out: list[Any] = []
+        for start in range(0, len(keys), self.opt.page_size):
+            part = keys[start : start + self.opt.page_size]
+            out.extend(self._pages(fields=self.opt.fields, filters=f("id").in_(part)))
+        return out
+
+    def reconcile(self, state: _State, started: dt.datetime, result: SyncResult, by_time: bool) -> None:
+        """Every finding, walked by id in chunks of ``chunk_pages`` pages. Each chunk commits with
+        the reconcile's progress, so a killed reconcile resumes where it stopped; the first
+        load is a reconcile. Findings in the table but not on the server are removed (after the
+        server confirms they are gone)."""
+        from secfindings.filters import field as f
+
+        before = self.source.requests()
+        key = quote(self.col.key)
+        try:
+            if state.reconcile_after_id is None or state.reconcile_started is None:
+                state.reconcile_started = started
+                state.reconcile_mark = self._newest()[0] if by_time else None
+            after = state.reconcile_after_id
+            walk = self._pages(
+                fields=self.opt.fields,
+                sort=["ID_ASC"],
+                filters=None if after is None else f("id").gt(after),
+            )
+            chunk: list[Any] = []
+            done = False
+            while not done:
+                batch = next(walk, None)
+                if batch is not None:
+                    result.rows_read += batch.num_rows
+                    if batch.num_rows:
+                        chunk.append(batch)
+                    if len(chunk) < self.opt.chunk_pages:
+                        continue
+                else:
+                    done = True
+                after = self._commit_chunk(chunk, state, started, result, after, done, key)
+                chunk = []
+        finally:
+            result.reconcile_requests += self.source.requests() - before
+
+    def _commit_chunk(
+        self,
+        chunk: list[Any],
+        state: _State,
+        started: dt.datetime,
+        result: SyncResult,
+        after: int | None,
+        done: bool,
+        key: str,
+    ) -> int | None:
+        last: int | None = None
+        if chunk:
+            ids = chunk[-1].column(self.col.key)
+            last = int(ids[len(ids) - 1].as_py())
+        self.db.begin()
+        try:
+            self.db.execute(f"DROP TABLE IF EXISTS {STAGE}")
+            if chunk:
+                self._stage(chunk, state)
+            elif self.columns is None:
+                if self.db.columns(self.col.name) is None:
+                    self._check_columns(self._empty_schema(), state)
+                else:
+                    self.columns = self.db.columns(self.col.name)
+            low = "" if after is None else f" AND f.{key} > {literal(after)}"
+            high = "" if done or last is None else f" AND f.{key} <= {literal(last)}"
+            seen = f"AND f.{key} NOT IN (SELECT {key} FROM {STAGE})" if chunk else ""
+            missing = [
+                int(r[0])
+                for r in self.db.query(
+                    f"SELECT f.{key} FROM {quote(self.col.name)} f WHERE 1 = 1{low}{high} {seen}"
+                )
+            ]
+            if missing:
+                found = self._verify(missing)
+                if found:
+                    self._stage(found, state)
+                    present = {int(v) for b in found for v in b.column(self.col.key).to_pylist()}
+                    missing = [k for k in missing if k not in present]
+            if chunk or self.db.columns(STAGE) is not None:
+                self._merge(started, result)
+                self.db.execute(f"DROP TABLE {STAGE}")
+            self._remove(missing, started, result)
+            if done:
+                state.reconcile_after_id = None
+                state.last_full_reconcile = state.reconcile_started
+                mark = state.reconcile_mark
+                if mark is not None and (state.watermark is None or mark > state.watermark):
+                    state.watermark = mark
+                if state.watermark is None:
+                    state.watermark = self._table_newest()
+                state.reconcile_started = state.reconcile_mark = None
+                result.reconciled = True
+            else:
+                state.reconcile_after_id = last
+            state.lookback_seconds = self.opt.lookback.total_seconds()
+            result.watermark = state.watermark
+            self._write_state(state, started)
+            self.db.commit()
+        except BaseException:
+            self.db.rollback()
+            raise
+        return last if last is not None else after
+
+    def _table_newest(self) -> dt.datetime | None:
+        if self.columns is None or "last_reported_time" not in self.columns:
+            return None
+        newest = self.db.ts_out("MAX(last_reported_time)")
+        rows = self.db.query(f"SELECT {newest} FROM {quote(self.col.name)}")
+        return self.db.read_timestamp(rows[0][0]) if rows else None
+
+    def run_ids(self, ids: Sequence[int]) -> SyncResult:
+        """The findings of ``ids`` fetched and merged in one transaction (the watch's answer to
+        events); those the server no longer lists are removed. The watermark does not move."""
+        started = _now()
+        result = SyncResult(str(self.db.dest), self.col.name, "events")
+        t0 = time.perf_counter()
+        self.ensure_meta()
+        state = self.state()
+        if state.last_full_reconcile is None:
+            return self.run()  # nothing to merge into yet: the first load
+        before = self.source.requests()
+        self.db.begin()
+        try:
+            self.db.execute(f"DROP TABLE IF EXISTS {STAGE}")
+            found = self._verify(sorted(set(ids)))
+            result.rows_read = sum(b.num_rows for b in found)
+            present: set[int] = set()
+            if found:
+                self._stage(found, state)
+                present = {int(v) for b in found for v in b.column(self.col.key).to_pylist()}
+            else:
+                self.columns = self.db.columns(self.col.name)
+            if self.db.columns(STAGE) is not None:
+                self._merge(started, result)
+                self.db.execute(f"DROP TABLE {STAGE}")
+            self._remove([k for k in sorted(set(ids)) if k not in present and self._has(k)], started, result)
+            result.incremental_requests = self.source.requests() - before
+            result.watermark = state.watermark
+            result.seconds = time.perf_counter() - t0
+            self._write_state(state, started)
+            self._log(result, started, "ok")
+            self.db.commit()
+        except BaseException as exc:
+            self.db.rollback()
+            self.log_failure(result, started, exc)
+            raise
+        return result
+
+    def _has(self, key: int) -> bool:
+        rows = self.db.query(
+            f"SELECT 1 FROM {quote(self.col.name)} WHERE {quote(self.col.key)} = {literal(key)}"
+        )
+        return bool(rows)
+
+    def run(self) -> SyncResult:
+        """One sync run: the first load, or an incremental run and a reconcile when one is due."""
+        started = _now()
+        result = SyncResult(str(self.db.dest), self.col.name, "first")
+        t0 = time.perf_counter()
+        self.ensure_meta()
+        state = self.state()
+        if state.fields is not None and state.fields != self.opt.fields:
+            raise ConfigurationError(
+                f"{self.db.dest} was synced with fields={state.fields!r}, not {self.opt.fields!r}: "
+                "use the same fields, or a new destination"
+            )
+        state.fields = self.opt.fields
+        by_time = _by_time(self.source.schema())
+        first = state.last_full_reconcile is None
+        try:
+            if first:
+                self.reconcile(state, started, result, by_time)
+            else:
+                kinds = []
+                if by_time and state.watermark is not None:
+                    kinds.append("incremental")
+                    self.incremental(state, started, result)
+                due = (
+                    not by_time
+                    or state.watermark is None
+                    or state.reconcile_after_id is not None
+                    or (
+                        self.opt.reconcile is None
+                        and state.last_full_reconcile is not None
+                        and started - state.last_full_reconcile >= self.opt.reconcile_every
+                    )
+                )
+                if self.opt.reconcile is True or (self.opt.reconcile is None and due):
+                    kinds.append("reconcile")
+                    self.reconcile(state, started, result, by_time)
+                result.kind = "+".join(kinds) or "nothing"
+        except BaseException as exc:
+            result.seconds = time.perf_counter() - t0
+            self.log_failure(result, started, exc)
+            raise
+        result.seconds = time.perf_counter() - t0
+        self.db.begin()
+        try:
+            self._log(result, started, "ok")
+            self.db.commit()
+        except BaseException:
+            self.db.rollback()
+            raise
+        return result
+
+
+def _by_time(schema: Any) -> bool:
+    """Whether the server can sort and filter findings by last_reported_time."""
+    from secfindings._watch import watch_key
+
+    return watch_key(schema) == "last_reported_time"
+
+
+def budget(changed: int, page_size: int = 100) -> int:
+    """The most requests an incremental run of ``changed`` findings makes."""
+    return math.ceil(changed / page_size) + 3

@@ -1,0 +1,72 @@
+"""The client side of a sync: the sync client used directly, the async client driven from the
+sync's worker thread (its paginators are read through the Arrow C stream, which is
+synchronous by design, and its coroutines are run on the caller's event loop)."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Iterator
+from typing import TYPE_CHECKING, Any
+
+from secfindings._shared import need
+from secfindings.sync._engine import Source
+
+if TYPE_CHECKING:
+    from secfindings._client import AsyncClient, Client
+
+__all__ = ["AsyncSource", "ClientSource"]
+
+
+def _walk_arguments(arguments: dict[str, Any]) -> dict[str, Any]:
+    return {k: v for k, v in arguments.items() if v is not None}
+
+
+class ClientSource(Source):
+    def __init__(self, client: Client) -> None:
+        self.client = client
+
+    def schema(self) -> Any:
+        return self.client.schema()
+
+    def batches(self, **arguments: Any) -> Iterator[Any]:
+        return self.client.findings_view(**_walk_arguments(arguments)).to_arrow_batches()
+
+    def empty(self, fields: str) -> Any:
+        return self.client.findings_view(fields=fields, limit=0).to_arrow().schema
+
+    def requests(self) -> int:
+        return int(self.client.stats()["requests"])
+
+    def call(self, name: str, **arguments: Any) -> Any:
+        """A paginated operation of the client, read into one Arrow table (snapshots)."""
+        return getattr(self.client, name)(**_walk_arguments(arguments)).to_arrow()
+
+
+class AsyncSource(Source):
+    """An :class:`~secfindings.AsyncClient` seen from a worker thread."""
+
+    def __init__(self, client: AsyncClient, loop: asyncio.AbstractEventLoop) -> None:
+        self.client = client
+        self.loop = loop
+
+    def _await(self, coro: Any) -> Any:
+        return asyncio.run_coroutine_threadsafe(coro, self.loop).result()
+
+    def schema(self) -> Any:
+        return self._await(self.client.schema())
+
+    def batches(self, **arguments: Any) -> Iterator[Any]:
+        pa = need("pyarrow", "arrow", "sync()")
+        pager = self.client.findings_view(**_walk_arguments(arguments))
+        # The async paginator's Arrow C stream reads synchronously: this thread waits for each
+        # page while the event loop goes on.
+        yield from pa.RecordBatchReader.from_stream(pager)
+
+    def empty(self, fields: str) -> Any:
+        return self._await(self.client.findings_view(fields=fields, limit=0).to_arrow()).schema
+
+    def requests(self) -> int:
+        return int(self.client.stats()["requests"])
+
+    def call(self, name: str, **arguments: Any) -> Any:
+        return self._await(getattr(self.client, name)(**_walk_arguments(arguments)).to_arrow())
