@@ -54,7 +54,16 @@ EXPORTS = {
 }
 
 #: The formats `export` writes, by the extension of --out (a file with no extension: JSON lines).
-SUFFIXES = {".jsonl": "jsonl", ".ndjson": "jsonl", ".csv": "csv", ".parquet": "parquet", ".pq": "parquet"}
+SUFFIXES = {
+    ".jsonl": "jsonl",
+    ".ndjson": "jsonl",
+    ".csv": "csv",
+    ".parquet": "parquet",
+    ".pq": "parquet",
+    ".sarif": "sarif",
+}
+#: Formats of findings only (secfindings.formats): without --fields they select its FIELDS.
+FINDINGS_FORMATS = ("ocsf", "sarif")
 
 #: The library's limit on the nesting of a variable (the core's MAX_DEPTH, src/py/convert.rs):
 #: a --var too deep for Python's JSON parser gets the error the library gives past it.
@@ -174,10 +183,11 @@ def query(file: Any, variables: tuple[str, ...], operation: str | None) -> None:
 @click.option(
     "--format",
     "fmt",
-    type=click.Choice(["jsonl", "csv", "parquet"]),
+    type=click.Choice(["jsonl", "csv", "parquet", "ocsf", "sarif"]),
     default=None,
-    help="Default: from the extension of --out (.jsonl or .ndjson, .csv, .parquet or .pq; "
-    "JSON lines when it has none). Any other extension needs --format.",
+    help="Default: from the extension of --out (.jsonl or .ndjson, .csv, .parquet or .pq, .sarif; "
+    "JSON lines when it has none). Any other extension needs --format. ocsf (OCSF JSON lines) "
+    "and sarif (SARIF 2.1.0) are for findings only.",
 )
 @click.option("--filter", "filter_json", help="A filter tree in the API's filter JSON (findings only).")
 @click.option("--fields", help="The fields to select (GraphQL selection text, or '*').")
@@ -212,12 +222,13 @@ def export(
     escape_formulas: bool,
     progress: bool,
 ) -> None:
-    """Stream a connection (default: findings) into a JSON-lines, CSV or Parquet file.
+    """Stream a connection (default: findings) into a JSON-lines, CSV or Parquet file, or findings
+    into OCSF JSON lines (--format ocsf) or a SARIF 2.1.0 log (--format sarif).
 
     Memory stays at about a page. A file that exists and is not empty is replaced only with
     --overwrite, added to only with --append. When the export is interrupted, the command that
     completes it is printed on stderr: the same one with --after CURSOR and --append (jsonl,
-    csv), or with --out naming a new part file (Parquet); with nothing lost or repeated.
+    csv, ocsf, sarif), or with --out naming a new part file (Parquet); with nothing lost or repeated.
     """
     fmt = fmt or _format_of(out)
     if fmt == "parquet" and append:
@@ -236,6 +247,13 @@ def export(
     if after is not None:
         _check_cursor(after)
     operation = EXPORTS[what]
+    if fmt in FINDINGS_FORMATS:
+        if operation != "findings_view":
+            raise click.BadParameter(f"{fmt} is a format of findings only", param_hint="--format")
+        if fields is None:
+            from secfindings.formats import FIELDS
+
+            fields = FIELDS
     kwargs: dict[str, Any] = {"after": after, "limit": limit, "page_size": page_size, "fields": fields}
     if filter_json is not None:
         if operation != "findings_view":
@@ -284,7 +302,7 @@ def _format_of(out: Path) -> str:
         known = ", ".join(SUFFIXES)
         raise click.BadParameter(
             f"{out.name!r} names no format this command writes ({known}): give --format "
-            "jsonl, csv or parquet to write that format under this name",
+            "jsonl, csv, parquet, ocsf or sarif to write that format under this name",
             param_hint="--out",
         )
     return SUFFIXES[suffix]

@@ -231,7 +231,8 @@ class SarifExport(Export):
             size = os.fstat(self._file.fileno()).st_size
             if size:
                 try:
-                    self._end_at, has_results, rules = _read_end(self._file.fileno(), size)
+                    with open(self.path, "rb") as f:  # the export's own file is write-only
+                        self._end_at, has_results, rules = _read_end(f.fileno(), size)
                 except BaseException:
                     self._file.close()
                     raise
