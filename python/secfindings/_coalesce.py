@@ -23,7 +23,7 @@ import math
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-from secfindings.errors import NotFoundError, ValidationError
+from secfindings.errors import GraphQLError, NotFoundError, ValidationError
 
 __all__ = ["Coalescer", "check_window"]
 
@@ -116,6 +116,34 @@ class Coalescer:
         if group.task is not None and not group.task.done() and group.abandoned():
             group.task.cancel()
 
+    async def _isolating(self, name: str, ids: list[Any], fields: str | None) -> list[Any]:
+        """The raw objects of ``ids``, or per id the error of its own: when an error of the
+        server names fields of the batch (an id it refuses, not a missing one), the batch is
+        split in two and each half asked again, down to that id's plain call, so that one
+        caller's bad id does not fail the others (queries only: asking again changes nothing)."""
+        if len(ids) == 1:
+            try:
+                return [await self._send_one(name, ids[0], fields)]
+            except NotFoundError:
+                return [None]
+            except GraphQLError as e:
+                return [e]
+        try:
+            raws = await self._send_many(name, ids, fields, self.batch_size)
+        except NotFoundError:
+            raise
+        except GraphQLError as e:
+            if not e.errors or not all(err.get("path") for err in e.errors):
+                raise  # about the document, not about some ids
+            half = len(ids) // 2
+            return [
+                *await self._isolating(name, ids[:half], fields),
+                *await self._isolating(name, ids[half:], fields),
+            ]
+        if len(raws) != len(ids):
+            raise RuntimeError(f"the core answered {len(raws)} objects for {len(ids)} ids")
+        return raws
+
     async def _send(self, name: str, fields: str | None, group: _Group) -> None:
         waiting = [(i, f) for i, f in group.calls if not f.done()]
         ids = list(dict.fromkeys(i for i, _ in waiting))
@@ -126,9 +154,7 @@ class Coalescer:
                     if not f.done():
                         f.set_result(raw)
                 return
-            raws = await self._send_many(name, ids, fields, self.batch_size)
-            if len(raws) != len(ids):
-                raise RuntimeError(f"the core answered {len(raws)} objects for {len(ids)} ids")
+            raws = await self._isolating(name, ids, fields)
         except Exception as e:  # every caller gets the batch's failure
             for _, f in waiting:
                 if not f.done():
@@ -143,7 +169,9 @@ class Coalescer:
             if f.done():
                 continue
             raw = found.get(i)
-            if raw is None:
+            if isinstance(raw, GraphQLError):
+                f.set_exception(raw)
+            elif raw is None:
                 f.set_exception(
                     NotFoundError(f"{name}(id: {i!r}) does not exist (asked in a coalesced batch)")
                 )

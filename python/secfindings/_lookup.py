@@ -34,7 +34,7 @@ from secfindings._coalesce import Coalescer, check_window
 from secfindings._live import LiveNative
 from secfindings._opsupport import Fields, fields_text, wrap
 from secfindings._shared import did_you_mean, kind
-from secfindings.errors import NotFoundError, ValidationError
+from secfindings.errors import GraphQLError, NotFoundError, ValidationError
 from secfindings.models import Model, model_for
 
 if TYPE_CHECKING:
@@ -176,8 +176,8 @@ class LookupNative(LiveNative):
         if not ids:
             return []
         fields = self._prepare(self.schema_sync(), name, {"id": ids[0]}, fields)
-        if not hasattr(self._n, "lookup"):  # INTERIM until the core's lookup is built
-            return _interim_lookup(self._n, name, ids, fields, batch_size)
+        if LOOKUPS[name].kind == "mutation":
+            return _merged_mutations(self._n, name, ids, fields, batch_size)
         raws: list[Any] = self._n.lookup(name, ids, fields, batch_size)
         return raws
 
@@ -185,8 +185,8 @@ class LookupNative(LiveNative):
         if not ids:
             return []
         fields = self._prepare(await self.schema_async(), name, {"id": ids[0]}, fields)
-        if not hasattr(self._n, "lookup_async"):  # INTERIM until the core's lookup is built
-            return await _interim_lookup_async(self._n, name, ids, fields, batch_size)
+        if LOOKUPS[name].kind == "mutation":
+            return await _merged_mutations_async(self._n, name, ids, fields, batch_size)
         raws: list[Any] = await self._n.lookup_async(name, ids, fields, batch_size)
         return raws
 
@@ -199,52 +199,67 @@ class LookupNative(LiveNative):
         return await super().call_async(name, {"id": id}, fields)
 
 
-# INTERIM: the core's lookup in Python (no halving), until the lead's build has it. --------------
-_SELECTIONS = {op["name"]: (op["kind"], op["selection"]) for op in _native.catalog()}
+# ------------------------------------------------------------------------------ merged mutations
+# The core's lookup serves queries only. A merged mutation batch (asked for with mutations=True)
+# is one aliased ``mutation`` document per ``batch_size`` ids sent through execute(): the core
+# classes a mutation document as never resent after a failure that may have reached the server,
+# and it is never halved (a smaller retry would repeat the mutations that went through).
+
+_SELECTIONS = {op["name"]: op["selection"] for op in _native.catalog()}
 
 
-def _interim_doc(name: str, ids: list[Id], fields: str | None) -> tuple[str, dict[str, Any]]:
-    kind_, default = _SELECTIONS[name]
-    sel = fields or default
+def _mutation_document(name: str, ids: list[Id], fields: str | None) -> tuple[str, dict[str, Any]]:
+    selection = fields or _SELECTIONS[name]
     head = ", ".join(f"$i{k}: ID!" for k in range(len(ids)))
-    body = " ".join(f"f{k}: {name}(id: $i{k}) {{ {sel} }}" for k in range(len(ids)))
-    return f"{kind_} Lookup({head}) {{ {body} }}", {f"i{k}": i for k, i in enumerate(ids)}
+    body = " ".join(f"f{k}: {name}(id: $i{k}) {{ {selection} }}" for k in range(len(ids)))
+    return f"mutation {name}_batch({head}) {{ {body} }}", {f"i{k}": i for k, i in enumerate(ids)}
 
 
-def _interim_split(e: Exception | None, data: Any, n: int) -> list[Any]:
-    from secfindings.errors import GraphQLError
-
-    if isinstance(e, GraphQLError):
-        for err in e.errors:
-            if not (err.get("path") and "does not exist" in str(err.get("message"))):
-                raise e
-        data = e.data or {}
-    return [data.get(f"f{k}") for k in range(n)]
-
-
-def _interim_lookup(n: Any, name: str, ids: list[Id], fields: str | None, batch_size: int) -> list[Any]:
+def _mutation_split(n: int, data: Any, error: GraphQLError | None) -> list[Any]:
+    """Each alias's answer: its object, None (it named nothing: the core judged every error a
+    not-found), or a GraphQLError of its own (the others went through, and are not resent)."""
+    if error is not None and (not error.errors or any(not e.get("path") for e in error.errors)):
+        raise error  # not about one alias: the document failed as a whole
+    own: dict[str, GraphQLError] = {}
+    for e in error.errors if error is not None else []:
+        alias = str(e["path"][0])
+        own[alias] = (NotFoundError if isinstance(error, NotFoundError) else GraphQLError)(
+            f"GraphQL error: {e.get('message')}", errors=[e]
+        )
+    if error is not None:
+        data = error.data
+    data = data if isinstance(data, Mapping) else {}
     out: list[Any] = []
-    for s in range(0, len(ids), batch_size):
-        chunk = ids[s : s + batch_size]
-        doc, variables = _interim_doc(name, chunk, fields)
-        try:
-            out += _interim_split(None, n.execute(doc, variables, "Lookup"), len(chunk))
-        except Exception as e:
-            out += _interim_split(e, None, len(chunk))
+    for k in range(n):
+        found = own.get(f"f{k}")
+        out.append(None if isinstance(found, NotFoundError) else found or data.get(f"f{k}"))
     return out
 
 
-async def _interim_lookup_async(
-    n: Any, name: str, ids: list[Id], fields: str | None, batch_size: int
+def _merged_mutations(n: Any, name: str, ids: list[Id], fields: str | None, size: int) -> list[Any]:
+    out: list[Any] = []
+    for start in range(0, len(ids), size):
+        chunk = ids[start : start + size]
+        doc, variables = _mutation_document(name, chunk, fields)
+        try:
+            out += _mutation_split(len(chunk), n.execute(doc, variables, f"{name}_batch"), None)
+        except GraphQLError as e:
+            out += _mutation_split(len(chunk), None, e)
+    return out
+
+
+async def _merged_mutations_async(
+    n: Any, name: str, ids: list[Id], fields: str | None, size: int
 ) -> list[Any]:
     out: list[Any] = []
-    for s in range(0, len(ids), batch_size):
-        chunk = ids[s : s + batch_size]
-        doc, variables = _interim_doc(name, chunk, fields)
+    for start in range(0, len(ids), size):
+        chunk = ids[start : start + size]
+        doc, variables = _mutation_document(name, chunk, fields)
         try:
-            out += _interim_split(None, await n.execute_async(doc, variables, "Lookup"), len(chunk))
-        except Exception as e:
-            out += _interim_split(e, None, len(chunk))
+            data = await n.execute_async(doc, variables, f"{name}_batch")
+            out += _mutation_split(len(chunk), data, None)
+        except GraphQLError as e:
+            out += _mutation_split(len(chunk), None, e)
     return out
 
 
@@ -299,11 +314,21 @@ def _results(plan: _Plan, raws: list[Any], live: LiveNative) -> list[Any]:
     schema = live.loaded_schema
     models: dict[Id, Model] = {}
     absent: list[Id] = []
+    failed: list[GraphQLError] = []
     for i, raw in zip(plan.unique, raws, strict=True):
         if raw is None:
             absent.append(i)
+        elif isinstance(raw, GraphQLError):
+            failed.append(raw)
         else:
             models[i] = wrap(plan.op.name, plan.op.model, raw, schema)
+    if failed:
+        # Only merged mutations answer per id: the others went through and are not resent.
+        raise GraphQLError(
+            f"{len(failed)} of {len(plan.unique)} {plan.op.name}() failed (the others went through): "
+            f"{failed[0]}",
+            errors=[e for f in failed for e in f.errors],
+        )
     if absent and plan.missing == "raise":
         raise _not_found(plan.op, absent, len(plan.unique))
     return [models.get(i) for i in plan.ids]
@@ -465,12 +490,17 @@ class _BatchBase:
             return
         schema = self._live.loaded_schema
         models: dict[Id, Any] = {}
+        failed: dict[Id, GraphQLError] = {}
         for i, raw in zip(ids, raws, strict=True):
-            if raw is not None:
+            if isinstance(raw, GraphQLError):
+                failed[i] = raw
+            elif raw is not None:
                 models[i] = wrap(group.op.name, group.op.model, raw, schema)
         for h in group.handles:
             model = models.get(h.id)
-            if model is None:
+            if h.id in failed:
+                h._settle(None, failed[h.id])
+            elif model is None:
                 h._settle(
                     None, NotFoundError(f"{group.op.name}(id: {h.id!r}) does not exist (asked in a batch)")
                 )

@@ -1,0 +1,302 @@
+"""Coalescing (issue 21): concurrent `await client.finding(i)` calls on the AsyncClient sent as
+batched lookups, and `client.batch()` blocks on both clients. Real HTTP against the emulator
+(300 findings); requests counted from its request log. Mutations are never merged unless asked,
+and a merged mutation batch that may have reached the server is never resent."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+import pytest
+
+from secfindings import APIStatusError, Finding, GraphQLError, NotFoundError, TransportError, ValidationError
+
+
+async def warm(emulator: Any, client: Any) -> None:
+    """The JWT is got and the log cleared: what follows is only the calls under test."""
+    await client.finding(1)
+    emulator.clear_request_log()
+
+
+def aliases(entry: dict[str, Any]) -> int:
+    return int(entry["query"].count("finding(id:"))
+
+
+# ------------------------------------------------------------------------------ async coalescing
+
+
+@pytest.mark.asyncio
+async def test_500_gathered_calls_take_at_most_5_requests(emulator, async_client):
+    await warm(emulator, async_client)
+    results = await asyncio.gather(*(async_client.finding(i) for i in range(1, 501)), return_exceptions=True)
+    log = emulator.request_log()
+    assert len(log) <= 5, [aliases(e) for e in log]
+    assert sum(aliases(e) for e in log) == 500
+    # Each caller has its own answer: the finding, or its own NotFoundError.
+    assert [r.id_int for r in results[:300]] == list(range(1, 301))
+    assert all(isinstance(r, Finding) for r in results[:300])
+    for i, r in zip(range(301, 501), results[300:], strict=True):
+        assert isinstance(r, NotFoundError)
+        assert f"id: {i})" in str(r)
+
+
+@pytest.mark.asyncio
+async def test_a_lone_call_is_sent_as_without_coalescing(emulator, async_client):
+    await warm(emulator, async_client)
+    assert (await async_client.finding(7)).id_int == 7
+    with pytest.raises(NotFoundError, match="does not exist"):
+        await async_client.finding(999)
+    log = emulator.request_log()
+    assert [e["operation_name"] for e in log] == ["finding", "finding"]
+
+
+@pytest.mark.asyncio
+async def test_the_same_id_asked_concurrently_is_one_plain_request(emulator, async_client):
+    await warm(emulator, async_client)
+    a, b, c = await asyncio.gather(*(async_client.finding(5) for _ in range(3)))
+    assert a.id_int == b.id_int == c.id_int == 5
+    assert [e["operation_name"] for e in emulator.request_log()] == ["finding"]
+
+
+@pytest.mark.asyncio
+async def test_window_none_sends_each_call_on_its_own(emulator, async_client):
+    await warm(emulator, async_client)
+    async_client.coalesce_window = None
+    results = await asyncio.gather(*(async_client.finding(i) for i in range(1, 11)))
+    assert [r.id_int for r in results] == list(range(1, 11))
+    assert len(emulator.request_log()) == 10
+
+
+@pytest.mark.asyncio
+async def test_calls_in_different_loop_turns_are_separate_batches_by_default(emulator, async_client):
+    await warm(emulator, async_client)
+
+    async def later(i: int) -> Finding:
+        for _ in range(i % 3):
+            await asyncio.sleep(0)  # another turn of the loop
+        return await async_client.finding(i)
+
+    results = await asyncio.gather(*(later(i) for i in range(1, 31)))
+    assert [r.id_int for r in results] == list(range(1, 31))
+    assert len(emulator.request_log()) == 3
+
+
+@pytest.mark.asyncio
+async def test_a_window_collects_calls_of_later_turns(emulator, async_client):
+    await warm(emulator, async_client)
+    async_client.coalesce_window = 0.05
+
+    async def later(i: int) -> Finding:
+        for _ in range(i % 3):
+            await asyncio.sleep(0)
+        return await async_client.finding(i)
+
+    results = await asyncio.gather(*(later(i) for i in range(1, 31)))
+    assert [r.id_int for r in results] == list(range(1, 31))
+    log = emulator.request_log()
+    assert len(log) == 1
+    assert aliases(log[0]) == 30
+
+
+@pytest.mark.asyncio
+async def test_different_selections_are_separate_batches(emulator, async_client):
+    await warm(emulator, async_client)
+    plain = [async_client.finding(i) for i in range(1, 6)]
+    narrow = [async_client.finding(i, fields="id_int title") for i in range(1, 6)]
+    results = await asyncio.gather(*plain, *narrow)
+    assert [r.id_int for r in results] == [1, 2, 3, 4, 5] * 2
+    log = emulator.request_log()
+    assert sorted(aliases(e) for e in log) == [5, 5]
+    assert sum("description" in e["query"] for e in log) == 1
+
+
+@pytest.mark.asyncio
+async def test_a_failure_of_the_batch_reaches_every_caller(emulator):
+    client = emulator.async_client(max_retries=0)
+    try:
+        await warm(emulator, client)
+        emulator.inject("status", status=503)
+        results = await asyncio.gather(*(client.finding(i) for i in range(1, 21)), return_exceptions=True)
+        assert all(isinstance(r, APIStatusError) and r.status_code == 503 for r in results), results
+        assert len(emulator.request_log()) == 1
+        # The next batch goes through.
+        assert len(await asyncio.gather(*(client.finding(i) for i in range(1, 21)))) == 20
+    finally:
+        client.close()
+
+
+@pytest.mark.asyncio
+async def test_a_bad_id_goes_the_plain_way_to_its_own_error(emulator, async_client):
+    await warm(emulator, async_client)
+    calls = [async_client.finding(i) for i in range(1, 6)]
+    results = await asyncio.gather(*calls, async_client.finding(1.5), return_exceptions=True)  # type: ignore[arg-type]
+    assert [r.id_int for r in results[:5]] == [1, 2, 3, 4, 5]
+    assert isinstance(results[5], (ValidationError, TypeError))
+    assert [aliases(e) for e in emulator.request_log()] == [5]
+
+
+@pytest.mark.asyncio
+async def test_a_cancelled_caller_gives_up_its_place_only(emulator, async_client):
+    await warm(emulator, async_client)
+    emulator.inject("delay", delay=0.3)
+    tasks = [asyncio.create_task(async_client.finding(i)) for i in range(1, 11)]
+    await asyncio.sleep(0.05)  # the batch is on the wire
+    tasks[0].cancel()
+    results = await asyncio.gather(*tasks, return_exceptions=True)
+    assert isinstance(results[0], asyncio.CancelledError)
+    assert [r.id_int for r in results[1:]] == list(range(2, 11))
+    assert len(emulator.request_log()) == 1
+
+
+@pytest.mark.asyncio
+async def test_mutations_are_never_merged(emulator, async_client):
+    rules = [r.id async for r in async_client.scoring_rules()]
+    assert len(rules) >= 2
+    emulator.clear_request_log()
+    done = await asyncio.gather(*(async_client.delete_scoring_rule(r) for r in rules))
+    assert all(d.ok for d in done)
+    log = emulator.request_log()
+    assert len(log) == len(rules)
+    assert all(e["operation_name"] == "delete_scoring_rule" for e in log)
+    assert all(e["query"].count("delete_scoring_rule(id:") == 1 for e in log)
+
+
+@pytest.mark.parametrize("window", [-1, float("nan"), "0.1", True, 3600])
+def test_coalesce_window_is_checked(async_client, window):
+    with pytest.raises(ValidationError, match="coalesce_window"):
+        async_client.coalesce_window = window
+    assert async_client.coalesce_window == 0.0
+
+
+# ------------------------------------------------------------------------------ batch(): sync
+
+
+def test_sync_batch_resolves_handles_together_at_block_exit(emulator, client):
+    client.finding(1)
+    emulator.clear_request_log()
+    with client.batch() as b:
+        handles = [b.finding(i) for i in (4, 2, 301, 4)]
+        assert not handles[0].done()
+        with pytest.raises(RuntimeError, match="sent when its batch"):
+            handles[0].result()
+        assert emulator.request_log() == []
+    log = emulator.request_log()
+    assert len(log) == 1
+    assert aliases(log[0]) == 3
+    assert [h.result().id_int for h in (handles[0], handles[1], handles[3])] == [4, 2, 4]
+    with pytest.raises(NotFoundError, match="id: 301"):
+        handles[2].result()
+    assert "failed: NotFoundError" in repr(handles[2])
+
+
+def test_sync_batch_groups_by_selection_and_operation(emulator, client):
+    client.finding(1)
+    emulator.clear_request_log()
+    with client.batch() as b:
+        wide = [b.finding(i) for i in range(1, 4)]
+        narrow = [b.lookup("finding", i, fields="id_int") for i in range(1, 4)]
+    assert len(emulator.request_log()) == 2
+    assert [h.result().id_int for h in wide + narrow] == [1, 2, 3] * 2
+
+
+def test_a_block_that_raises_sends_nothing(emulator, client):
+    client.finding(1)
+    emulator.clear_request_log()
+    b = client.batch()
+    with pytest.raises(KeyError, match="boom"), b:  # noqa: PT012 - the block under test raises
+        h = b.finding(3)
+        raise KeyError("boom")
+    assert emulator.request_log() == []
+    with pytest.raises(RuntimeError, match="not sent"):
+        h.result()
+    with pytest.raises(RuntimeError, match="has ended"):
+        b.finding(4)
+
+
+def test_a_failed_batch_raises_at_block_exit_and_in_each_handle(emulator):
+    with emulator.client(max_retries=0) as client:
+        client.finding(1)
+        emulator.inject("status", status=503)
+        with pytest.raises(APIStatusError), client.batch() as b:
+            handles = [b.finding(i) for i in range(1, 4)]
+        for h in handles:
+            with pytest.raises(APIStatusError):
+                h.result()
+
+
+def test_batch_checks_its_input_at_once(client):
+    with client.batch() as b:
+        with pytest.raises(TypeError, match="must be a str or an int"):
+            b.finding(2.5)  # type: ignore[arg-type]
+        with pytest.raises(ValidationError, match="not a lookup by one id"):
+            b.lookup("scoring_rules", 1)
+        with pytest.raises(ValidationError, match="mutations=True"):
+            b.lookup("delete_scoring_rule", 1)
+    with pytest.raises(ValidationError, match="batch_size"):
+        client.batch(batch_size=0)
+    with pytest.raises(ValidationError, match="mutations must be"):
+        client.batch(mutations="yes")  # type: ignore[arg-type]
+
+
+def test_queries_of_a_batch_are_resent_after_a_503(emulator, client):
+    client.finding(1)
+    emulator.clear_request_log()
+    emulator.inject("status", status=503)
+    with client.batch() as b:
+        handles = [b.finding(i) for i in range(1, 4)]
+    assert [h.result().id_int for h in handles] == [1, 2, 3]
+    assert [e["status"] for e in emulator.request_log()] == [503, 200]
+
+
+@pytest.mark.parametrize("fault", ["status", "reset"])
+def test_a_merged_mutation_batch_that_may_have_arrived_is_never_resent(emulator, client, fault):
+    rules = [r.id for r in client.scoring_rules()]
+    emulator.clear_request_log()
+    before = emulator.stats()["api_requests"]
+    emulator.inject(fault, status=503 if fault == "status" else None)
+    with pytest.raises((APIStatusError, TransportError)), client.batch(mutations=True) as b:
+        handles = [b.lookup("delete_scoring_rule", r) for r in rules]
+    assert emulator.stats()["api_requests"] - before == 1
+    for h in handles:
+        with pytest.raises((APIStatusError, TransportError)):
+            h.result()
+    assert len(list(client.scoring_rules())) == len(rules)  # the faults came before any change
+
+
+def test_a_merged_mutation_batch_when_asked(emulator, client):
+    rules = [r.id for r in client.scoring_rules()]
+    emulator.clear_request_log()
+    with client.batch(mutations=True) as b:
+        handles = [b.lookup("delete_scoring_rule", r) for r in rules]
+        gone = b.lookup("delete_scoring_rule", "U2NvcmluZ1J1bGU6OTk5")  # ScoringRule:999
+    log = emulator.request_log()
+    assert len(log) == 1
+    assert log[0]["query"].lstrip().startswith("mutation")
+    assert all(h.result().ok for h in handles)
+    with pytest.raises((NotFoundError, GraphQLError)):
+        gone.result()
+    assert list(client.scoring_rules()) == []
+
+
+# ------------------------------------------------------------------------------ batch(): async
+
+
+@pytest.mark.asyncio
+async def test_async_batch_resolves_handles_at_block_exit(emulator, async_client):
+    await warm(emulator, async_client)
+    async with async_client.batch() as b:
+        handles = [b.finding(i) for i in range(10, 20)]
+        missing = b.finding(400)
+        assert emulator.request_log() == []
+    assert [h.result().id_int for h in handles] == list(range(10, 20))
+    with pytest.raises(NotFoundError):
+        missing.result()
+    assert len(emulator.request_log()) == 1
+
+
+@pytest.mark.asyncio
+async def test_async_batch_refuses_mutations_unless_asked(async_client):
+    async with async_client.batch() as b:
+        with pytest.raises(ValidationError, match="mutations=True"):
+            b.lookup("delete_scoring_rule", 1)

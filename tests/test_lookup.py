@@ -1,0 +1,275 @@
+"""Batched lookups by id (issue 21): client.findings(ids) and client.lookup(operation, ids), for
+both clients, over real HTTP against the emulator (300 findings: ids above 300 do not exist).
+
+Requests are counted from the emulator's own request log, which records every API request it
+received (refused ones too)."""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+from secfindings import Finding, NotFoundError, ValidationError
+from secfindings._native import NativeClient
+
+#: The halving and the remembered size are the core's (the interim Python lookup has neither).
+needs_core_lookup = pytest.mark.skipif(
+    not hasattr(NativeClient, "lookup"), reason="the core's lookup is not in this build yet"
+)
+
+
+class Both:
+    """One client of either kind behind sync calls (an async call runs to its end)."""
+
+    def __init__(self, client: Any, is_async: bool) -> None:
+        self.client = client
+        self.is_async = is_async
+
+    def __call__(self, method: str, *args: Any, **kwargs: Any) -> Any:
+        result = getattr(self.client, method)(*args, **kwargs)
+        return asyncio.run(result) if inspect.isawaitable(result) else result
+
+
+@pytest.fixture(params=["sync", "async"])
+def both(request: pytest.FixtureRequest, emulator: Any) -> Iterator[Both]:
+    client = emulator.client() if request.param == "sync" else emulator.async_client()
+    with_async = request.param == "async"
+    try:
+        yield Both(client, with_async)
+    finally:
+        client.close()
+
+
+def sent(
+    emulator: Any, both: Both, method: str, *args: Any, **kwargs: Any
+) -> tuple[Any, list[dict[str, Any]]]:
+    """The result of one call and the API requests it made (after a warm-up: the JWT is got)."""
+    if not getattr(both, "_warm", False):
+        both("finding", 1)
+        both._warm = True  # type: ignore[attr-defined]
+    emulator.clear_request_log()
+    result = both(method, *args, **kwargs)
+    return result, emulator.request_log()
+
+
+def aliases(entry: dict[str, Any]) -> int:
+    return int(entry["query"].count("finding(id:"))
+
+
+# ------------------------------------------------------------------------------ results
+
+
+def test_results_come_in_input_order_in_one_request(emulator, both):
+    ids = [17, 3, 250, 1, 99, 42]
+    result, log = sent(emulator, both, "findings", ids)
+    assert [f.id_int for f in result] == ids
+    assert all(isinstance(f, Finding) for f in result)
+    assert len(log) == 1
+    assert aliases(log[0]) == len(ids)
+
+
+def test_models_equal_what_finding_gives(emulator, both):
+    many = both("findings", [5, 6])
+    assert many == [both("finding", 5), both("finding", 6)]
+
+
+def test_missing_ids_give_none_without_failing_the_others(emulator, both):
+    result, log = sent(emulator, both, "findings", [2, 301, 7, 5000, 3])
+    assert [f and f.id_int for f in result] == [2, None, 7, None, 3]
+    assert len(log) == 1
+
+
+def test_missing_raise_names_every_missing_id_after_fetching_all(emulator, both):
+    ids = [*range(1, 151), 301, 999, 150_000]
+    with pytest.raises(NotFoundError) as info:
+        sent(emulator, both, "findings", ids, batch_size=50, missing="raise")
+    message = str(info.value)
+    assert "3 of 153" in message
+    assert "301" in message
+    assert "999" in message
+    assert "150000" in message
+    assert [e["extensions"]["id"] for e in info.value.errors] == [301, 999, 150_000]
+    # Every batch was fetched before raising.
+    assert len(emulator.request_log()) == 4
+
+
+def test_missing_raise_with_every_id_present_returns_them(emulator, both):
+    result = both("findings", [4, 5], missing="raise")
+    assert [f.id_int for f in result] == [4, 5]
+
+
+def test_duplicates_are_fetched_once_and_returned_in_every_position(emulator, both):
+    result, log = sent(emulator, both, "findings", [3, 8, 3, 3, 8, 301, 301])
+    assert [f and f.id_int for f in result] == [3, 8, 3, 3, 8, None, None]
+    assert len(log) == 1
+    assert aliases(log[0]) == 3
+    assert result[0] is result[2] is result[3]
+
+
+def test_global_ids_and_int_likes(emulator, both):
+    numpy = pytest.importorskip("numpy")
+    from secfindings import to_global_id
+
+    result = both("findings", [to_global_id("Finding", 12), numpy.int64(13), "14"])
+    assert [f.id_int for f in result] == [12, 13, 14]
+    assert [f.id_int for f in both("findings", (i for i in (9, 10)))] == [9, 10]
+
+
+def test_empty_ids_make_no_request(emulator, both):
+    before = emulator.stats()
+    assert both("findings", []) == []
+    assert both("findings", ()) == []
+    after = emulator.stats()
+    assert after["api_requests"] == before["api_requests"]
+    assert after["token_exchanges"] == before["token_exchanges"]
+
+
+def test_batch_size_splits_the_ids(emulator, both):
+    result, log = sent(emulator, both, "findings", list(range(1, 251)), batch_size=100)
+    assert [f.id_int for f in result] == list(range(1, 251))
+    assert [aliases(e) for e in log] == [100, 100, 50]
+
+
+def test_batch_size_one_is_one_request_per_id(emulator, both):
+    result, log = sent(emulator, both, "findings", [1, 2, 3], batch_size=1)
+    assert [f.id_int for f in result] == [1, 2, 3]
+    assert [aliases(e) for e in log] == [1, 1, 1]
+
+
+# ------------------------------------------------------------------------------ fields=
+
+
+def test_fields_select_what_is_sent(emulator, both):
+    result, log = sent(emulator, both, "findings", [1, 2], fields="id_int title")
+    assert [f.id_int for f in result] == [1, 2]
+    assert result[0].title
+    assert "description" not in log[0]["query"]
+    assert "finding_score" not in log[0]["query"]
+    result, log = sent(emulator, both, "findings", [1, 2], fields=["id_int", "finding_score { score }"])
+    assert result[1].finding_score.score is not None
+    assert "title" not in log[0]["query"]
+
+
+@pytest.mark.parametrize("preset", ["*", "analyst"])
+def test_fields_presets_resolve_as_for_finding(emulator, both, preset):
+    one, log_one = sent(emulator, both, "finding", 4, fields=preset)
+    many, log_many = sent(emulator, both, "findings", [4, 5], fields=preset)
+    assert many[0] == one
+    selection = log_one[0]["query"].split("{", 2)[2].rsplit("}", 1)[0].strip()
+    assert selection
+    assert selection in log_many[0]["query"]
+
+
+def test_an_unknown_field_is_refused_before_sending(emulator, both):
+    emulator.clear_request_log()
+    with pytest.raises(ValidationError, match="nope"):
+        both("findings", [1, 2], fields="id_int nope")
+    assert emulator.request_log() == []
+
+
+# ------------------------------------------------------------------------------ bad input
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "error", "match"),
+    [
+        ({"ids": "123"}, TypeError, "not a str: for one id pass"),
+        ({"ids": b"12"}, TypeError, "not a bytes"),
+        ({"ids": 5}, TypeError, "must be a list of ids"),
+        ({"ids": None}, TypeError, "must be a list of ids"),
+        ({"ids": {1, 2}}, TypeError, "ordered sequence"),
+        ({"ids": {1: 2}}, TypeError, "ordered sequence"),
+        ({"ids": [1, 2.5]}, TypeError, r"ids\[1\] must be a str or an int, not float"),
+        ({"ids": [None]}, TypeError, r"ids\[0\] must be a str or an int, not NoneType"),
+        ({"ids": [True]}, TypeError, r"ids\[0\] must be a str or an int, not bool"),
+        ({"ids": [1, " "]}, ValidationError, r"ids\[1\] is an empty string"),
+        ({"ids": [1], "batch_size": 0}, ValidationError, "batch_size must be an int of at least 1"),
+        ({"ids": [1], "batch_size": -3}, ValidationError, "batch_size"),
+        ({"ids": [1], "batch_size": 2.0}, ValidationError, "batch_size"),
+        ({"ids": [1], "batch_size": True}, ValidationError, "batch_size"),
+        ({"ids": [1], "missing": "skip"}, ValidationError, "missing must be 'none' or 'raise'"),
+        ({"ids": [1], "missing": None}, ValidationError, "missing must be"),
+        ({"ids": [1], "fields": ["id", 3]}, ValidationError, "fields must be a str or a list of str"),
+    ],
+)
+def test_bad_input_is_refused_with_a_clear_message_and_no_request(emulator, both, kwargs, error, match):
+    emulator.clear_request_log()
+    kwargs = dict(kwargs)
+    ids = kwargs.pop("ids")
+    with pytest.raises(error, match=match):
+        both("findings", ids, **kwargs)
+    assert emulator.request_log() == []
+
+
+def test_misspelt_keyword_is_a_type_error(both):
+    with pytest.raises(TypeError):
+        both("findings", [1], batchsize=3)
+
+
+# ------------------------------------------------------------------------------ lookup()
+
+
+def test_lookup_is_the_generic_seam(emulator, both):
+    result, log = sent(emulator, both, "lookup", "finding", [9, 301])
+    assert result[0].id_int == 9
+    assert result[1] is None
+    assert len(log) == 1
+
+
+def test_lookup_refuses_what_is_not_a_lookup_by_one_id(both):
+    with pytest.raises(ValidationError, match=r"not a lookup by one id.*finding"):
+        both("lookup", "findings_view", [1])
+    with pytest.raises(ValidationError, match="did you mean 'finding'"):
+        both("lookup", "findng", [1])
+
+
+def test_lookup_merges_a_mutation_only_when_asked(emulator, both):
+    emulator.clear_request_log()
+    with pytest.raises(ValidationError, match=r"mutation.*mutations=True"):
+        both("lookup", "delete_scoring_rule", [1, 2])
+    assert emulator.request_log() == []
+
+
+# ------------------------------------------------------------------------------ halving (the core)
+
+
+@needs_core_lookup
+def test_too_many_aliases_halves_the_batch_and_remembers(emulator, both):
+    emulator.set_document_limits(max_aliases=30)
+    result, log = sent(emulator, both, "findings", list(range(1, 201)))
+    assert [f.id_int for f in result] == list(range(1, 201))
+    assert log[0]["status"] != 200
+    assert aliases(log[0]) == 100
+    assert max(aliases(e) for e in log if e["status"] == 200) <= 30
+    # The size that worked is remembered: the next call makes no refused request.
+    result, log = sent(emulator, both, "findings", list(range(1, 121)))
+    assert [f.id_int for f in result] == list(range(1, 121))
+    assert all(e["status"] == 200 for e in log), [e["status"] for e in log]
+    assert max(aliases(e) for e in log) <= 30
+
+
+@needs_core_lookup
+def test_a_413_halves_the_batch_and_remembers(emulator, both):
+    emulator.set_document_limits(max_bytes=6_000)
+    result, log = sent(emulator, both, "findings", list(range(1, 101)))
+    assert [f.id_int for f in result] == list(range(1, 101))
+    assert log[0]["status"] == 413
+    _, log = sent(emulator, both, "findings", list(range(101, 201)))
+    assert all(e["status"] == 200 for e in log), [e["status"] for e in log]
+
+
+@needs_core_lookup
+def test_the_remembered_size_is_per_client(emulator):
+    emulator.set_document_limits(max_aliases=10)
+    with emulator.client() as first, emulator.client() as second:
+        first.findings(list(range(1, 41)))
+        emulator.clear_request_log()
+        first.findings(list(range(1, 41)))
+        assert all(e["status"] == 200 for e in emulator.request_log())
+        emulator.clear_request_log()
+        second.findings(list(range(1, 41)))
+        assert emulator.request_log()[0]["status"] != 200  # a fresh client tries its batch_size first
