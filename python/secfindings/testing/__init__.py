@@ -40,8 +40,10 @@ class Emulator:
         seed: the seed of the generated data.
         port: 0 picks a free port.
         jwt_lifetime: seconds a JWT from the identity provider lives (``ExpiresIn``).
-        global_limit, customer_limit, token_limit: API rate limits as (requests, window seconds);
+        global_limit: the API's rate limit over all customers, as (requests, window seconds);
             None means unlimited. A breach answers 429 with ``Retry-After``.
+        customer_limit: the same, per customer.
+        token_limit: the same, per API token.
         idp_limit: the identity provider's limit (TooManyRequestsException when breached).
         response_cache: answer a repeated query (same document, variables and customer) from
             memory until the next mutation, so that benchmarks measure clients, not the
@@ -89,6 +91,7 @@ class Emulator:
 
     @property
     def port(self) -> int:
+        """The TCP port the emulator listens on (127.0.0.1)."""
         return self._native.port
 
     def create_api_token(self, customer: str = "acme", name: str = "default") -> str:
@@ -139,6 +142,7 @@ class Emulator:
         self._native.set_ws_protocols(protocols)
 
     def set_jwt_lifetime(self, seconds: float) -> None:
+        """JWTs issued from now on live this many seconds (``ExpiresIn``)."""
         self._native.set_jwt_lifetime(seconds)
 
     def set_rate_limit(
@@ -175,6 +179,7 @@ class Emulator:
         )
 
     def clear_faults(self) -> None:
+        """Forget every fault injected and not yet served."""
         self._native.clear_faults()
 
     def stats(self) -> dict[str, int]:
@@ -182,6 +187,7 @@ class Emulator:
         return self._native.stats()
 
     def reset_stats(self) -> None:
+        """Set the counters of :meth:`stats` back to zero."""
         self._native.reset_stats()
 
     def request_log(self) -> list[dict[str, Any]]:
@@ -189,6 +195,7 @@ class Emulator:
         return self._native.request_log()
 
     def clear_request_log(self) -> None:
+        """Empty the log that :meth:`request_log` returns."""
         self._native.clear_request_log()
 
     def sdl(self) -> str:

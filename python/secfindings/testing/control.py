@@ -48,6 +48,7 @@ HOOKS: dict[str, str] = {
     "drop_next_websockets": "count=1: drop the next WebSockets before their ack",
     "set_ws_protocols": "protocols: both | graphql-transport-ws | graphql-ws",
 }
+"""The hooks served: name -> the one-line description that ``GET /`` shows."""
 
 MAX_BODY = 64 * 1024
 
@@ -143,12 +144,15 @@ class ControlServer:
 
     @property
     def port(self) -> int:
+        """The TCP port of the control endpoint (127.0.0.1)."""
         return int(self._server.server_address[1])
 
     @property
     def url(self) -> str:
+        """``http://127.0.0.1:PORT``: POST ``/<hook>`` there."""
         return f"http://127.0.0.1:{self.port}"
 
     def close(self) -> None:
+        """Stop serving and free the port."""
         self._server.shutdown()
         self._server.server_close()
