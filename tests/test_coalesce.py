@@ -137,6 +137,59 @@ async def test_a_bad_id_goes_the_plain_way_to_its_own_error(emulator, async_clie
 
 
 @pytest.mark.asyncio
+async def test_an_id_the_server_refuses_fails_only_its_caller(emulator, async_client):
+    await warm(emulator, async_client)
+    ids: list[Any] = [1, 2, "abc", 4, 5, 6, 7, 8]
+    results = await asyncio.gather(*(async_client.finding(i) for i in ids), return_exceptions=True)
+    assert isinstance(results[2], GraphQLError)
+    assert not isinstance(results[2], NotFoundError)
+    assert "abc" in str(results[2])
+    assert [r.id_int for k, r in enumerate(results) if k != 2] == [1, 2, 4, 5, 6, 7, 8]
+    # Found by splitting the batch: a few requests more, never one per id.
+    assert len(emulator.request_log()) < len(ids)
+
+
+@pytest.mark.asyncio
+async def test_a_document_error_is_not_split_per_id(emulator, async_client):
+    await warm(emulator, async_client)
+    async_client._live._mode = "off"  # let the server judge the selection
+    results = await asyncio.gather(
+        *(async_client.finding(i, fields="id_int nope") for i in range(1, 9)), return_exceptions=True
+    )
+    assert all(isinstance(r, GraphQLError) for r in results)
+    assert len(emulator.request_log()) == 1
+
+
+@pytest.mark.asyncio
+async def test_with_the_live_schema_the_first_gather_is_one_introspection_and_one_batch(emulator):
+    client = emulator.async_client(schema="live")
+    try:
+        results = await asyncio.gather(*(client.finding(i, fields="*") for i in range(1, 51)))
+        assert [r.id_int for r in results] == list(range(1, 51))
+        names = [e["operation_name"] for e in emulator.request_log()]
+        assert names.count("IntrospectionQuery") <= 1
+        assert len(names) - names.count("IntrospectionQuery") == 1
+    finally:
+        client.close()
+
+
+@pytest.mark.asyncio
+async def test_a_batch_nobody_waits_for_is_cancelled(emulator, async_client):
+    await warm(emulator, async_client)
+    emulator.inject("delay", delay=5.0)
+    tasks = [asyncio.create_task(async_client.finding(i)) for i in range(1, 11)]
+    await asyncio.sleep(0.05)
+    for t in tasks:
+        t.cancel()
+    results = await asyncio.gather(*tasks, return_exceptions=True)
+    assert all(isinstance(r, asyncio.CancelledError) for r in results)
+    await asyncio.sleep(0)
+    assert not async_client._live.coalescer._running  # the batch's task is gone, not left waiting
+    emulator.clear_faults()
+    assert (await async_client.finding(3)).id_int == 3
+
+
+@pytest.mark.asyncio
 async def test_a_cancelled_caller_gives_up_its_place_only(emulator, async_client):
     await warm(emulator, async_client)
     emulator.inject("delay", delay=0.3)
@@ -268,15 +321,32 @@ def test_a_merged_mutation_batch_when_asked(emulator, client):
     rules = [r.id for r in client.scoring_rules()]
     emulator.clear_request_log()
     with client.batch(mutations=True) as b:
-        handles = [b.lookup("delete_scoring_rule", r) for r in rules]
+        handles = [b.lookup("delete_scoring_rule", r) for r in rules[1:]]
         gone = b.lookup("delete_scoring_rule", "U2NvcmluZ1J1bGU6OTk5")  # ScoringRule:999
     log = emulator.request_log()
     assert len(log) == 1
     assert log[0]["query"].lstrip().startswith("mutation")
     assert all(h.result().ok for h in handles)
-    with pytest.raises((NotFoundError, GraphQLError)):
+    with pytest.raises(NotFoundError):
         gone.result()
-    assert list(client.scoring_rules()) == []
+    assert [r.id for r in client.scoring_rules()] == rules[:1]
+
+
+def test_an_error_of_one_merged_mutation_is_its_own(emulator, client):
+    rules = [r.id for r in client.scoring_rules()]
+    with client.batch(mutations=True) as b:
+        done = b.lookup("delete_scoring_rule", rules[0])
+        bad = b.lookup("delete_scoring_rule", "abc")
+    assert done.result().ok
+    with pytest.raises(GraphQLError, match="abc"):
+        bad.result()
+    assert [r.id for r in client.scoring_rules()] == rules[1:]
+    # Through lookup(): the error names what failed, and says the others went through.
+    with pytest.raises(
+        GraphQLError, match=r"1 of 2 delete_scoring_rule\(\) failed \(the others went through"
+    ):
+        client.lookup("delete_scoring_rule", [rules[1], "abc"], mutations=True)
+    assert [r.id for r in client.scoring_rules()] == rules[2:]
 
 
 # ------------------------------------------------------------------------------ batch(): async
