@@ -20,7 +20,8 @@ fmt:  ## format Rust and Python
 	.venv/bin/python -m ruff format python tests examples benches scripts
 	.venv/bin/python -m ruff check --fix python tests examples benches scripts
 
-generate:  ## regenerate python/secfindings/_operations.py from the Rust operation catalog
+generate:  ## regenerate the catalog's schema tables (Rust) and the typed methods (Python)
+	.venv/bin/python scripts/gen_schema_tables.py
 	.venv/bin/python scripts/gen_operations.py
 
 demo:  ## install and run examples/quickstart.py (emulator unless credentials are set)

@@ -13,6 +13,8 @@ from tests.servers.http import HostileServer
 
 # The live schema's disk cache goes to a folder of this run, never the user's cache.
 os.environ.setdefault("SECFINDINGS_SCHEMA_CACHE", tempfile.mkdtemp(prefix="secfindings-schema-"))
+# The shared request budget's files: one private folder per test run, not the user's cache.
+os.environ.setdefault("SECFINDINGS_BUDGET_DIR", tempfile.mkdtemp(prefix="secfindings-budget-"))
 
 FINDING_QUERY = """
 query GetFinding($id: ID!) {

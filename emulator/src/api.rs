@@ -34,6 +34,9 @@ pub(crate) async fn handle(
 ) -> Result<Response<RespBody>, ResetConnection> {
     let shared = &conn.shared;
     Counters::bump(&shared.counters.api_requests);
+    if let Some(latency) = shared.knobs.latency() {
+        tokio::time::sleep(latency).await;
+    }
     let parsed = parse(&body);
     let logged = parsed.as_ref().map(|b| LoggedRequest {
         operation_name: b.operation_name.clone(),
@@ -62,7 +65,7 @@ pub(crate) async fn handle(
     };
     let response = match faulted {
         Some(response) => response,
-        None => process(shared, parts, parsed).await,
+        None => process(shared, parts, parsed, body.len()).await,
     };
     if let Some(mut entry) = logged {
         entry.status = response.status().as_u16();
@@ -92,7 +95,12 @@ fn fault_response(shared: &Shared, fault: Fault) -> Response<RespBody> {
     }
 }
 
-async fn process(shared: &Shared, parts: &Parts, parsed: Option<GqlBody>) -> Response<RespBody> {
+async fn process(
+    shared: &Shared,
+    parts: &Parts,
+    parsed: Option<GqlBody>,
+    body_len: usize,
+) -> Response<RespBody> {
     // Requests the gateway cannot attribute still count against the global limit.
     if let Err(retry_after) = shared.global_limit.check("") {
         return rate_limited(shared, retry_after);
@@ -117,12 +125,25 @@ async fn process(shared: &Shared, parts: &Parts, parsed: Option<GqlBody>) -> Res
     if let Err(retry_after) = shared.token_limit.check(&caller.subject) {
         return rate_limited(shared, retry_after);
     }
+    if let Some(max) = shared.knobs.max_document_bytes().filter(|max| body_len > *max) {
+        let message = format!("Request body too large: {body_len} bytes (limit {max}).");
+        let body = serde_json::json!({"errors": [{"message": message}]});
+        return json(StatusCode::PAYLOAD_TOO_LARGE, Bytes::from(body.to_string()));
+    }
     let Some(body) = parsed else {
         return json(StatusCode::BAD_REQUEST, Bytes::from_static(INVALID_JSON));
     };
     let Some(query) = body.query.filter(|q| !q.is_empty()) else {
         return json(StatusCode::BAD_REQUEST, Bytes::from_static(NO_QUERY));
     };
+    if let Some(max) = shared.knobs.max_aliases() {
+        let count = count_aliases(&query);
+        if count > max {
+            let message = format!("Query has too many aliases: {count} (limit {max}).");
+            let body = serde_json::json!({"errors": [{"message": message}]});
+            return json(StatusCode::BAD_REQUEST, Bytes::from(body.to_string()));
+        }
+    }
     let Some(variables) = variables(body.variables) else {
         return json(StatusCode::BAD_REQUEST, Bytes::from_static(BAD_VARIABLES));
     };
@@ -192,6 +213,26 @@ fn rate_limited(shared: &Shared, retry_after: u64) -> Response<RespBody> {
     with_header(response, RETRY_AFTER, HeaderValue::from(retry_after))
 }
 
+/// Aliased fields in a document, fragments included (0 when it does not parse: the engine says why).
+fn count_aliases(query: &str) -> u32 {
+    use async_graphql::parser::types::{Selection, SelectionSet};
+    fn walk(set: &SelectionSet) -> u32 {
+        set.items.iter().fold(0u32, |n, item| {
+            n.saturating_add(match &item.node {
+                Selection::Field(f) => {
+                    u32::from(f.node.alias.is_some()).saturating_add(walk(&f.node.selection_set.node))
+                }
+                Selection::InlineFragment(f) => walk(&f.node.selection_set.node),
+                Selection::FragmentSpread(_) => 0,
+            })
+        })
+    }
+    let Ok(doc) = async_graphql::parser::parse_query(query) else { return 0 };
+    let operations =
+        doc.operations.iter().fold(0u32, |n, (_, op)| n.saturating_add(walk(&op.node.selection_set.node)));
+    doc.fragments.values().fold(operations, |n, f| n.saturating_add(walk(&f.node.selection_set.node)))
+}
+
 fn bearer(header: &str) -> Option<&str> {
     let (scheme, token) = header.trim().split_once(' ')?;
     scheme.eq_ignore_ascii_case("bearer").then(|| token.trim()).filter(|t| !t.is_empty())
@@ -255,6 +296,14 @@ mod tests {
         let http = graphql_response(&response);
         assert_eq!(http.status(), StatusCode::BAD_REQUEST);
         assert_eq!(body_json(&http), serde_json::json!({"errors": [{"message": "bad"}]}));
+    }
+
+    #[test]
+    fn counts_aliases_in_operations_and_fragments() {
+        assert_eq!(count_aliases("{ a: finding(id: 1) { id } b: finding(id: 2) { t: title } }"), 3);
+        assert_eq!(count_aliases("query { ...F } fragment F on Query { x: ping }"), 1);
+        assert_eq!(count_aliases("{ ping }"), 0);
+        assert_eq!(count_aliases("{ unbalanced"), 0);
     }
 
     #[test]

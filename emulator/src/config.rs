@@ -1,6 +1,7 @@
 //! Configuration of an emulator instance.
 
 use std::net::{IpAddr, Ipv4Addr};
+use std::sync::atomic::{AtomicU32, AtomicU64, AtomicUsize, Ordering};
 use std::time::Duration;
 
 /// A fixed-window rate limit: at most `requests` requests per `window`.
@@ -40,6 +41,12 @@ pub struct EmulatorConfig {
     pub worker_threads: usize,
     /// Answer a repeated query document from memory (see `cache.rs`); for benchmarks.
     pub response_cache: bool,
+    /// Added to every API request before it is answered, as a network round trip would.
+    pub latency: Duration,
+    /// Refuse a document with more aliased fields than this (400, "too many aliases").
+    pub max_aliases: Option<u32>,
+    /// Refuse a request body larger than this many bytes (413).
+    pub max_document_bytes: Option<usize>,
 }
 
 impl Default for EmulatorConfig {
@@ -56,6 +63,52 @@ impl Default for EmulatorConfig {
             idp_limit: None,
             worker_threads: 2,
             response_cache: false,
+            latency: Duration::ZERO,
+            max_aliases: None,
+            max_document_bytes: None,
         }
+    }
+}
+
+/// The settings a test may change while the emulator runs (no lock on the request path).
+#[derive(Debug, Default)]
+pub(crate) struct Knobs {
+    latency_us: AtomicU64,
+    /// 0: no limit.
+    max_aliases: AtomicU32,
+    /// 0: no limit.
+    max_document_bytes: AtomicUsize,
+}
+
+impl Knobs {
+    pub fn new(config: &EmulatorConfig) -> Self {
+        let knobs = Self::default();
+        knobs.set_latency(config.latency);
+        knobs.set_document_limits(config.max_aliases, config.max_document_bytes);
+        knobs
+    }
+
+    pub fn set_latency(&self, latency: Duration) {
+        let us = u64::try_from(latency.as_micros()).unwrap_or(u64::MAX);
+        self.latency_us.store(us, Ordering::Relaxed);
+    }
+
+    pub fn latency(&self) -> Option<Duration> {
+        let us = self.latency_us.load(Ordering::Relaxed);
+        (us > 0).then(|| Duration::from_micros(us))
+    }
+
+    /// `None` lifts a limit; `Some(0)` is treated as 1 (a limit of nothing refuses everything).
+    pub fn set_document_limits(&self, max_aliases: Option<u32>, max_bytes: Option<usize>) {
+        self.max_aliases.store(max_aliases.map_or(0, |n| n.max(1)), Ordering::Relaxed);
+        self.max_document_bytes.store(max_bytes.map_or(0, |n| n.max(1)), Ordering::Relaxed);
+    }
+
+    pub fn max_aliases(&self) -> Option<u32> {
+        Some(self.max_aliases.load(Ordering::Relaxed)).filter(|n| *n > 0)
+    }
+
+    pub fn max_document_bytes(&self) -> Option<usize> {
+        Some(self.max_document_bytes.load(Ordering::Relaxed)).filter(|n| *n > 0)
     }
 }

@@ -33,6 +33,7 @@ use tokio::sync::watch;
 pub use crate::caller::Caller;
 pub use crate::config::{EmulatorConfig, LimitScope, RateLimit};
 pub use crate::fault::{Fault, FaultTarget};
+pub use crate::graphql::FindingUpdate;
 pub use crate::stats::{LoggedRequest, Stats};
 pub use crate::ws::WsProtocols;
 
@@ -68,6 +69,7 @@ pub(crate) struct Shared {
     /// `Some` when `EmulatorConfig::response_cache` is on.
     cache: Option<cache::ResponseCache>,
     ws: ws::WsState,
+    knobs: config::Knobs,
 }
 
 /// A running emulator. Dropping it shuts it down.
@@ -101,6 +103,7 @@ impl Emulator {
             log: RequestLog::default(),
             cache: config.response_cache.then(cache::ResponseCache::default),
             ws: ws::WsState::default(),
+            knobs: config::Knobs::new(&config),
         });
         let runtime = tokio::runtime::Builder::new_multi_thread()
             .worker_threads(config.worker_threads.max(1))
@@ -221,6 +224,26 @@ impl Emulator {
     }
 
     /// Subscriptions open on the server, and WebSocket connections open and accepted so far.
+    /// The emulator's clock (unix seconds; see `GraphqlService::now`).
+    pub fn now(&self) -> i64 {
+        self.shared.graphql.now()
+    }
+
+    /// Changes (or removes) a finding and publishes `finding_changed` of `kind`.
+    pub fn update_finding(&self, id: u64, update: FindingUpdate, kind: &str) -> Result<String, String> {
+        self.shared.graphql.update_finding(id, update, kind)
+    }
+
+    /// Every API request waits this long before it is answered (zero: none).
+    pub fn set_latency(&self, latency: Duration) {
+        self.shared.knobs.set_latency(latency);
+    }
+
+    /// Limits on one request's document: aliased fields, and body bytes (None: no limit).
+    pub fn set_document_limits(&self, max_aliases: Option<u32>, max_bytes: Option<usize>) {
+        self.shared.knobs.set_document_limits(max_aliases, max_bytes);
+    }
+
     pub fn subscription_stats(&self) -> (usize, u64, u64) {
         (
             self.shared.graphql.active_subscriptions(),

@@ -10,6 +10,7 @@ from types import TracebackType
 from typing import TYPE_CHECKING, Any, Literal, NoReturn, overload
 
 from secfindings import _logging, _lookup
+from secfindings._budget import Budget, budget_setting
 from secfindings._lookup import AsyncBatch, Batch, LookupNative, Missing
 from secfindings._native import NativeClient, NativePages
 from secfindings._operations import AsyncOperations, SyncOperations
@@ -49,6 +50,7 @@ class _Base:
         max_response_bytes: int = 256 * 1024 * 1024,
         rate_limit: tuple[int, float] | None = None,
         schema: str = "live",
+        budget: bool | str | os.PathLike[str] = True,
     ) -> None:
         _logging.sync_levels()
         native = NativeClient(
@@ -66,6 +68,7 @@ class _Base:
             refresh_mandatory=refresh_mandatory,
             max_response_bytes=max_response_bytes,
             rate_limit=rate_limit,
+            budget=budget_setting(budget),
         )
         # The typed methods and paginators call the native client through this client's live
         # schema: its selections and checks sit in front of the calls, and it types the models.
@@ -96,6 +99,13 @@ class _Base:
         and ``limiter_wait_seconds`` (held back by ``rate_limit``), ``token_exchanges``,
         ``bytes_received`` (after decompression)."""
         return self._native.stats()
+
+    def budget(self) -> Budget:
+        """The request budget of this client's API token, shared by every client, thread and
+        process of it on this machine: ``limit`` (this client's ``rate_limit``), ``used``,
+        ``remaining``, ``resets_at``, and ``blocked_until`` when a server's ``Retry-After``
+        holds them all back. Reads a small file; sends nothing."""
+        return Budget.from_native(self._native.budget())
 
     def __reduce__(self) -> tuple[Any, tuple[type[_Base], dict[str, Any]]]:
         # A client pickles as its settings and API token, never a JWT or a connection: the copy

@@ -227,6 +227,10 @@ class LiveNative:
         stats: dict[str, int | float] = self._n.stats()
         return stats
 
+    def budget(self) -> dict[str, Any]:
+        budget: dict[str, Any] = self._n.budget()
+        return budget
+
     def current_jwt(self) -> str:
         jwt: str = self._n.current_jwt()
         return jwt

@@ -82,6 +82,24 @@ def main(argv: list[str] | None = None, prog: str = "python -m secfindings.emula
         help="answer repeated queries from memory until the next mutation (for benchmarks)",
     )
     parser.add_argument(
+        "--latency-ms",
+        type=_int_in(0, 600_000),
+        default=0,
+        help="every API request waits this many milliseconds before it is answered (default 0)",
+    )
+    parser.add_argument(
+        "--max-aliases",
+        type=_int_in(1, 1_000_000),
+        default=None,
+        help="refuse documents with more aliased fields than this (default: no limit)",
+    )
+    parser.add_argument(
+        "--max-document-bytes",
+        type=_int_in(1, 1 << 30),
+        default=None,
+        help="refuse request bodies larger than this, with 413 (default: no limit)",
+    )
+    parser.add_argument(
         "--control",
         action="store_true",
         help="serve the test hooks (create_finding, inject, stats, ...) on a loopback control "
@@ -105,6 +123,9 @@ def main(argv: list[str] | None = None, prog: str = "python -m secfindings.emula
             host=args.host,
             jwt_lifetime=args.jwt_lifetime,
             response_cache=args.response_cache,
+            latency_ms=args.latency_ms,
+            max_aliases=args.max_aliases,
+            max_document_bytes=args.max_document_bytes,
         )
     except Exception as exc:  # a taken port is the usual cause: say so plainly
         print(f"error: {exc}", file=sys.stderr)

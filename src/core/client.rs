@@ -16,6 +16,7 @@ use super::transport::Transport;
 #[derive(Clone)]
 pub struct CoreClient {
     transport: Arc<Transport>,
+    lookups: super::lookup::Lookups,
 }
 
 impl CoreClient {
@@ -26,7 +27,10 @@ impl CoreClient {
     }
 
     pub fn with_settings(settings: Settings) -> Result<Self> {
-        Ok(Self { transport: Arc::new(Transport::new(settings)?) })
+        Ok(Self {
+            transport: Arc::new(Transport::new(settings)?),
+            lookups: super::lookup::Lookups::default(),
+        })
     }
 
     pub fn settings(&self) -> &Settings {
@@ -117,6 +121,22 @@ impl CoreClient {
         let mut req = prepare(&built.query, Some(&built.variables), Some(op.name))?;
         req.retry = op.retry;
         self.transport.send(&req).await
+    }
+
+    /// Many lookups of one object by id in few requests (see [`super::lookup`]).
+    pub async fn lookup(
+        &self,
+        name: &str,
+        ids: Vec<Value>,
+        fields: Option<&str>,
+        batch_size: usize,
+    ) -> Result<Vec<Option<Value>>> {
+        self.lookups.fetch(&self.transport, name, ids, fields, batch_size).await
+    }
+
+    /// The shared request budget of this client's token, as `client.budget()` shows it.
+    pub fn budget(&self) -> super::budget::View {
+        self.transport.budget().view()
     }
 
     /// A lazy walk over a catalog operation that returns a connection.

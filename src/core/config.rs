@@ -34,6 +34,9 @@ pub struct SettingsInput {
     pub max_response_bytes: Option<i64>,
     /// A client-side limit: at most this many requests per this many seconds.
     pub rate_limit: Option<(i64, f64)>,
+    /// The shared request budget's folder: `None` the default (see `budget::default_dir`),
+    /// `"off"` none (the client paces itself alone).
+    pub budget: Option<String>,
 }
 
 /// How the client gets its bearer token.
@@ -62,6 +65,8 @@ pub struct Settings {
     pub max_response_bytes: usize,
     /// A client-side limit on API requests: (requests, per).
     pub rate_limit: Option<(u32, Duration)>,
+    /// The folder of the request budget shared per token (`None`: not shared).
+    pub budget_dir: Option<PathBuf>,
     pub redactor: Redactor,
 }
 
@@ -218,6 +223,15 @@ impl Settings {
             }
         };
 
+        let budget_dir = match input.budget.as_deref().map(str::trim) {
+            None => super::budget::default_dir(env),
+            Some("off") => None,
+            Some("") => {
+                return Err(Error::config("budget must be a folder, or \"off\"; got an empty string"))
+            }
+            Some(dir) => Some(PathBuf::from(dir)),
+        };
+
         let mut redactor = Redactor::default();
         match &credential {
             Credential::ApiToken(t) => t.secrets().cloned().for_each(|s| redactor.add(s)),
@@ -238,6 +252,7 @@ impl Settings {
             refresh_mandatory,
             max_response_bytes,
             rate_limit,
+            budget_dir,
             redactor,
         })
     }

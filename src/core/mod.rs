@@ -3,6 +3,7 @@
 pub mod auth;
 #[cfg(feature = "arrow")]
 pub mod batches;
+pub mod budget;
 pub mod client;
 #[cfg(feature = "arrow")]
 pub mod columns;
@@ -13,6 +14,7 @@ pub mod graphql;
 pub mod http;
 pub mod ids;
 pub mod limit;
+pub mod lookup;
 pub mod operations;
 pub mod paging;
 pub mod retry;

@@ -2,18 +2,19 @@
 
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
-use std::time::Instant;
+use std::time::{Instant, SystemTime};
 
 use bytes::Bytes;
 use reqwest::header::{HeaderMap, AUTHORIZATION, CONTENT_TYPE, RETRY_AFTER};
 
 use super::auth::TokenProvider;
-use super::config::Settings;
+use super::budget::{Budget, Grant};
+use super::config::{Credential, Settings};
 use super::error::{secs, Error, Result};
 use super::graphql::{decode_response, PreparedRequest};
 use super::http::{build_http, classify, location, read_capped, transport_error};
 use super::limit::{Pace, RateLimiter};
-use super::retry::{self, Attempt, Failure, RetryPolicy};
+use super::retry::{self, parse_retry_after, Attempt, Failure, RetryPolicy};
 use super::secret::Redactor;
 
 /// How much of an error body is kept for `APIStatusError.body`.
@@ -30,6 +31,8 @@ pub struct Transport {
     closed: AtomicBool,
     on_close: tokio::sync::watch::Sender<bool>,
     limiter: Option<RateLimiter>,
+    /// The request budget shared by every client of this token on the machine.
+    budget: Budget,
     stats: Stats,
     /// The server has no `subscription_cursor` query (a subscription's start is then its first
     /// event): asked once per client.
@@ -95,6 +98,16 @@ impl Transport {
         let tokens = Arc::new(TokenProvider::new(&settings, http.clone())?);
         let policy = RetryPolicy::new(settings.max_retries, settings.max_retry_wait);
         let limiter = settings.rate_limit.and_then(|(n, per)| Pace::new(n, per)).map(RateLimiter::new);
+        let credential: &[u8] = match &settings.credential {
+            Credential::ApiToken(t) => t.expose_text().as_bytes(),
+            Credential::Jwt(j) => j.expose().as_bytes(),
+        };
+        let budget = Budget::new(
+            settings.budget_dir.clone(),
+            super::budget::key(settings.base_url.as_str(), credential),
+            settings.rate_limit,
+            settings.max_retry_wait,
+        );
         Ok(Self {
             http,
             settings,
@@ -103,6 +116,7 @@ impl Transport {
             closed: AtomicBool::new(false),
             on_close: tokio::sync::watch::channel(false).0,
             limiter,
+            budget,
             stats: Stats::default(),
             no_event_head: AtomicBool::new(false),
         })
@@ -119,6 +133,10 @@ impl Transport {
 
     pub fn stats(&self) -> &Stats {
         &self.stats
+    }
+
+    pub fn budget(&self) -> &Budget {
+        &self.budget
     }
 
     pub fn settings(&self) -> &Settings {
@@ -168,6 +186,22 @@ impl Transport {
         .await
     }
 
+    /// The error for a wait the shared budget asks for that is longer than `max_retry_wait`.
+    fn budget_spent(&self, wait: f64) -> Error {
+        Error::RateLimit {
+            status: 429,
+            message: format!(
+                "the request budget of this API token (shared by every client of it on this machine) \
+                 allows the next request in {wait:.0}s, longer than max_retry_wait ({:.0}s); \
+                 see client.budget()",
+                self.policy.max_retry_wait.as_secs_f64()
+            ),
+            body: String::new(),
+            headers: Vec::new(),
+            retry_after: Some(wait),
+        }
+    }
+
     /// One attempt: a JWT, the rate limiter, the POST, and what its answer means.
     async fn attempt(&self, req: &PreparedRequest, refreshed: &AtomicBool) -> Attempt<Bytes> {
         if self.is_closed() {
@@ -177,12 +211,24 @@ impl Transport {
             Ok(t) => t,
             Err(e) => return Attempt::Fatal(e),
         };
-        if let Some(limiter) = &self.limiter {
-            let waited = limiter.acquire().await;
-            if !waited.is_zero() {
-                self.stats.limiter_waits.fetch_add(1, Ordering::Relaxed);
-                add_micros(&self.stats.limiter_wait_us, waited);
+        // The shared budget books the send for every process of this token; when it cannot (no
+        // limit to share, or its folder is unusable), the client's own limiter paces it.
+        let waited = match self.budget.reserve() {
+            Some(Grant::TooLong(wait)) => return Attempt::Fatal(self.budget_spent(wait)),
+            Some(Grant::Wait(wait)) if self.budget.books() || self.limiter.is_none() => {
+                if !wait.is_zero() {
+                    tokio::time::sleep(wait).await;
+                }
+                wait
             }
+            _ => match &self.limiter {
+                Some(limiter) => limiter.acquire().await,
+                None => std::time::Duration::ZERO,
+            },
+        };
+        if !waited.is_zero() {
+            self.stats.limiter_waits.fetch_add(1, Ordering::Relaxed);
+            add_micros(&self.stats.limiter_wait_us, waited);
         }
         self.stats.requests.fetch_add(1, Ordering::Relaxed);
         let started = Instant::now();
@@ -278,6 +324,10 @@ impl Transport {
         let retry_after = headers.get(RETRY_AFTER).and_then(|v| v.to_str().ok()).map(str::to_string);
         let error = if status == 429 {
             self.stats.rate_limited.fetch_add(1, Ordering::Relaxed);
+            // Every client of this token waits for what the server asked, not only this call.
+            if let Some(wait) = retry_after.as_deref().and_then(|v| parse_retry_after(v, SystemTime::now())) {
+                self.budget.blocked_for(wait);
+            }
             Error::RateLimit {
                 status,
                 message: "rate limited (HTTP 429)".into(),

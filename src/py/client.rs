@@ -2,7 +2,7 @@
 //! released, `AsyncClient` awaits the same future through asyncio. Nothing is decided here.
 
 use pyo3::prelude::*;
-use pyo3::types::PyDict;
+use pyo3::types::{PyDict, PyList};
 
 use crate::core::config::SettingsInput;
 use crate::core::paging::PageSpec;
@@ -42,7 +42,8 @@ impl NativeClient {
     #[pyo3(signature = (
         api_token=None, *, base_url=None, region=None, auth_url=None, jwt=None, timeout=None,
         max_retries=None, max_retry_wait=None, proxy=None, ca_bundle=None,
-        refresh_advisory=None, refresh_mandatory=None, max_response_bytes=None, rate_limit=None
+        refresh_advisory=None, refresh_mandatory=None, max_response_bytes=None, rate_limit=None,
+        budget=None
     ))]
     #[allow(clippy::too_many_arguments)]
     fn new(
@@ -60,6 +61,7 @@ impl NativeClient {
         refresh_mandatory: Option<f64>,
         max_response_bytes: Option<Bound<'_, PyAny>>,
         rate_limit: Option<Bound<'_, PyAny>>,
+        budget: Option<String>,
     ) -> PyResult<Self> {
         let config = |m: String| err(Error::Configuration(m));
         let rate_limit = match rate_limit.filter(|r| !r.is_none()) {
@@ -90,6 +92,7 @@ impl NativeClient {
             refresh_mandatory,
             max_response_bytes,
             rate_limit,
+            budget,
         };
         let rt = runtime().map_err(err)?;
         // reqwest's connector belongs to the runtime it is built in.
@@ -184,6 +187,10 @@ impl NativeClient {
         d.set_item("refresh_mandatory", s.refresh_mandatory.as_secs_f64())?;
         d.set_item("max_response_bytes", s.max_response_bytes)?;
         d.set_item("rate_limit", s.rate_limit.map(|(n, per)| (n, per.as_secs_f64())))?;
+        d.set_item(
+            "budget",
+            s.budget_dir.as_ref().map_or_else(|| "off".to_string(), |p| p.display().to_string()),
+        )?;
         Ok(d)
     }
 
@@ -275,6 +282,57 @@ impl NativeClient {
         })
     }
 
+    /// Looks up many objects by id (`finding`), in batches of aliased selections: a list in
+    /// input order, None where an id names nothing.
+    #[pyo3(signature = (name, ids, fields=None, batch_size=100))]
+    fn lookup(
+        &self,
+        py: Python<'_>,
+        name: String,
+        ids: Bound<'_, PyAny>,
+        fields: Option<String>,
+        batch_size: usize,
+    ) -> PyResult<Py<PyAny>> {
+        let core = self.check()?.clone();
+        let ids = id_list(&ids)?;
+        let out = block_on(py, async { core.lookup(&name, ids, fields.as_deref(), batch_size).await })?;
+        let values = out.map_err(err)?;
+        lookup_list(py, &values)
+    }
+
+    /// The awaitable twin of `lookup`.
+    #[pyo3(signature = (name, ids, fields=None, batch_size=100))]
+    fn lookup_async<'py>(
+        &self,
+        py: Python<'py>,
+        name: String,
+        ids: Bound<'py, PyAny>,
+        fields: Option<String>,
+        batch_size: usize,
+    ) -> PyResult<Bound<'py, PyAny>> {
+        let core = self.check()?.clone();
+        let ids = id_list(&ids)?;
+        completions::submit(py, async move {
+            let values = core.lookup(&name, ids, fields.as_deref(), batch_size).await?;
+            Ok(Outcome::with(move |py| lookup_list(py, &values)))
+        })
+    }
+
+    /// The request budget this client's token shares on this machine.
+    fn budget<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
+        let v = self.core.budget();
+        let d = PyDict::new(py);
+        d.set_item("limit", v.limit.map(|(n, _)| n))?;
+        d.set_item("window", v.limit.map(|(_, w)| w))?;
+        d.set_item("used", v.used)?;
+        d.set_item("remaining", v.remaining)?;
+        d.set_item("resets_at", v.resets_at)?;
+        d.set_item("blocked_until", v.blocked_until)?;
+        d.set_item("shared", v.path.is_some())?;
+        d.set_item("path", v.path.map(|p| p.display().to_string()))?;
+        Ok(d)
+    }
+
     /// A lazy walk over a catalog operation that returns a connection.
     #[pyo3(signature = (name, args, fields=None, page_size=None, limit=None))]
     fn paginate_operation(
@@ -350,6 +408,47 @@ pub fn prepare_request(
 }
 
 /// `data[name]` of an answer (None when absent).
+/// A list of ids (str or int) as JSON values; anything else is a TypeError that says what to pass.
+fn id_list(ids: &Bound<'_, PyAny>) -> PyResult<Vec<serde_json::Value>> {
+    use pyo3::types::{PyBool, PyInt, PyString};
+    if ids.is_instance_of::<PyString>() || ids.is_instance_of::<pyo3::types::PyBytes>() {
+        return Err(pyo3::exceptions::PyTypeError::new_err(
+            "ids must be a list of ids, not one str (pass [id] for a single id)",
+        ));
+    }
+    let mut out = Vec::new();
+    for (i, item) in ids.try_iter()?.enumerate() {
+        let item = item?;
+        if item.is_instance_of::<PyString>() {
+            out.push(serde_json::Value::String(item.extract::<String>()?));
+        } else if item.is_instance_of::<PyInt>() && !item.is_instance_of::<PyBool>() {
+            match item.extract::<i64>() {
+                Ok(n) => out.push(serde_json::Value::from(n)),
+                Err(_) => {
+                    return Err(err(Error::Validation(format!("ids[{i}] is an int beyond 64 bits"))));
+                }
+            }
+        } else {
+            let ty = item.get_type().name().map(|n| n.to_string()).unwrap_or_else(|_| "?".into());
+            return Err(pyo3::exceptions::PyTypeError::new_err(format!(
+                "ids[{i}] must be a str or an int, got {ty}"
+            )));
+        }
+    }
+    Ok(out)
+}
+
+fn lookup_list(py: Python<'_>, values: &[Option<serde_json::Value>]) -> PyResult<Py<PyAny>> {
+    let list = PyList::empty(py);
+    for v in values {
+        match v {
+            Some(v) => list.append(crate::py::values::to_py(py, v)?)?,
+            None => list.append(py.None())?,
+        }
+    }
+    Ok(list.into_any().unbind())
+}
+
 pub(crate) fn field(py: Python<'_>, body: &[u8], name: &str, redactor: &Redactor) -> PyResult<Py<PyAny>> {
     let data = decode::data(py, body, redactor)?;
     match data.cast::<PyDict>() {

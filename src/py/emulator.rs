@@ -5,7 +5,9 @@ use std::time::Duration;
 use pyo3::exceptions::{PyRuntimeError, PyValueError};
 use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyList};
-use secfindings_emulator::{Emulator, EmulatorConfig, Fault, FaultTarget, LimitScope, RateLimit};
+use secfindings_emulator::{
+    Emulator, EmulatorConfig, Fault, FaultTarget, FindingUpdate, LimitScope, RateLimit,
+};
 
 use crate::py::values::to_py;
 
@@ -36,7 +38,8 @@ impl NativeEmulator {
     #[new]
     #[pyo3(signature = (
         findings=5000, seed=7, port=0, host="127.0.0.1", jwt_lifetime=3600.0,
-        global_limit=None, customer_limit=None, token_limit=None, idp_limit=None, response_cache=false
+        global_limit=None, customer_limit=None, token_limit=None, idp_limit=None, response_cache=false,
+        latency_ms=0.0, max_aliases=None, max_document_bytes=None
     ))]
     #[allow(clippy::too_many_arguments)]
     fn new(
@@ -51,6 +54,9 @@ impl NativeEmulator {
         token_limit: Option<(u32, f64)>,
         idp_limit: Option<(u32, f64)>,
         response_cache: bool,
+        latency_ms: f64,
+        max_aliases: Option<u32>,
+        max_document_bytes: Option<usize>,
     ) -> PyResult<Self> {
         let host = host
             .parse()
@@ -66,6 +72,9 @@ impl NativeEmulator {
             token_limit: limit(token_limit)?,
             idp_limit: limit(idp_limit)?,
             response_cache,
+            latency: secs("latency_ms", latency_ms / 1000.0)?,
+            max_aliases,
+            max_document_bytes,
             ..EmulatorConfig::default()
         };
         let inner = py
@@ -116,6 +125,39 @@ impl NativeEmulator {
     #[pyo3(signature = (id, kind="changed"))]
     fn change_finding(&self, id: u64, kind: &str) -> PyResult<String> {
         self.inner.change_finding(id, kind).map_err(PyValueError::new_err)
+    }
+
+    /// The emulator's clock in unix seconds.
+    fn now(&self) -> i64 {
+        self.inner.now()
+    }
+
+    /// Changes or removes finding `id`, publishing `finding_changed` of `kind`; returns its cursor.
+    #[pyo3(signature = (id, *, severity=None, score=None, status=None, last_reported=None, remove=false, kind="updated"))]
+    #[allow(clippy::too_many_arguments)]
+    fn update_finding(
+        &self,
+        id: u64,
+        severity: Option<u8>,
+        score: Option<f64>,
+        status: Option<String>,
+        last_reported: Option<i64>,
+        remove: bool,
+        kind: &str,
+    ) -> PyResult<String> {
+        let update = FindingUpdate { severity, score, status, last_reported, remove };
+        self.inner.update_finding(id, update, kind).map_err(PyValueError::new_err)
+    }
+
+    /// Every API request waits `ms` milliseconds before it is answered.
+    fn set_latency(&self, ms: f64) -> PyResult<()> {
+        self.inner.set_latency(secs("latency_ms", ms / 1000.0)?);
+        Ok(())
+    }
+
+    #[pyo3(signature = (max_aliases=None, max_bytes=None))]
+    fn set_document_limits(&self, max_aliases: Option<u32>, max_bytes: Option<usize>) {
+        self.inner.set_document_limits(max_aliases, max_bytes);
     }
 
     /// (subscriptions open on the server, sockets open, sockets accepted so far).

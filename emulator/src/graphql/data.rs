@@ -450,8 +450,13 @@ pub struct FindingRec {
 
 pub const NO_SCORE: u16 = u16::MAX;
 pub const FLAG_USER_SLA: u8 = 1;
+/// Bit 1: removed by a test hook (`remove_finding`): no query sees the finding any more.
+pub const FLAG_REMOVED: u8 = 2;
 
 impl FindingRec {
+    pub fn removed(&self) -> bool {
+        self.flags & FLAG_REMOVED != 0
+    }
     pub fn tickets(&self) -> usize {
         usize::from(self.counts & 3)
     }

@@ -707,16 +707,18 @@ pub fn compile_config(fc: &FiltersConfig, data: &Data) -> Result<Pred, String> {
     compile(&all, data)
 }
 
-/// The indices of the findings matching `pred`, in id order.
+/// The indices of the findings matching `pred`, in id order (removed findings never match).
 pub fn matching(data: &Data, pred: &Pred) -> Vec<u32> {
+    let live = |i: &u32| data.finding(*i as usize).is_some_and(|r| !r.removed());
     match pred {
-        Pred::True => (0..data.findings.len() as u32).collect(),
+        Pred::True => (0..data.findings.len() as u32).filter(live).collect(),
         Pred::False => Vec::new(),
         Pred::Ids(ids, false) => {
             let mut v: Vec<u32> = ids
                 .iter()
                 .filter(|id| (1..=data.findings.len() as u32).contains(id))
                 .map(|id| id - 1)
+                .filter(live)
                 .collect();
             v.sort_unstable();
             v
@@ -725,7 +727,7 @@ pub fn matching(data: &Data, pred: &Pred) -> Vec<u32> {
             .findings
             .iter()
             .enumerate()
-            .filter(|(i, rec)| p.test(data, *i, rec))
+            .filter(|(i, rec)| !rec.removed() && p.test(data, *i, rec))
             .map(|(i, _)| i as u32)
             .collect(),
     }

@@ -265,7 +265,7 @@ pub fn additional_data(data: &Data, i: usize, rec: &FindingRec) -> Value {
     });
     if let (Some(cve), serde_json::Value::Object(m)) = (t.cve, &mut raw) {
         m.insert("cve".into(), cve.into());
-        m.insert("exploit_available".into(), (mix(u64::from(rec.seed), 9) % 3 == 0).into());
+        m.insert("exploit_available".into(), mix(u64::from(rec.seed), 9).is_multiple_of(3).into());
     }
     obj([
         ("id", Value::String(to_global_id("FindingAdditionalData", i as u64 + 1))),

@@ -147,6 +147,7 @@ impl GraphqlService {
                 .ok_or_else(|| "the store has no finding to copy".to_string())?;
             let at = d.today + 12 * 3600 + d.version as i64;
             let mut rec = template;
+            rec.flags = 0;
             rec.severity = severity;
             rec.discovered = u32::try_from(at).unwrap_or(u32::MAX);
             rec.last_reported = rec.discovered;
@@ -180,8 +181,105 @@ impl GraphqlService {
             .to_string())
     }
 
+    /// The emulator's clock (unix seconds): the dataset's fixed "today", noon, plus one second per
+    /// change of the store, so that every change happens at a later time.
+    pub fn now(&self) -> i64 {
+        mutation::now(&self.env.store.snapshot())
+    }
+
+    /// Test hook: changes a finding as a scanner or an analyst would and publishes
+    /// `finding_changed` of `kind`. Returns the event's cursor.
+    pub fn update_finding(&self, id: u64, update: FindingUpdate, kind: &str) -> Result<String, String> {
+        if let Some(s) = update.severity {
+            if !(1..=5).contains(&s) {
+                return Err(format!("severity must be 1-5, not {s}"));
+            }
+        }
+        let status = match update.status.as_deref() {
+            None => None,
+            Some(key) => Some(status_of(key)?),
+        };
+        let score = match update.score {
+            None => None,
+            Some(v) if v.is_finite() && (0.0..=100.0).contains(&v) => Some((v * 100.0).round() as u16),
+            Some(v) => return Err(format!("score must be a number from 0 to 100, not {v}")),
+        };
+        let reported = match update.last_reported {
+            None => None,
+            Some(t) => Some(u32::try_from(t).map_err(|_| format!("last_reported_time out of range: {t}"))?),
+        };
+        let (idx, severity, at) = self.env.store.write(|d| {
+            let at = mutation::now(d);
+            let idx = live_index(d, id)?;
+            let findings = Arc::make_mut(&mut d.findings);
+            let rec = findings.get_mut(idx).ok_or_else(|| not_found(id))?;
+            if let Some(s) = update.severity {
+                rec.severity = s;
+            }
+            if let Some(s) = score {
+                rec.score = s;
+            }
+            if let Some(st) = status {
+                rec.status = st;
+                rec.sub_phase = if data::status_open(st) { 1 } else { data::PHASE_CLOSED };
+            }
+            if let Some(t) = reported {
+                rec.last_reported = t;
+            }
+            if update.remove {
+                rec.flags |= data::FLAG_REMOVED;
+            }
+            Ok((idx, rec.severity, at))
+        })?;
+        let idx = u32::try_from(idx).map_err(|_| "too many findings".to_string())?;
+        Ok(self
+            .env
+            .events
+            .publish("finding_changed", kind, at, events::Body::Finding { idx, severity })
+            .to_string())
+    }
+
     /// The schema in SDL, for documentation and tests.
     pub fn sdl(&self) -> String {
         self.schema.sdl()
     }
+}
+
+/// What [`GraphqlService::update_finding`] changes; `None` leaves a field as it is.
+#[derive(Clone, Debug, Default)]
+pub struct FindingUpdate {
+    pub severity: Option<u8>,
+    /// The score as the API shows it (0-100).
+    pub score: Option<f64>,
+    /// A status key ("20") or a category (OPEN, FIXED, IGNORED: its first status).
+    pub status: Option<String>,
+    /// Unix seconds.
+    pub last_reported: Option<i64>,
+    /// Remove the finding: no query sees it afterwards.
+    pub remove: bool,
+}
+
+fn not_found(id: u64) -> String {
+    format!("Finding matching query does not exist (id {id}).")
+}
+
+fn live_index(d: &data::Data, id: u64) -> Result<usize, String> {
+    usize::try_from(id)
+        .ok()
+        .and_then(|i| i.checked_sub(1))
+        .filter(|i| d.finding(*i).is_some_and(|r| !r.removed()))
+        .ok_or_else(|| not_found(id))
+}
+
+fn status_of(key: &str) -> Result<u8, String> {
+    if let Some(i) = data::status_index(key) {
+        return Ok(i);
+    }
+    let category = key.to_ascii_uppercase();
+    data::STATUSES.iter().position(|s| s.category == category).and_then(|i| u8::try_from(i).ok()).ok_or_else(
+        || {
+            let keys: Vec<&str> = data::STATUSES.iter().map(|s| s.key).collect();
+            format!("unknown status {key:?}: a status key ({}) or OPEN, FIXED, IGNORED", keys.join(", "))
+        },
+    )
 }

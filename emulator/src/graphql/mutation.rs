@@ -196,6 +196,7 @@ pub(super) fn apply_sla(d: &mut Data, r: &SlaRuleRec) -> Result<i64, String> {
         .enumerate()
         .filter(|(i, f)| {
             i64::from(f.severity) == r.severity
+                && !f.removed()
                 && f.flags & FLAG_USER_SLA == 0
                 && gp.test(d, *i, f)
                 && rp.test(d, *i, f)
@@ -734,7 +735,9 @@ pub fn set_user_sla_and_comment(env: &Env, ctx: &ResolverContext<'_>) -> Res {
                 v.dedup();
                 v
             }
-            None => (0..d.findings.len() as u32).collect(),
+            None => (0..d.findings.len() as u32)
+                .filter(|i| d.finding(*i as usize).is_some_and(|r| !r.removed()))
+                .collect(),
         };
         if fc_obj.is_some() {
             let pred = compile_config(&fc, d)?;

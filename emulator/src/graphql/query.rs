@@ -375,7 +375,7 @@ pub fn compute_hierarchy(data: &Data) -> Result<Hierarchy, String> {
         .collect();
     let mut unscoped = 0;
     let mut hits = vec![false; scopes.len()];
-    for (i, rec) in data.findings.iter().enumerate() {
+    for (i, rec) in data.findings.iter().enumerate().filter(|(_, r)| !r.removed()) {
         let mut any = false;
         for (k, p) in preds.iter().enumerate() {
             let hit = p.test(data, i, rec);
@@ -430,7 +430,7 @@ pub fn compute_hierarchy(data: &Data) -> Result<Hierarchy, String> {
 
 pub fn finding_index(data: &Data, v: &Value) -> Result<usize, String> {
     let pk = parse_id(v, "Finding").or_else(|e| parse_id(v, "FindingsView").map_err(|_| e))?;
-    let idx = (pk as usize).checked_sub(1).filter(|i| *i < data.findings.len());
+    let idx = (pk as usize).checked_sub(1).filter(|i| data.finding(*i).is_some_and(|r| !r.removed()));
     idx.ok_or_else(|| format!("Finding matching query does not exist (id {pk})."))
 }
 
@@ -730,7 +730,7 @@ pub fn trends(data: &Data, ctx_args: &ObjectAccessor<'_>, fc: &FiltersConfig) ->
     bucket_start(0, &scale)?;
     let pred = compile_config(fc, data)?;
     let mut buckets: BTreeMap<(i64, String), (serde_json::Value, Acc)> = BTreeMap::new();
-    for (i, rec) in data.findings.iter().enumerate() {
+    for (i, rec) in data.findings.iter().enumerate().filter(|(_, r)| !r.removed()) {
         if !pred.test(data, i, rec) {
             continue;
         }

@@ -13,6 +13,8 @@ the whole API at ``base_url`` from seeded, deterministic data (same seed, same d
 
 from __future__ import annotations
 
+import datetime as dt
+import math
 from types import TracebackType
 from typing import Any, Literal
 
@@ -48,6 +50,11 @@ class Emulator:
         response_cache: answer a repeated query (same document, variables and customer) from
             memory until the next mutation, so that benchmarks measure clients, not the
             GraphQL engine. Authentication, limits, faults and the request log still apply.
+        latency_ms: every API request waits this long before it is answered, as a network
+            round trip would (0: none).
+        max_aliases: refuse a document with more aliased fields than this (400, "too many
+            aliases"); None: no limit.
+        max_document_bytes: refuse a request body larger than this (413); None: no limit.
     """
 
     def __init__(
@@ -63,7 +70,13 @@ class Emulator:
         token_limit: RateLimitSpec | None = None,
         idp_limit: RateLimitSpec | None = None,
         response_cache: bool = False,
+        latency_ms: float = 0.0,
+        max_aliases: int | None = None,
+        max_document_bytes: int | None = None,
     ) -> None:
+        _check_latency(latency_ms)
+        _check_limit("max_aliases", max_aliases)
+        _check_limit("max_document_bytes", max_document_bytes)
         self._native = NativeEmulator(
             findings=findings,
             seed=seed,
@@ -75,6 +88,9 @@ class Emulator:
             token_limit=token_limit,
             idp_limit=idp_limit,
             response_cache=response_cache,
+            latency_ms=latency_ms,
+            max_aliases=max_aliases,
+            max_document_bytes=max_document_bytes,
         )
         self.findings = findings
         self.seed = seed
@@ -119,6 +135,63 @@ class Emulator:
         """Publish a ``finding_changed`` event of ``kind`` for finding ``id`` (numeric); returns
         the event's cursor."""
         return self._native.change_finding(id, kind)
+
+    def now(self) -> dt.datetime:
+        """The emulator's clock (aware, UTC). Its data has a fixed "today"; the clock stands at
+        noon of it and moves one second with every change of the store, so each change is later
+        than the one before."""
+        return dt.datetime.fromtimestamp(self._native.now(), tz=dt.timezone.utc)
+
+    def update_finding(
+        self,
+        id: int,
+        *,
+        severity: int | None = None,
+        score: float | None = None,
+        status: str | None = None,
+        last_reported_time: dt.datetime | str | None = None,
+    ) -> str:
+        """Change finding ``id`` as a scanner or an analyst would, and publish
+        ``finding_changed`` (kind ``"updated"``). ``severity`` 1-5; ``score`` 0-100 (as the API
+        shows it); ``status`` a status key (``"20"``) or a category (``OPEN``, ``FIXED``,
+        ``IGNORED``: its first status); ``last_reported_time`` an aware datetime or an ISO 8601
+        string. A status change alone does not move ``last_reported_time``, as on the real
+        service. Returns the event's cursor."""
+        return self._native.update_finding(
+            id,
+            severity=severity,
+            score=score,
+            status=status,
+            last_reported=None if last_reported_time is None else _unix(last_reported_time),
+        )
+
+    def rereport_finding(self, id: int, at: dt.datetime | str | None = None) -> str:
+        """The scanner reports finding ``id`` again: ``last_reported_time`` becomes ``at``
+        (default :meth:`now`); publishes ``finding_changed`` (kind ``"reported"``)."""
+        when = self._native.now() if at is None else _unix(at)
+        return self._native.update_finding(id, last_reported=when, kind="reported")
+
+    def close_finding(self, id: int) -> str:
+        """Close finding ``id`` (status "Fixed", category FIXED) without moving its
+        ``last_reported_time``; publishes ``finding_changed`` (kind ``"closed"``)."""
+        return self._native.update_finding(id, status="FIXED", kind="closed")
+
+    def remove_finding(self, id: int) -> str:
+        """Remove finding ``id``: ``finding(id)`` answers not found and no walk lists it any
+        more; publishes ``finding_changed`` (kind ``"removed"``)."""
+        return self._native.update_finding(id, remove=True, kind="removed")
+
+    def set_latency(self, ms: float) -> None:
+        """Every API request waits ``ms`` milliseconds before it is answered (0: none)."""
+        _check_latency(ms)
+        self._native.set_latency(ms)
+
+    def set_document_limits(self, max_aliases: int | None = None, max_bytes: int | None = None) -> None:
+        """Limit one request's document: aliased fields (over it: 400 "too many aliases") and
+        body bytes (over it: 413). None lifts a limit."""
+        _check_limit("max_aliases", max_aliases)
+        _check_limit("max_bytes", max_bytes)
+        self._native.set_document_limits(max_aliases, max_bytes)
 
     def subscription_stats(self) -> dict[str, int]:
         """Subscriptions open on the server, WebSocket connections open, and accepted so far."""
@@ -236,3 +309,27 @@ class Emulator:
 
     def __repr__(self) -> str:
         return f"Emulator(base_url={self.base_url!r}, findings={self.findings}, seed={self.seed})"
+
+
+def _unix(value: dt.datetime | str) -> int:
+    """Unix seconds of an aware datetime or an ISO 8601 string with an offset."""
+    if isinstance(value, str):
+        try:
+            value = dt.datetime.fromisoformat(value.replace("Z", "+00:00"))
+        except ValueError:
+            raise ValueError(f"not an ISO 8601 datetime: {value!r}") from None
+    if not isinstance(value, dt.datetime):
+        raise TypeError(f"expected a datetime or an ISO 8601 string, got {type(value).__name__}")
+    if value.tzinfo is None or value.utcoffset() is None:
+        raise ValueError(f"the datetime must be timezone-aware: {value!r}")
+    return math.floor(value.timestamp())
+
+
+def _check_latency(ms: float) -> None:
+    if isinstance(ms, bool) or not isinstance(ms, (int, float)) or not math.isfinite(ms) or ms < 0:
+        raise ValueError(f"latency_ms must be a number of milliseconds >= 0, got {ms!r}")
+
+
+def _check_limit(name: str, value: int | None) -> None:
+    if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 1):
+        raise ValueError(f"{name} must be a whole number >= 1 or None, got {value!r}")

@@ -32,6 +32,13 @@ __all__ = ["HOOKS", "ControlServer"]
 HOOKS: dict[str, str] = {
     "create_finding": "severity=5 -> [id, cursor]: add a finding and publish finding_created",
     "change_finding": "id, kind='changed' -> cursor: publish finding_changed for a finding",
+    "update_finding": "id, severity, score, status, last_reported_time -> cursor: change a finding",
+    "rereport_finding": "id, at=None -> cursor: last_reported_time := at (default: now)",
+    "close_finding": "id -> cursor: status Fixed, last_reported_time unchanged",
+    "remove_finding": "id -> cursor: the finding disappears",
+    "now": "the emulator's clock as an ISO 8601 datetime",
+    "set_latency": "ms: every API request waits this long",
+    "set_document_limits": "max_aliases=None, max_bytes=None: refuse larger documents",
     "create_api_token": "customer='acme', name='default' -> a new API token",
     "revoke_api_token": "api_token -> whether it existed",
     "expire_jwts": "make every JWT issued so far answer 401",

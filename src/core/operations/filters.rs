@@ -1,24 +1,20 @@
 //! Finding filters and finding scopes (a scope is a finding filter of type SCOPE).
 
-use super::{arg, mutation, query, Operation, Returns, ID_ONLY};
+use super::{mutation, query, schema_tables as args, Operation, Returns, ID_ONLY};
 use crate::core::retry::RetryClass::Mutation as NotResent;
 
 pub(super) const OPERATIONS: &[Operation] = &[
     query(
         "finding_filters",
         "All finding filters.",
-        &[
-            arg("type", "FindingFilterTypeEnum"),
-            arg("name", "String"),
-            arg("sort", "[FindingFilterSortEnum]"),
-        ],
+        args::FINDING_FILTERS,
         Returns::Connection("FindingFilter"),
         ID_ONLY,
     ),
     mutation(
         "new_finding_filter_v2",
         "Create a finding filter.",
-        &[arg("finding_filter", "FindingFilterInput!")],
+        args::NEW_FINDING_FILTER_V2,
         Returns::Object("NewFindingFilterV2"),
         "ok",
         NotResent,
@@ -26,7 +22,7 @@ pub(super) const OPERATIONS: &[Operation] = &[
     mutation(
         "update_finding_filter_v2",
         "Update a finding filter.",
-        &[arg("id", "ID!"), arg("finding_filter", "FindingFilterInput!")],
+        args::UPDATE_FINDING_FILTER_V2,
         Returns::Object("UpdateFindingFilterV2"),
         "ok",
         NotResent,
@@ -34,7 +30,7 @@ pub(super) const OPERATIONS: &[Operation] = &[
     mutation(
         "delete_finding_filter_v2",
         "Delete a finding filter.",
-        &[arg("id", "ID!")],
+        args::DELETE_FINDING_FILTER_V2,
         Returns::Object("DeleteFindingFilterV2"),
         "ok",
         NotResent,
@@ -42,7 +38,7 @@ pub(super) const OPERATIONS: &[Operation] = &[
     mutation(
         "new_finding_filter",
         "Creates a finding filter.",
-        &[arg("name", "String!"), arg("filter", "JSONString!"), arg("description", "String")],
+        args::NEW_FINDING_FILTER,
         Returns::Object("NewFindingFilterV2"),
         "ok",
         NotResent,
@@ -51,7 +47,7 @@ pub(super) const OPERATIONS: &[Operation] = &[
     mutation(
         "update_finding_filter",
         "Updates a finding filter.",
-        &[arg("id", "ID!"), arg("name", "String"), arg("filter", "JSONString"), arg("description", "String")],
+        args::UPDATE_FINDING_FILTER,
         Returns::Object("UpdateFindingFilterV2"),
         "ok",
         NotResent,
@@ -60,7 +56,7 @@ pub(super) const OPERATIONS: &[Operation] = &[
     mutation(
         "delete_finding_filter",
         "Deletes a finding filter.",
-        &[arg("id", "ID!")],
+        args::DELETE_FINDING_FILTER,
         Returns::Object("DeleteFindingFilterV2"),
         "ok",
         NotResent,
@@ -69,7 +65,7 @@ pub(super) const OPERATIONS: &[Operation] = &[
     mutation(
         "new_finding_scope_v2",
         "Create a finding scope filter (which findings are included in queries and rules).",
-        &[arg("finding_scope", "FindingFilterInput!")],
+        args::NEW_FINDING_SCOPE_V2,
         Returns::Object("NewFindingScopeV2"),
         "ok",
         NotResent,
@@ -77,7 +73,7 @@ pub(super) const OPERATIONS: &[Operation] = &[
     mutation(
         "update_finding_scope_v2",
         "Update a finding scope filter's configuration.",
-        &[arg("id", "ID!"), arg("finding_scope", "FindingFilterInput!")],
+        args::UPDATE_FINDING_SCOPE_V2,
         Returns::Object("UpdateFindingScopeV2"),
         "ok",
         NotResent,
@@ -85,7 +81,7 @@ pub(super) const OPERATIONS: &[Operation] = &[
     mutation(
         "delete_finding_scope_v2",
         "Delete a finding scope filter. Affects any rules or queries that use the scope.",
-        &[arg("id", "ID!")],
+        args::DELETE_FINDING_SCOPE_V2,
         Returns::Object("DeleteFindingScopeV2"),
         "ok",
         NotResent,

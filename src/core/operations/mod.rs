@@ -5,8 +5,10 @@
 //! The typed Python methods and their signatures are generated from this table
 //! (`scripts/gen_operations.py`), and a test regenerates them to prove they have not drifted.
 //!
-//! Argument names and types follow the emulator's model of the schema (the spec names the
-//! operations but shows the arguments of `finding` only). Default selections ask only for fields
+//! Argument names and types, and the fields of input objects, are generated from the one schema
+//! file (`schema/schema.graphql`, by `scripts/gen_schema_tables.py` into `schema_tables.rs`): the
+//! spec names the operations but shows the arguments of `finding` only, so the schema the
+//! emulator serves is the model. Default selections ask only for fields
 //! the spec or the service fact sheet document, because the production schema may differ from the
 //! emulator's and one unknown field fails the whole request; everything else is opt-in (`fields=`).
 //! For mutation results that is `ok`, the one result field the fact sheet shows (6.4).
@@ -18,6 +20,7 @@ mod filters;
 mod findings;
 mod resources;
 mod rules;
+mod schema_tables;
 mod scopes;
 mod sla;
 
@@ -157,85 +160,9 @@ pub fn find(name: &str) -> Result<&'static Operation> {
         .ok_or_else(|| Error::validation(format!("no operation named {name:?} in the catalog")))
 }
 
-/// The input objects the client checks field by field (as the emulator models them; the
-/// FiltersConfigInput key set is the one the fact sheet documents).
+/// The input objects the client checks field by field, generated from the schema.
 /// `JSONText` is a String on the wire holding JSON: a non-string value is serialized for the caller.
-pub const INPUT_OBJECTS: &[(&str, &[Arg])] = &[
-    (
-        "FiltersConfigInput",
-        &[
-            arg("filtersjson", "JSONText"),
-            arg("scopesjson", "JSONText"),
-            arg("scopesid", "ID"),
-            arg("filtersid", "ID"),
-            arg("filters_fields_to_exclude", "[String]"),
-            arg("filters_fields_to_include", "[String]"),
-            arg("filters_fields_to_override", "[String]"),
-            arg("scopes_fields_to_exclude", "[String]"),
-            arg("scopes_fields_to_include", "[String]"),
-            arg("scopes_fields_to_override", "[String]"),
-            arg("scope_group", "ID"),
-        ],
-    ),
-    (
-        "FindingFilterInput",
-        &[
-            arg("name", "String"),
-            arg("description", "String"),
-            arg("type", "FindingFilterTypeEnum"),
-            arg("filter", "JSONString"),
-        ],
-    ),
-    (
-        "ScoringRuleInput",
-        &[
-            arg("name", "String"),
-            arg("description", "String"),
-            arg("filters_config", "FiltersConfigInput"),
-            arg("method", "ScoringRuleMethods"),
-            arg("value", "Float"),
-            arg("round_function", "RoundFunctions"),
-            arg("priority", "Int"),
-            arg("active", "Boolean"),
-        ],
-    ),
-    (
-        "StatusRuleInput",
-        &[
-            arg("name", "String"),
-            arg("description", "String"),
-            arg("filters_config", "FiltersConfigInput"),
-            arg("status_key", "String"),
-            arg("enabled", "Boolean"),
-            arg("priority", "Int"),
-        ],
-    ),
-    (
-        "SLARuleInput",
-        &[
-            arg("id", "ID"),
-            arg("name", "String"),
-            arg("sla_group_id", "ID"),
-            arg("severity", "Int"),
-            arg("days", "Int"),
-            arg("at_risk_days", "Int"),
-            arg("filters_config", "FiltersConfigInput"),
-            arg("active", "Boolean"),
-        ],
-    ),
-    (
-        "TicketSLAInput",
-        &[
-            arg("name", "String"),
-            arg("description", "String"),
-            arg("filters_config", "FiltersConfigInput"),
-            arg("days", "Int"),
-            arg("provider_type", "TicketProviderTypeEnum"),
-            arg("enabled", "Boolean"),
-            arg("priority", "Int"),
-        ],
-    ),
-];
+pub use schema_tables::INPUT_OBJECTS;
 
 const SCALARS: &[&str] = &[
     "ID",

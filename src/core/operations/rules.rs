@@ -1,20 +1,20 @@
 //! Scoring rules and status rules.
 
-use super::{arg, mutation, query, Operation, Returns, ID_ONLY};
+use super::{mutation, query, schema_tables as args, Operation, Returns, ID_ONLY};
 use crate::core::retry::RetryClass::Mutation as NotResent;
 
 pub(super) const OPERATIONS: &[Operation] = &[
     query(
         "scoring_rules",
         "All scoring rules.",
-        &[arg("name", "String"), arg("active", "Boolean"), arg("sort", "[ScoringRuleSortEnum]")],
+        args::SCORING_RULES,
         Returns::Connection("ScoringRule"),
         ID_ONLY,
     ),
     mutation(
         "add_scoring_rule",
         "Create a scoring rule.",
-        &[arg("scoring_rule", "ScoringRuleInput!")],
+        args::ADD_SCORING_RULE,
         Returns::Object("AddScoringRule"),
         "ok",
         NotResent,
@@ -22,7 +22,7 @@ pub(super) const OPERATIONS: &[Operation] = &[
     mutation(
         "edit_scoring_rule",
         "Modify a scoring rule's logic and parameters.",
-        &[arg("id", "ID!"), arg("scoring_rule", "ScoringRuleInput!")],
+        args::EDIT_SCORING_RULE,
         Returns::Object("EditScoringRule"),
         "ok",
         NotResent,
@@ -30,7 +30,7 @@ pub(super) const OPERATIONS: &[Operation] = &[
     mutation(
         "activate_scoring_rule",
         "Activate or deactivate a scoring rule. Inactive rules are not applied to new findings.",
-        &[arg("id", "ID!"), arg("active", "Boolean!")],
+        args::ACTIVATE_SCORING_RULE,
         Returns::Object("ActivateScoringRule"),
         "ok",
         NotResent,
@@ -38,7 +38,7 @@ pub(super) const OPERATIONS: &[Operation] = &[
     mutation(
         "delete_scoring_rule",
         "Delete a scoring rule. Scores already assigned by the rule remain unchanged.",
-        &[arg("id", "ID!")],
+        args::DELETE_SCORING_RULE,
         Returns::Object("DeleteScoringRule"),
         "ok",
         NotResent,
@@ -46,14 +46,14 @@ pub(super) const OPERATIONS: &[Operation] = &[
     query(
         "status_rules",
         "All status rules.",
-        &[arg("name", "String"), arg("enabled", "Boolean")],
+        args::STATUS_RULES,
         Returns::Connection("StatusRuleObject"),
         ID_ONLY,
     ),
     mutation(
         "add_status_rule",
         "Create a status rule.",
-        &[arg("status_rule", "StatusRuleInput!")],
+        args::ADD_STATUS_RULE,
         Returns::Object("AddStatusRule"),
         "ok",
         NotResent,
@@ -61,7 +61,7 @@ pub(super) const OPERATIONS: &[Operation] = &[
     mutation(
         "edit_status_rule",
         "Modify a status rule's conditions and actions.",
-        &[arg("id", "ID!"), arg("status_rule", "StatusRuleInput!")],
+        args::EDIT_STATUS_RULE,
         Returns::Object("EditStatusRule"),
         "ok",
         NotResent,
@@ -69,7 +69,7 @@ pub(super) const OPERATIONS: &[Operation] = &[
     mutation(
         "enable_status_rule",
         "Enable or disable a status rule. Controls automatic status assignment.",
-        &[arg("id", "ID!"), arg("enabled", "Boolean!")],
+        args::ENABLE_STATUS_RULE,
         Returns::Object("EnableStatusRule"),
         "ok",
         NotResent,
@@ -77,7 +77,7 @@ pub(super) const OPERATIONS: &[Operation] = &[
     mutation(
         "delete_status_rule",
         "Delete a status rule. Findings whose status the rule already set are not affected.",
-        &[arg("id", "ID!")],
+        args::DELETE_STATUS_RULE,
         Returns::Object("DeleteStatusRule"),
         "ok",
         NotResent,

@@ -1,6 +1,6 @@
 //! Scope hierarchy and scope groups.
 
-use super::{arg, mutation, query, Operation, Returns, TYPENAME_ONLY};
+use super::{mutation, query, schema_tables as args, Operation, Returns, TYPENAME_ONLY};
 use crate::core::retry::RetryClass::Mutation as NotResent;
 
 pub(super) const OPERATIONS: &[Operation] = &[
@@ -9,14 +9,14 @@ pub(super) const OPERATIONS: &[Operation] = &[
     query(
         "scope_hierarchy",
         "Hierarchical structure of scopes, optionally including unscoped resources.",
-        &[arg("include_unscoped", "Boolean")],
+        args::SCOPE_HIERARCHY,
         Returns::Object("ScopeHierarchy"),
         TYPENAME_ONLY,
     ),
     mutation(
         "save_scope_hierarchy",
         "Generate and save the scope hierarchy from the current configuration.",
-        &[],
+        args::SAVE_SCOPE_HIERARCHY,
         Returns::Object("GenerateScopes"),
         "ok",
         NotResent,
@@ -24,12 +24,7 @@ pub(super) const OPERATIONS: &[Operation] = &[
     mutation(
         "create_scope_group",
         "Create a scope group (organizes access permissions).",
-        &[
-            arg("name", "String!"),
-            arg("description", "String"),
-            arg("scope_ids", "[ID]"),
-            arg("users", "[String]"),
-        ],
+        args::CREATE_SCOPE_GROUP,
         Returns::Object("CreateScopeGroup"),
         "ok",
         NotResent,
@@ -37,13 +32,7 @@ pub(super) const OPERATIONS: &[Operation] = &[
     mutation(
         "edit_scope_group",
         "Modify a scope group's configuration and permissions.",
-        &[
-            arg("id", "ID!"),
-            arg("name", "String"),
-            arg("description", "String"),
-            arg("scope_ids", "[ID]"),
-            arg("users", "[String]"),
-        ],
+        args::EDIT_SCOPE_GROUP,
         Returns::Object("EditScopeGroup"),
         "ok",
         NotResent,
@@ -51,7 +40,7 @@ pub(super) const OPERATIONS: &[Operation] = &[
     mutation(
         "delete_scope_group",
         "Delete a scope group. Affects users and rules assigned to the group.",
-        &[arg("id", "ID!")],
+        args::DELETE_SCOPE_GROUP,
         Returns::Object("DeleteScopeGroup"),
         "ok",
         NotResent,

@@ -1,25 +1,14 @@
 //! SLA groups, SLA rules (SLA preferences), global SLA settings and ticket SLA rules.
 
-use super::{arg, mutation, query, Operation, Returns, ID_ONLY};
+use super::{mutation, query, schema_tables as args, Operation, Returns, ID_ONLY};
 use crate::core::retry::RetryClass::Mutation as NotResent;
 
 pub(super) const OPERATIONS: &[Operation] = &[
-    query(
-        "sla_groups",
-        "All SLA groups.",
-        &[arg("name", "String"), arg("sort", "[SLAGroupSortEnum]")],
-        Returns::Connection("SLAGroup"),
-        ID_ONLY,
-    ),
+    query("sla_groups", "All SLA groups.", args::SLA_GROUPS, Returns::Connection("SLAGroup"), ID_ONLY),
     mutation(
         "add_sla_group",
         "Create an SLA group.",
-        &[
-            arg("name", "String!"),
-            arg("description", "String"),
-            arg("filters_config", "FiltersConfigInput"),
-            arg("priority", "Int"),
-        ],
+        args::ADD_SLA_GROUP,
         Returns::Object("AddSLAGroup"),
         "ok",
         NotResent,
@@ -27,19 +16,14 @@ pub(super) const OPERATIONS: &[Operation] = &[
     query(
         "sla_preferences",
         "SLA preferences (settings and thresholds).",
-        &[
-            arg("sla_group_id", "ID"),
-            arg("severity", "Int"),
-            arg("active", "Boolean"),
-            arg("sort", "[SLAPreferenceSortEnum]"),
-        ],
+        args::SLA_PREFERENCES,
         Returns::Connection("SLAPreference"),
         ID_ONLY,
     ),
     mutation(
         "add_sla_rule",
         "Create an SLA rule.",
-        &[arg("sla_rule", "SLARuleInput!")],
+        args::ADD_SLA_RULE,
         Returns::Object("AddSLARule"),
         "ok",
         NotResent,
@@ -47,7 +31,7 @@ pub(super) const OPERATIONS: &[Operation] = &[
     mutation(
         "edit_sla_rule",
         "Modify an SLA rule's timeframes and conditions.",
-        &[arg("id", "ID!"), arg("sla_rule", "SLARuleInput!")],
+        args::EDIT_SLA_RULE,
         Returns::Object("EditSLARule"),
         "ok",
         NotResent,
@@ -55,7 +39,7 @@ pub(super) const OPERATIONS: &[Operation] = &[
     mutation(
         "activate_sla_rule",
         "Activate or deactivate an SLA rule. Controls automatic SLA assignment.",
-        &[arg("id", "ID!"), arg("active", "Boolean!")],
+        args::ACTIVATE_SLA_RULE,
         Returns::Object("ActivateSLAStatus"),
         "ok",
         NotResent,
@@ -63,7 +47,7 @@ pub(super) const OPERATIONS: &[Operation] = &[
     mutation(
         "delete_sla_rule",
         "Delete an SLA rule. Active SLAs created by the rule remain in effect.",
-        &[arg("id", "ID!")],
+        args::DELETE_SLA_RULE,
         Returns::Object("DeleteSLAStatus"),
         "ok",
         NotResent,
@@ -71,7 +55,7 @@ pub(super) const OPERATIONS: &[Operation] = &[
     mutation(
         "update_sla_settings_v2",
         "Update global SLA settings (v2).",
-        &[arg("sla_settings", "[SLARuleInput!]!")],
+        args::UPDATE_SLA_SETTINGS_V2,
         Returns::Object("UpdateSLAV2"),
         "ok",
         NotResent,
@@ -79,14 +63,14 @@ pub(super) const OPERATIONS: &[Operation] = &[
     query(
         "ticket_sla_rules",
         "Ticket SLA rules.",
-        &[arg("name", "String"), arg("enabled", "Boolean"), arg("sort", "[TicketSLARuleSortEnum]")],
+        args::TICKET_SLA_RULES,
         Returns::Connection("TicketSLARule"),
         ID_ONLY,
     ),
     mutation(
         "add_ticket_sla_rule",
         "Create a ticket SLA rule.",
-        &[arg("ticket_sla", "TicketSLAInput!")],
+        args::ADD_TICKET_SLA_RULE,
         Returns::Object("AddTicketSLARule"),
         "ok",
         NotResent,
@@ -94,7 +78,7 @@ pub(super) const OPERATIONS: &[Operation] = &[
     mutation(
         "edit_ticket_sla_rule",
         "Modify a ticket SLA rule's parameters and conditions.",
-        &[arg("id", "ID!"), arg("ticket_sla", "TicketSLAInput!")],
+        args::EDIT_TICKET_SLA_RULE,
         Returns::Object("EditTicketSLARule"),
         "ok",
         NotResent,
@@ -102,7 +86,7 @@ pub(super) const OPERATIONS: &[Operation] = &[
     mutation(
         "enable_ticket_sla_rule",
         "Enable or disable a ticket SLA rule. Controls application to new tickets.",
-        &[arg("id", "ID!"), arg("enabled", "Boolean!")],
+        args::ENABLE_TICKET_SLA_RULE,
         Returns::Object("EnableTicketSLARule"),
         "ok",
         NotResent,
@@ -110,7 +94,7 @@ pub(super) const OPERATIONS: &[Operation] = &[
     mutation(
         "delete_ticket_sla_rule",
         "Delete a ticket SLA rule. Active ticket SLAs are not affected.",
-        &[arg("id", "ID!")],
+        args::DELETE_TICKET_SLA_RULE,
         Returns::Object("DeleteTicketSLARule"),
         "ok",
         NotResent,

@@ -1,0 +1,80 @@
+"""``client.budget()``: the request budget an API token shares on this machine.
+
+The Rust core books every request of every client, thread and process of one API token in one
+small file under a file lock (``src/core/budget.rs``): ``rate_limit=`` paces them together, and
+a server's ``Retry-After`` makes all of them wait, not only the call that got the 429.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import os
+from dataclasses import dataclass
+from typing import Any
+
+__all__ = ["Budget", "budget_setting"]
+
+
+def _when(ts: Any) -> dt.datetime | None:
+    return None if ts is None else dt.datetime.fromtimestamp(float(ts), tz=dt.timezone.utc)
+
+
+@dataclass(frozen=True)
+class Budget:
+    """The request budget of a client's API token, as every client of it on this machine sees it.
+
+    Attributes:
+        limit: requests per ``window`` this client paces by (its ``rate_limit``), or None.
+        window: the window of ``limit``, in seconds, or None.
+        used: requests booked in the last window by every client of the token.
+        remaining: how many more may go now (None without a limit).
+        resets_at: when the oldest request of the window leaves it (None when none was booked).
+        blocked_until: until when a server's ``Retry-After`` holds every client of the token back.
+        shared: whether the budget is shared through a file (``budget=False`` turns it off).
+    """
+
+    limit: int | None
+    window: float | None
+    used: int
+    remaining: int | None
+    resets_at: dt.datetime | None
+    blocked_until: dt.datetime | None
+    shared: bool
+
+    @classmethod
+    def from_native(cls, raw: dict[str, Any]) -> Budget:
+        return cls(
+            limit=raw["limit"],
+            window=raw["window"],
+            used=int(raw["used"]),
+            remaining=raw["remaining"],
+            resets_at=_when(raw["resets_at"]),
+            blocked_until=_when(raw["blocked_until"]),
+            shared=bool(raw["shared"]),
+        )
+
+    def __str__(self) -> str:
+        if self.limit is None:
+            head = f"{self.used} requests booked; no rate_limit set"
+        else:
+            head = f"{self.used} of {self.limit} per {self.window:g}s used, {self.remaining} remaining"
+        if self.resets_at is not None:
+            head += f", resets at {self.resets_at:%H:%M:%S} UTC"
+        if self.blocked_until is not None:
+            head += f"; the server asked to wait until {self.blocked_until:%H:%M:%S} UTC"
+        return head
+
+
+def budget_setting(budget: bool | str | os.PathLike[str]) -> str | None:
+    """The native client's ``budget`` argument: None for the default folder, ``"off"``, or a
+    folder."""
+    if budget is True:
+        return None
+    if budget is False:
+        return "off"
+    if isinstance(budget, (str, os.PathLike)):
+        text = os.fspath(budget)
+        if not text.strip():
+            raise ValueError("budget must be True, False or a folder; got an empty string")
+        return text
+    raise TypeError(f"budget must be True, False or a folder (str or path), got {type(budget).__name__}")

@@ -1,0 +1,537 @@
+//! One request budget per API token, shared by every client, thread and process of the user on
+//! this machine.
+//!
+//! The service limits requests per token (and per customer, and globally), answering 429 with a
+//! `Retry-After` that can be an hour. Four processes each pacing themselves at the token's limit
+//! overshoot together; so the sends of every process are booked in one small file per token,
+//! under a file lock:
+//!
+//! - `<cache>/secfindings/budget/<key>.json`, where `key` is a SHA-256 of the API URL and the
+//!   credential (never the credential itself), holds `{"v": 1, "sends": [...], "blocked_until": t}`:
+//!   the unix times of the sends booked in the last window, and the end of the longest wait a
+//!   server asked for (`Retry-After`). It is replaced whole (write, then rename), so a reader
+//!   never sees half of it.
+//! - `<key>.lock` is the lock, taken with `flock` (std's `File::lock`): the kernel drops it when
+//!   its holder dies, so a crashed process cannot hold it. A holder that hangs is waited for at
+//!   most [`LOCK_PATIENCE`]; then the request goes on unbooked (with one warning), as it would
+//!   without a shared budget.
+//! - A corrupt, oversized or hostile file is read as empty (one warning) and replaced: times that
+//!   are not numbers, or lie further ahead than a booking can, are dropped. The folder is used only
+//!   when it is private (not writable by group or others); files are created `0600`.
+//!
+//! The pacing rule is the one of `limit.rs` over the shared log: a request goes when fewer than
+//! `requests` sends were booked in the window before it, else when the oldest of the last
+//! `requests` is a window old; and never before `blocked_until`. A wait longer than
+//! `max_retry_wait` is not taken: the call fails with `RateLimit` and its `retry_after`.
+//!
+//! The rule (`book`) is pure and unit-tested without files or clocks.
+
+use std::fs::{self, File, OpenOptions};
+use std::io::{Read as _, Write as _};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Mutex;
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use serde::{Deserialize, Serialize};
+use sha2::{Digest, Sha256};
+
+/// How long a request waits for another process's lock before it goes on unbooked.
+pub const LOCK_PATIENCE: Duration = Duration::from_secs(2);
+/// The largest state file read (bytes); a larger one is treated as corrupt.
+const MAX_FILE: u64 = 1 << 20;
+/// The most sends a state file keeps (a budget larger than this is paced per process).
+pub const MAX_SENDS: usize = 20_000;
+/// The furthest ahead a `blocked_until` is believed (a day): a larger one is hostile or broken.
+const MAX_BLOCK: f64 = 86_400.0;
+const FORMAT: u32 = 1;
+/// Added to a window-old send's time before the next may go (seconds).
+const SLACK: f64 = 0.001;
+
+/// The file's contents.
+#[derive(Debug, Default, Clone, PartialEq, Serialize, Deserialize)]
+pub struct State {
+    #[serde(default)]
+    pub v: u32,
+    #[serde(default)]
+    pub sends: Vec<f64>,
+    #[serde(default)]
+    pub blocked_until: f64,
+}
+
+impl State {
+    /// Drops what cannot be true at `now`: non-numbers, sends older than the window, times
+    /// further ahead than a booking (or a server's wait) can be. Keeps the sends sorted.
+    pub fn sanitize(&mut self, now: f64, window: f64) {
+        let horizon = now + MAX_BLOCK;
+        self.sends.retain(|t| t.is_finite() && *t > now - window && *t <= horizon);
+        self.sends.sort_by(f64::total_cmp);
+        if self.sends.len() > MAX_SENDS {
+            let cut = self.sends.len() - MAX_SENDS;
+            self.sends.drain(..cut);
+        }
+        if !self.blocked_until.is_finite() || self.blocked_until <= now || self.blocked_until > horizon {
+            self.blocked_until = 0.0;
+        }
+        self.v = FORMAT;
+    }
+}
+
+/// When a request wanted at `now` may go under `requests` per `window` seconds (and not before
+/// `blocked_until`): the time to book. `state` must be sanitized.
+pub fn slot(state: &State, now: f64, limit: Option<(u32, f64)>) -> f64 {
+    let mut at = now.max(state.blocked_until);
+    if let Some((requests, window)) = limit {
+        let n = usize::try_from(requests).unwrap_or(usize::MAX);
+        if n > 0 && state.sends.len() >= n {
+            // The send `n` places back must be a window old (and a millisecond, so that rounding
+            // never puts n + 1 sends in one window): then the last n-1 and this one fit.
+            if let Some(t) = state.sends.len().checked_sub(n).and_then(|i| state.sends.get(i)) {
+                at = at.max(t + window + SLACK);
+            }
+        }
+    }
+    at
+}
+
+/// What [`Budget::view`] shows (`client.budget()`).
+#[derive(Debug, Clone, PartialEq)]
+pub struct View {
+    /// The limit this client paces by: (requests, window seconds); `None` without `rate_limit=`.
+    pub limit: Option<(u32, f64)>,
+    /// Sends booked in the window before now, by every process on this token.
+    pub used: u32,
+    /// How many more may go now (`None` without a limit).
+    pub remaining: Option<u32>,
+    /// When the oldest send of the window leaves it (unix seconds), if any was booked.
+    pub resets_at: Option<f64>,
+    /// Until when a server asked every client of this token to wait (unix seconds), if it did.
+    pub blocked_until: Option<f64>,
+    /// The state file (for the curious; its name is a hash, never the token).
+    pub path: Option<PathBuf>,
+}
+
+/// A wait the budget asks for, or why the request may not go.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum Grant {
+    /// Go after this wait (zero: now).
+    Wait(Duration),
+    /// The wait would be longer than `max_retry_wait`: this many seconds.
+    TooLong(f64),
+}
+
+/// One token's budget. Cheap when there is nothing to share: without `rate_limit=` a request only
+/// looks at the file's modification time (a `stat`), and reads it when another process changed it.
+#[derive(Debug)]
+pub struct Budget {
+    dir: Option<PathBuf>,
+    key: String,
+    limit: Option<(u32, f64)>,
+    max_wait: Duration,
+    /// (modification time, blocked_until) of the state last read without a limit.
+    seen: Mutex<Option<(SystemTime, f64)>>,
+    warned: AtomicBool,
+}
+
+fn unix_now() -> f64 {
+    SystemTime::now().duration_since(UNIX_EPOCH).map_or(0.0, |d| d.as_secs_f64())
+}
+
+/// The file name's key: a hash of where the requests go and of the credential.
+pub fn key(base_url: &str, credential: &[u8]) -> String {
+    let mut h = Sha256::new();
+    h.update(b"secfindings budget v1\0");
+    h.update(base_url.as_bytes());
+    h.update(b"\0");
+    h.update(credential);
+    h.finalize().iter().take(16).map(|b| format!("{b:02x}")).collect()
+}
+
+/// The default folder: `$SECFINDINGS_BUDGET_DIR`, else `$XDG_CACHE_HOME/secfindings/budget`,
+/// else `~/.cache/secfindings/budget`.
+pub fn default_dir(env: &dyn Fn(&str) -> Option<String>) -> Option<PathBuf> {
+    if let Some(d) = env("SECFINDINGS_BUDGET_DIR").filter(|d| !d.trim().is_empty()) {
+        return Some(PathBuf::from(d));
+    }
+    let base = env("XDG_CACHE_HOME")
+        .filter(|d| !d.trim().is_empty())
+        .map(PathBuf::from)
+        .or_else(|| env("HOME").filter(|d| !d.trim().is_empty()).map(|h| PathBuf::from(h).join(".cache")))?;
+    Some(base.join("secfindings").join("budget"))
+}
+
+impl Budget {
+    /// `dir` `None`: no shared budget (the client paces itself only by its own `rate_limit`).
+    pub fn new(
+        dir: Option<PathBuf>,
+        key: String,
+        limit: Option<(u32, Duration)>,
+        max_wait: Duration,
+    ) -> Self {
+        let limit = limit
+            .filter(|(n, _)| usize::try_from(*n).is_ok_and(|n| n <= MAX_SENDS))
+            .map(|(n, per)| (n, per.as_secs_f64()));
+        Self { dir, key, limit, max_wait, seen: Mutex::new(None), warned: AtomicBool::new(false) }
+    }
+
+    pub fn is_shared(&self) -> bool {
+        self.dir.is_some()
+    }
+
+    /// Whether this budget books sends (a `rate_limit=` it can share); else it only honours the
+    /// waits servers asked for.
+    pub fn books(&self) -> bool {
+        self.dir.is_some() && self.limit.is_some()
+    }
+
+    fn state_path(&self) -> Option<PathBuf> {
+        self.dir.as_ref().map(|d| d.join(format!("{}.json", self.key)))
+    }
+
+    fn warn(&self, what: &str) {
+        if !self.warned.swap(true, Ordering::Relaxed) {
+            log::warn!("request budget: {what}; this client paces itself alone");
+        }
+    }
+
+    fn window(&self) -> f64 {
+        self.limit.map_or(0.0, |(_, w)| w)
+    }
+
+    /// Books a send now, or says how long to wait first. Blocking for at most [`LOCK_PATIENCE`]
+    /// (file I/O of a few hundred bytes under a lock held as briefly).
+    /// `None` when nothing was booked because the budget is not shared or its file could not be
+    /// used: the caller's own pacing applies.
+    pub fn reserve(&self) -> Option<Grant> {
+        let path = self.state_path()?;
+        if self.limit.is_none() {
+            return Some(self.blocked_only(&path));
+        }
+        self.locked(|state, now| {
+            let at = slot(state, now, self.limit);
+            let wait = (at - now).max(0.0);
+            if wait > self.max_wait.as_secs_f64() {
+                return (false, Grant::TooLong(wait));
+            }
+            state.sends.push(at);
+            (true, Grant::Wait(Duration::from_secs_f64(wait)))
+        })
+    }
+
+    /// Without a limit: only a server's wait, read when the file changed since last time.
+    fn blocked_only(&self, path: &Path) -> Grant {
+        let Ok(meta) = fs::symlink_metadata(path) else { return Grant::Wait(Duration::ZERO) };
+        let Ok(modified) = meta.modified() else { return Grant::Wait(Duration::ZERO) };
+        let now = unix_now();
+        let cached = self.seen.lock().ok().and_then(|g| *g).filter(|(m, _)| *m == modified).map(|(_, b)| b);
+        let blocked = match cached {
+            Some(b) => b,
+            None => {
+                let mut state = self.read(path).unwrap_or_default();
+                state.sanitize(now, 0.0);
+                if let Ok(mut g) = self.seen.lock() {
+                    *g = Some((modified, state.blocked_until));
+                }
+                state.blocked_until
+            }
+        };
+        let wait = (blocked - now).max(0.0);
+        if wait > self.max_wait.as_secs_f64() {
+            Grant::TooLong(wait)
+        } else {
+            Grant::Wait(Duration::from_secs_f64(wait))
+        }
+    }
+
+    /// A server answered 429 with `Retry-After: wait`: every client of this token waits for it.
+    pub fn blocked_for(&self, wait: Duration) {
+        if self.dir.is_none() {
+            return;
+        }
+        let _ = self.locked(|state, now| {
+            let until = now + wait.as_secs_f64().min(MAX_BLOCK);
+            state.blocked_until = state.blocked_until.max(until);
+            (true, ())
+        });
+    }
+
+    /// What `client.budget()` shows.
+    pub fn view(&self) -> View {
+        let now = unix_now();
+        let path = self.state_path();
+        let mut state = path.as_deref().and_then(|p| self.read(p)).unwrap_or_default();
+        let window = self.window();
+        state.sanitize(now, window);
+        let used: Vec<f64> = state.sends.iter().copied().filter(|t| *t <= now).collect();
+        let used_n = u32::try_from(used.len()).unwrap_or(u32::MAX);
+        View {
+            limit: self.limit,
+            used: used_n,
+            remaining: self.limit.map(|(n, _)| {
+                let booked = u32::try_from(state.sends.len()).unwrap_or(u32::MAX);
+                n.saturating_sub(booked)
+            }),
+            resets_at: self.limit.and_then(|(_, w)| used.first().map(|t| t + w)),
+            blocked_until: (state.blocked_until > now).then_some(state.blocked_until),
+            path,
+        }
+    }
+
+    /// Reads the state file (`None` when missing); a corrupt or oversized one reads as empty.
+    fn read(&self, path: &Path) -> Option<State> {
+        let file = match File::open(path) {
+            Ok(f) => f,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return None,
+            Err(e) => {
+                self.warn(&format!("cannot read {}: {e}", path.display()));
+                return None;
+            }
+        };
+        let mut text = Vec::new();
+        if file.take(MAX_FILE + 1).read_to_end(&mut text).is_err() || text.len() as u64 > MAX_FILE {
+            self.warn(&format!("{} is unreadable or too large; starting afresh", path.display()));
+            return Some(State::default());
+        }
+        match serde_json::from_slice::<State>(&text) {
+            Ok(s) => Some(s),
+            Err(_) => {
+                self.warn(&format!("{} is not a budget file; starting afresh", path.display()));
+                Some(State::default())
+            }
+        }
+    }
+
+    /// Runs `f` on the state under the lock; writes it back when `f` says it changed. `None`
+    /// when the folder or the lock could not be had (the caller goes on unbooked).
+    fn locked<T>(&self, f: impl FnOnce(&mut State, f64) -> (bool, T)) -> Option<T> {
+        let dir = self.dir.as_deref()?;
+        if let Err(why) = private_dir(dir) {
+            self.warn(&why);
+            return None;
+        }
+        let lock_path = dir.join(format!("{}.lock", self.key));
+        let lock = match open_private(&lock_path, false) {
+            Ok(f) => f,
+            Err(e) => {
+                self.warn(&format!("cannot open {}: {e}", lock_path.display()));
+                return None;
+            }
+        };
+        let started = Instant::now();
+        loop {
+            match lock.try_lock() {
+                Ok(()) => break,
+                Err(fs::TryLockError::WouldBlock) if started.elapsed() < LOCK_PATIENCE => {
+                    std::thread::sleep(Duration::from_micros(200));
+                }
+                Err(fs::TryLockError::WouldBlock) => {
+                    self.warn(&format!("{} stayed locked for {LOCK_PATIENCE:?}", lock_path.display()));
+                    return None;
+                }
+                Err(fs::TryLockError::Error(e)) => {
+                    self.warn(&format!("cannot lock {}: {e}", lock_path.display()));
+                    return None;
+                }
+            }
+        }
+        let path = dir.join(format!("{}.json", self.key));
+        let now = unix_now();
+        let mut state = self.read(&path).unwrap_or_default();
+        state.sanitize(now, self.window().max(1.0));
+        let (changed, out) = f(&mut state, now);
+        if changed {
+            if let Err(e) = write_atomic(dir, &path, &state) {
+                self.warn(&format!("cannot write {}: {e}", path.display()));
+            }
+        }
+        let _ = lock.unlock();
+        Some(out)
+    }
+}
+
+/// The folder exists (created `0700`) and is not writable by group or others.
+fn private_dir(dir: &Path) -> Result<(), String> {
+    let mut builder = fs::DirBuilder::new();
+    builder.recursive(true);
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::DirBuilderExt as _;
+        builder.mode(0o700);
+    }
+    if let Err(e) = builder.create(dir) {
+        return Err(format!("cannot create {}: {e}", dir.display()));
+    }
+    let meta = fs::symlink_metadata(dir).map_err(|e| format!("cannot inspect {}: {e}", dir.display()))?;
+    if !meta.is_dir() {
+        return Err(format!("{} is not a folder", dir.display()));
+    }
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt as _;
+        if meta.permissions().mode() & 0o022 != 0 {
+            return Err(format!(
+                "{} is writable by others (chmod 700 it, or set SECFINDINGS_BUDGET_DIR)",
+                dir.display()
+            ));
+        }
+    }
+    Ok(())
+}
+
+fn open_private(path: &Path, truncate: bool) -> std::io::Result<File> {
+    let mut options = OpenOptions::new();
+    options.read(true).write(true).create(true).truncate(truncate);
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::OpenOptionsExt as _;
+        options.mode(0o600);
+    }
+    let meta = fs::symlink_metadata(path);
+    if meta.as_ref().is_ok_and(|m| !m.is_file()) {
+        return Err(std::io::Error::other("not a regular file"));
+    }
+    options.open(path)
+}
+
+fn write_atomic(dir: &Path, path: &Path, state: &State) -> std::io::Result<()> {
+    let text = serde_json::to_vec(state).map_err(std::io::Error::other)?;
+    let tmp = dir.join(format!(
+        ".{}.{}.tmp",
+        path.file_name().and_then(|n| n.to_str()).unwrap_or("budget"),
+        std::process::id()
+    ));
+    {
+        let mut f = open_private(&tmp, true)?;
+        f.write_all(&text)?;
+    }
+    fs::rename(&tmp, path)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn state(sends: &[f64]) -> State {
+        State { v: FORMAT, sends: sends.to_vec(), blocked_until: 0.0 }
+    }
+
+    #[test]
+    fn a_slot_is_free_until_the_window_holds_the_limit() {
+        assert_eq!(slot(&state(&[]), 100.0, Some((2, 10.0))), 100.0);
+        assert_eq!(slot(&state(&[95.0]), 100.0, Some((2, 10.0))), 100.0);
+        // Two sends in the window: the next goes when the older is 10 s old.
+        assert_eq!(slot(&state(&[95.0, 99.0]), 100.0, Some((2, 10.0))), 105.0 + SLACK);
+        // Bookings ahead count too (another process booked a slot in the future).
+        assert_eq!(slot(&state(&[95.0, 99.0, 105.0]), 100.0, Some((2, 10.0))), 109.0 + SLACK);
+        assert_eq!(slot(&state(&[95.0, 99.0]), 100.0, None), 100.0);
+    }
+
+    #[test]
+    fn a_servers_wait_comes_first() {
+        let mut s = state(&[]);
+        s.blocked_until = 160.0;
+        assert_eq!(slot(&s, 100.0, Some((5, 10.0))), 160.0);
+        assert_eq!(slot(&s, 100.0, None), 160.0);
+    }
+
+    #[test]
+    fn over_any_window_no_more_than_the_limit_across_writers() {
+        // Three "processes" booking in turn into one shared log.
+        let mut s = state(&[]);
+        let mut sends = Vec::new();
+        for i in 0..300 {
+            let now = f64::from(i) * 0.01;
+            s.sanitize(now, 10.0);
+            let at = slot(&s, now, Some((20, 10.0)));
+            s.sends.push(at);
+            sends.push(at);
+        }
+        sends.sort_by(f64::total_cmp);
+        for (i, t) in sends.iter().enumerate() {
+            let within = sends[i..].iter().filter(|u| **u - t < 10.0).count();
+            assert!(within <= 20, "{within} sends within 10 s from send {i}");
+        }
+    }
+
+    #[test]
+    fn hostile_state_is_sanitized() {
+        let mut s = State {
+            v: 9,
+            sends: vec![f64::NAN, f64::INFINITY, -1.0, 1e300, 99.5, 50.0, 98.0],
+            blocked_until: 1e300,
+        };
+        s.sanitize(100.0, 10.0);
+        assert_eq!(s.sends, vec![98.0, 99.5]);
+        assert_eq!(s.blocked_until, 0.0);
+        let mut s = state(&vec![99.0; MAX_SENDS + 10]);
+        s.sanitize(100.0, 10.0);
+        assert_eq!(s.sends.len(), MAX_SENDS);
+    }
+
+    #[test]
+    fn key_is_a_hash_not_the_token() {
+        let k = key("https://api.example/v1", b"secret-token");
+        assert_eq!(k.len(), 32);
+        assert!(!k.contains("secret"));
+        assert_ne!(k, key("https://other.example/v1", b"secret-token"));
+        assert_ne!(k, key("https://api.example/v1", b"other-token"));
+    }
+
+    fn tempdir(name: &str) -> PathBuf {
+        let d = std::env::temp_dir().join(format!("sf-budget-{name}-{}", std::process::id()));
+        let _ = fs::remove_dir_all(&d);
+        d
+    }
+
+    #[test]
+    fn books_through_the_file_and_refuses_a_long_wait() {
+        let dir = tempdir("book");
+        let b = Budget::new(
+            Some(dir.clone()),
+            "k".into(),
+            Some((2, Duration::from_secs(60))),
+            Duration::from_secs(5),
+        );
+        assert_eq!(b.reserve(), Some(Grant::Wait(Duration::ZERO)));
+        assert_eq!(b.reserve(), Some(Grant::Wait(Duration::ZERO)));
+        // The third would wait about a minute: longer than max_wait.
+        assert!(matches!(b.reserve(), Some(Grant::TooLong(w)) if w > 55.0));
+        // A second client of the same token sees the same log.
+        let other = Budget::new(
+            Some(dir.clone()),
+            "k".into(),
+            Some((2, Duration::from_secs(60))),
+            Duration::from_secs(5),
+        );
+        assert_eq!(other.view().used, 2);
+        assert_eq!(other.view().remaining, Some(0));
+        // A corrupt file reads as empty.
+        fs::write(dir.join("k.json"), b"{not json").unwrap();
+        assert_eq!(other.reserve(), Some(Grant::Wait(Duration::ZERO)));
+        // A server's wait reaches clients without a limit.
+        let plain = Budget::new(Some(dir.clone()), "k".into(), None, Duration::from_secs(5));
+        b.blocked_for(Duration::from_secs(3600));
+        assert!(matches!(plain.reserve(), Some(Grant::TooLong(w)) if w > 3500.0));
+        let _ = fs::remove_dir_all(&dir);
+    }
+
+    #[test]
+    fn refuses_a_folder_others_can_write() {
+        let dir = tempdir("open");
+        fs::create_dir_all(&dir).unwrap();
+        #[cfg(unix)]
+        {
+            use std::os::unix::fs::PermissionsExt as _;
+            fs::set_permissions(&dir, fs::Permissions::from_mode(0o777)).unwrap();
+            let b = Budget::new(
+                Some(dir.clone()),
+                "k".into(),
+                Some((1, Duration::from_secs(60))),
+                Duration::ZERO,
+            );
+            assert_eq!(b.reserve(), None, "unbooked: the folder is not private");
+            assert!(!dir.join("k.json").exists());
+        }
+        let _ = fs::remove_dir_all(&dir);
+    }
+}
