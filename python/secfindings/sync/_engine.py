@@ -29,6 +29,9 @@ RUNS = "sync_runs"
 STAGE = "_sf_stage"
 SEQ = "_sf_seq"
 
+#: Pages of a reconcile (and of the first load) committed together, with its progress.
+CHUNK_PAGES = 100
+
 #: Columns whose change alone is not a new version: they move on their own (a finding's age
 #: grows every day). They are updated in place; the history keeps the value of each version.
 VOLATILE = frozenset({"age"})
@@ -59,7 +62,7 @@ class Options:
     reconcile: bool | None = None  # None: when due
     reconcile_every: dt.timedelta = dt.timedelta(hours=24)
     page_size: int = 100
-    chunk_pages: int = 100
+    chunk_pages: int = 0  # 0: CHUNK_PAGES
     should_stop: Callable[[], bool] | None = None
     on_page: Callable[[int], None] | None = None
 
@@ -157,6 +160,8 @@ class Engine:
         self.col = collection
         self.pa = need("pyarrow", "arrow", "sync()")
         self.columns: list[str] | None = None
+        if not self.opt.chunk_pages:
+            self.opt.chunk_pages = CHUNK_PAGES
 
     # ------------------------------------------------------------------------------ tables
 
