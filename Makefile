@@ -1,4 +1,4 @@
-.PHONY: help dev test lint lint-fast demo bench reliability dist wheel-test emulator fmt generate clean
+.PHONY: help dev test lint lint-fast docs docs-serve demo bench reliability dist wheel-test emulator fmt generate clean
 
 help:  ## list the targets
 	@grep -E '^[a-z-]+:.*##' Makefile | sed 's/:.*## /\t/'
@@ -19,6 +19,12 @@ fmt:  ## format Rust and Python
 	cargo fmt --all
 	.venv/bin/python -m ruff format python tests examples benches scripts
 	.venv/bin/python -m ruff check --fix python tests examples benches scripts
+
+docs:  ## build the documentation site into site/ (strict: broken links and undocumented names fail)
+	NO_MKDOCS_2_WARNING=1 .venv/bin/python -m mkdocs build --strict
+
+docs-serve:  ## serve the documentation site on 127.0.0.1:8000, rebuilt as you edit
+	NO_MKDOCS_2_WARNING=1 .venv/bin/python -m mkdocs serve
 
 generate:  ## regenerate the catalog's schema tables (Rust) and the typed methods (Python)
 	.venv/bin/python scripts/gen_schema_tables.py

@@ -1,0 +1,195 @@
+"""The documentation site builds strictly, and the code in it and in the README runs.
+
+- ``mkdocs build --strict``: no broken link, no warning, every public name documented
+  (scripts/docs_hooks.py), the CLI reference generated from click;
+- every Python block of the README and of docs/ runs against the emulator (tests/docs_code.py
+  says how a block is marked as not runnable, and why), a page's blocks in order in one session,
+  with the SECFINDINGS_* settings pointing at an emulator, so ``secfindings.Client()`` works as
+  it does for a user with the variables set.
+"""
+
+from __future__ import annotations
+
+import ast
+import asyncio
+import importlib.util
+import inspect
+import os
+import re
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from tests.docs_code import ROOT, Block, blocks, pages
+
+from secfindings.testing import Emulator
+
+pytest.importorskip("mkdocs", reason="the docs extra: pip install -e '.[docs]'")
+
+PAGES = [p for p in pages() if blocks(p)]
+# The newer features' guides are written beside this file; until they are, the nav names them.
+NAV_GUIDES = ["batching", "performance", "sync", "ci-and-siem"]
+
+
+@pytest.fixture(scope="module")
+def site(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    out = tmp_path_factory.mktemp("site")
+    started = time.perf_counter()
+    build = subprocess.run(
+        [sys.executable, "-m", "mkdocs", "build", "--strict", "--site-dir", str(out)],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={**os.environ, "NO_MKDOCS_2_WARNING": "1"},
+    )
+    elapsed = time.perf_counter() - started
+    assert build.returncode == 0, build.stdout + build.stderr
+    assert elapsed < 60, f"the docs build took {elapsed:.1f} s (keep it under a minute)"
+    return out
+
+
+def test_the_site_builds_strictly_with_every_page(site: Path) -> None:
+    for page in [
+        "index.html",
+        "getting-started/index.html",
+        "guides/live-feeds/index.html",
+        "guides/typing/index.html",
+        "reference/clients/index.html",
+        "reference/errors/index.html",
+        "reference/cli/index.html",
+        "benchmarks/index.html",
+        "changelog/index.html",
+        *[f"guides/{name}/index.html" for name in NAV_GUIDES],
+    ]:
+        assert (site / page).is_file(), page
+
+
+def test_the_reference_documents_the_clients_methods_and_the_cli(site: Path) -> None:
+    clients = (site / "reference/clients/index.html").read_text(encoding="utf-8")
+    for anchor in ["secfindings.Client.findings_view", "secfindings.AsyncClient.subscribe"]:
+        assert f'id="{anchor}"' in clients, anchor
+    cli = (site / "reference/cli/index.html").read_text(encoding="utf-8")
+    for command in ["export", "query", "schema", "token", "emulator"]:
+        assert re.search(rf"secfindings {command}\b", cli), command
+    assert "--version" in cli
+    changelog = (site / "changelog/index.html").read_text(encoding="utf-8")
+    assert "Keep a Changelog" in changelog
+
+
+def _hooks() -> Any:
+    spec = importlib.util.spec_from_file_location("docs_hooks", ROOT / "scripts" / "docs_hooks.py")
+    assert spec is not None
+    assert spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_the_public_name_check_fails_on_an_undocumented_name(site: Path, tmp_path: Path) -> None:
+    hooks = _hooks()
+    assert hooks.problems(site) == []
+    # The same site without the models page: every model is public and now undocumented.
+    copy = tmp_path / "site"
+    for page in site.rglob("*.html"):
+        if "reference/models" in page.as_posix():
+            continue
+        target = copy / page.relative_to(site)
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.write_text(page.read_text(encoding="utf-8"), encoding="utf-8")
+    missing = hooks.problems(copy)
+    assert any("secfindings.models.ScoringRule is public but no page documents it" in m for m in missing)
+
+
+def test_the_public_name_check_finds_a_method_without_a_docstring() -> None:
+    hooks = _hooks()
+
+    class Documented:
+        """A class."""
+
+        def call(self) -> None:
+            """Documented."""
+
+        def bare(self) -> None:
+            pass
+
+    Documented.__module__ = "secfindings.fake"
+    assert hooks.undocumented_members(Documented) == [
+        "test_the_public_name_check_finds_a_method_without_a_docstring.<locals>.Documented.bare"
+    ]
+
+
+# ------------------------------------------------------------------------------ code runs
+
+
+@pytest.fixture(scope="module")
+def docs_emulator() -> Iterator[Emulator]:
+    with Emulator(findings=2_000, seed=7) as emu:
+        yield emu
+
+
+def _run_page(page_blocks: list[Block], namespace: dict[str, Any]) -> None:
+    loop = asyncio.new_event_loop()
+    try:
+        for block in page_blocks:
+            if not block.run:
+                continue
+            code = compile(block.code, block.where, "exec", flags=ast.PyCF_ALLOW_TOP_LEVEL_AWAIT)
+            try:
+                if code.co_flags & inspect.CO_COROUTINE:
+                    loop.run_until_complete(eval(code, namespace))
+                else:
+                    exec(code, namespace)
+            except Exception as exc:
+                raise AssertionError(f"{block.where}: {type(exc).__name__}: {exc}") from exc
+    finally:
+        for value in list(namespace.values()):
+            close = getattr(value, "close", None)
+            if callable(close) and type(value).__module__.startswith("secfindings"):
+                close()
+        loop.close()
+
+
+@pytest.mark.parametrize("page", PAGES, ids=[str(p.relative_to(ROOT)) for p in PAGES])
+def test_the_python_blocks_run_against_the_emulator(
+    page: Path,
+    docs_emulator: Emulator,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    for name in [n for n in os.environ if n.startswith("SECFINDINGS_") and n != "SECFINDINGS_SCHEMA_CACHE"]:
+        monkeypatch.delenv(name)
+    monkeypatch.setenv("SECFINDINGS_API_TOKEN", docs_emulator.create_api_token("docs"))
+    monkeypatch.setenv("SECFINDINGS_BASE_URL", docs_emulator.base_url)
+    monkeypatch.setenv("SECFINDINGS_AUTH_URL", docs_emulator.auth_url)
+    monkeypatch.chdir(tmp_path)  # files the examples write land here
+    page_blocks = blocks(page)
+    for block in page_blocks:
+        if not block.run:
+            assert len(block.reason) >= 10, f"{block.where}: say why the block does not run"
+    _run_page(page_blocks, {"__name__": "__docs__"})
+    capsys.readouterr()
+
+
+def test_a_stale_example_fails(
+    tmp_path: Path, docs_emulator: Emulator, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    page = tmp_path / "stale.md"
+    page.write_text(
+        "```python\nimport secfindings\nclient = secfindings.Client()\n```\n\n"
+        "<!-- not run: shows a call that does not exist -->\n```python\nclient.no_such_method()\n```\n\n"
+        "```python\nclient.findings_view(sortt='SCORE_DESC')\n```\n",
+        encoding="utf-8",
+    )
+    monkeypatch.setenv("SECFINDINGS_API_TOKEN", docs_emulator.create_api_token("docs"))
+    monkeypatch.setenv("SECFINDINGS_BASE_URL", docs_emulator.base_url)
+    monkeypatch.setenv("SECFINDINGS_AUTH_URL", docs_emulator.auth_url)
+    page_blocks = blocks(page)
+    assert [(b.run, b.check) for b in page_blocks] == [(True, True), (False, True), (True, True)]
+    with pytest.raises(AssertionError, match=r"stale\.md:\d+: TypeError: .*sortt"):
+        _run_page(page_blocks, {"__name__": "__docs__"})
