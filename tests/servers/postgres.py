@@ -75,10 +75,10 @@ class PostgresServer:
 
     def create_database(self, name: str) -> str:
         """A new empty database; returns its URL."""
-        import psycopg
+        import adbc_driver_postgresql.dbapi as pg
 
-        with psycopg.connect(self.url, autocommit=True) as conn:
-            conn.execute(f'CREATE DATABASE "{name}"')
+        with pg.connect(self.url, autocommit=True) as conn, conn.cursor() as cur:
+            cur.execute(f'CREATE DATABASE "{name}"')
         return f"postgresql://{self.user}@127.0.0.1:{self.port}/{name}"
 
     def stop(self) -> None:
