@@ -193,3 +193,17 @@ def test_a_stale_example_fails(
     assert [(b.run, b.check) for b in page_blocks] == [(True, True), (False, True), (True, True)]
     with pytest.raises(AssertionError, match=r"stale\.md:\d+: TypeError: .*sortt"):
         _run_page(page_blocks, {"__name__": "__docs__"})
+
+
+def test_the_version_has_a_release_entry_and_the_command_prints_it() -> None:
+    import secfindings
+
+    command = Path(sys.executable).with_name("secfindings")
+    out = subprocess.run([str(command), "--version"], capture_output=True, text=True, timeout=60, check=True)
+    assert out.stdout.strip() == f"secfindings {secfindings.__version__}"
+    changelog = (ROOT / "CHANGELOG.md").read_text(encoding="utf-8")
+    headings = re.findall(r"^## \[([^\]]+)\](?: - (\d{4}-\d\d-\d\d))?$", changelog, re.M)
+    assert headings[0] == ("Unreleased", "")
+    releases = dict(headings[1:])
+    assert secfindings.__version__ in releases, "the version needs a dated release entry"
+    assert releases[secfindings.__version__], "the release entry needs its date"
