@@ -25,12 +25,17 @@ __all__ = ["Export", "ExportResult", "relay_index"]
 @dataclass(frozen=True)
 class ExportResult:
     """What an export wrote: rows and pages, and the cursor after the last page written (pass it
-    as ``after=`` to continue an export that was interrupted, into a new file or appending)."""
+    as ``after=`` to continue an export that was interrupted, into a new file or appending).
+
+    A partitioned export (``partitions=N``) has no single cursor (``cursor`` is None): ``resume``
+    holds every partition's id range and the cursor after its last page in the file; pass it as
+    ``resume=`` to the same export of the same walk to continue it."""
 
     path: str
     rows: int
     pages: int
     cursor: str | None
+    resume: str | None = None
 
 
 #: What a spreadsheet reads as the start of a formula (OWASP, "CSV Injection"): a text cell that

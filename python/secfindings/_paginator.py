@@ -15,6 +15,7 @@ import sys
 from collections.abc import AsyncIterator, Callable, Iterator
 from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
+from secfindings import _estimate, _partitions
 from secfindings._export import Export, ExportResult
 from secfindings._pages import Page, Position, Wrap, html_rows, make_page
 from secfindings._progress import Progress, Reporter
@@ -100,10 +101,22 @@ class _Walk(Generic[T]):
             return self._pages.cursor
         return self._pos.cursor()
 
+    @property
+    def resume(self) -> str | None:
+        """After a partitioned export (``partitions=N``), finished or interrupted: every
+        partition's id range and the cursor after its last page in the file. Pass it as
+        ``resume=`` to the same export of the same walk to continue it; None otherwise."""
+        return self._written.resume if self._written is not None else None
+
     # ------------------------------------------------------------------------------ state
 
     def _check_usable(self) -> None:
         if self._stopped is not None:
+            if self.resume is not None:  # a partitioned export: a cursor per partition
+                raise PaginationError(
+                    f"this paginator {self._stopped}, so going on could skip rows; continue the "
+                    "export on a new paginator of the same walk with resume=paginator.resume"
+                )
             shown = None if self.cursor is None else self._pages.redact(self.cursor)
             raise PaginationError(
                 f"this paginator {self._stopped}, so going on could skip rows; start a new one "
@@ -295,20 +308,30 @@ class Paginator(_Walk[T]):
 
             return self._pages.read_table(on_page)
 
-    def to_arrow(self, *, progress: Progress = None) -> Any:
-        """The rest of the walk as a ``pyarrow.Table`` (needs ``secfindings[arrow]``)."""
+    def to_arrow(self, *, progress: Progress = None, partitions: int = 1) -> Any:
+        """The rest of the walk as a ``pyarrow.Table`` (needs ``secfindings[arrow]``).
+
+        ``partitions=N`` (``findings_view`` only) reads the walk as N id ranges at once, in
+        threads, and concatenates them in id order: the rows and order of the sequential walk
+        (see :mod:`secfindings._partitions`)."""
         pa = need("pyarrow", "arrow", "to_arrow()")
+        if _partitions.wanted(partitions):
+            return _partitions.concat_arrow(_partitions.tables(self, progress, partitions))
         return pa.table(self._table(progress))
 
-    def to_pandas(self, *, progress: Progress = None) -> Any:
+    def to_pandas(self, *, progress: Progress = None, partitions: int = 1) -> Any:
         """The rest of the walk as a pandas DataFrame with real types: tz-aware UTC timestamps,
-        nullable ints and bools, nested fields as dotted columns (needs ``secfindings[pandas]``)."""
+        nullable ints and bools, nested fields as dotted columns (needs ``secfindings[pandas]``).
+        ``partitions=``: see :meth:`to_arrow`."""
         need("pandas", "pandas", "to_pandas()")
-        return _pandas(self.to_arrow(progress=progress))
+        return _pandas(self.to_arrow(progress=progress, partitions=partitions))
 
-    def to_polars(self, *, progress: Progress = None) -> Any:
-        """The rest of the walk as a polars DataFrame (needs ``secfindings[polars]``; not pyarrow)."""
+    def to_polars(self, *, progress: Progress = None, partitions: int = 1) -> Any:
+        """The rest of the walk as a polars DataFrame (needs ``secfindings[polars]``; not pyarrow).
+        ``partitions=``: see :meth:`to_arrow`."""
         pl = need("polars", "polars", "to_polars()")
+        if _partitions.wanted(partitions):
+            return _partitions.concat_polars(_partitions.tables(self, progress, partitions))
         return pl.DataFrame(self._table(progress))
 
     def to_arrow_batches(self) -> Iterator[Any]:
@@ -335,6 +358,14 @@ class Paginator(_Walk[T]):
         method, args, by = self._replayed(by)
         return Watch(method, args, interval=interval, watermark=watermark, by=by, max_polls=max_polls)
 
+    def estimate(self, *, partitions: int = 1) -> _estimate.Estimate:
+        """How many requests this walk will make and how long it will take at the client's
+        budget, read as ``partitions`` id ranges at once (``findings_view`` only). Costs one
+        request: the connection's ``total_count`` and the split's id bounds (kept for a
+        partitioned walk of this paginator, which then does not ask again), timed for the
+        latency. ``print(estimate)`` shows it as a table; see :class:`Estimate`."""
+        return _estimate.estimate(self, partitions)
+
     def _export(
         self,
         path: str | os.PathLike[str],
@@ -342,7 +373,11 @@ class Paginator(_Walk[T]):
         append: bool,
         progress: Progress,
         escape_formulas: bool = True,
+        partitions: int = 1,
+        resume: object = None,
     ) -> ExportResult:
+        if _partitions.wanted(partitions, resume):
+            return _partitions.write(self, path, fmt, append, progress, escape_formulas, partitions, resume)
         with self._exporting(path, fmt, append, progress, escape_formulas) as (out, report):
             while not self._done:
                 got = self._pages.next_jsonl() if fmt in _LINES else self._pages.next_batch(False)
@@ -350,12 +385,25 @@ class Paginator(_Walk[T]):
         assert self._written is not None
         return self._written
 
-    def write_parquet(self, path: str | os.PathLike[str], *, progress: Progress = None) -> ExportResult:
+    def write_parquet(
+        self,
+        path: str | os.PathLike[str],
+        *,
+        progress: Progress = None,
+        partitions: int = 1,
+        resume: str | ExportResult | None = None,
+    ) -> ExportResult:
         """Streams the rest of the walk into a Parquet file (zstd), a page at a time: memory stays
         at about a page. After a failure the file holds the pages written (it is closed
         properly) and ``cursor`` is after the last of them: continue into a new file with
-        ``after=paginator.cursor``. Needs ``secfindings[arrow]``."""
-        return self._export(path, "parquet", False, progress)
+        ``after=paginator.cursor``. Needs ``secfindings[arrow]``.
+
+        ``partitions=N`` (``findings_view`` only): the walk is split into N id ranges read at
+        once (threads), whole pages written as they arrive, so rows of different ranges
+        interleave. There is no single cursor then: ``ExportResult.resume`` (and
+        ``paginator.resume`` after a failure) continues it, passed as ``resume=`` to the same
+        export of a new paginator of the same walk (into a new file for Parquet)."""
+        return self._export(path, "parquet", False, progress, True, partitions, resume)
 
     def write_csv(
         self,
@@ -364,6 +412,8 @@ class Paginator(_Walk[T]):
         append: bool = False,
         progress: Progress = None,
         escape_formulas: bool = True,
+        partitions: int = 1,
+        resume: str | ExportResult | None = None,
     ) -> ExportResult:
         """Streams the rest of the walk into a CSV file (a header unless appending to a non-empty
         file; lists and objects as JSON text). Resume an interrupted export with
@@ -377,15 +427,24 @@ class Paginator(_Walk[T]):
         rather than a spreadsheet to read.
 
         The file is replaced unless ``append=True`` (emptied when the first page is written: an
-        export that fails before that leaves it as it was)."""
-        return self._export(path, "csv", append, progress, escape_formulas)
+        export that fails before that leaves it as it was).
+
+        ``partitions=`` and ``resume=``: see :meth:`write_parquet` (resume with ``append=True``)."""
+        return self._export(path, "csv", append, progress, escape_formulas, partitions, resume)
 
     def write_jsonl(
-        self, path: str | os.PathLike[str], *, append: bool = False, progress: Progress = None
+        self,
+        path: str | os.PathLike[str],
+        *,
+        append: bool = False,
+        progress: Progress = None,
+        partitions: int = 1,
+        resume: str | ExportResult | None = None,
     ) -> ExportResult:
         """Streams the rest of the walk into a JSON-lines file, each node exactly as the server
-        sent it (no dependency). Resume with ``after=paginator.cursor`` and ``append=True``."""
-        return self._export(path, "jsonl", append, progress)
+        sent it (no dependency). Resume with ``after=paginator.cursor`` and ``append=True``.
+        ``partitions=`` and ``resume=``: see :meth:`write_parquet` (resume with ``append=True``)."""
+        return self._export(path, "jsonl", append, progress, True, partitions, resume)
 
     def write_ocsf(
         self, path: str | os.PathLike[str], *, append: bool = False, progress: Progress = None
@@ -489,19 +548,24 @@ class AsyncPaginator(_Walk[T]):
                 report.page(got[0].num_rows)
             return self._pages.finish_table(batches)
 
-    async def to_arrow(self, *, progress: Progress = None) -> Any:
-        """The rest of the walk as a ``pyarrow.Table`` (see :meth:`Paginator.to_arrow`)."""
+    async def to_arrow(self, *, progress: Progress = None, partitions: int = 1) -> Any:
+        """The rest of the walk as a ``pyarrow.Table`` (see :meth:`Paginator.to_arrow`;
+        ``partitions=N`` reads N id ranges at once, as tasks)."""
         pa = need("pyarrow", "arrow", "to_arrow()")
+        if _partitions.wanted(partitions):
+            return _partitions.concat_arrow(await _partitions.tables_async(self, progress, partitions))
         return pa.table(await self._table(progress))
 
-    async def to_pandas(self, *, progress: Progress = None) -> Any:
+    async def to_pandas(self, *, progress: Progress = None, partitions: int = 1) -> Any:
         """The rest of the walk as a pandas DataFrame (see :meth:`Paginator.to_pandas`)."""
         need("pandas", "pandas", "to_pandas()")
-        return _pandas(await self.to_arrow(progress=progress))
+        return _pandas(await self.to_arrow(progress=progress, partitions=partitions))
 
-    async def to_polars(self, *, progress: Progress = None) -> Any:
+    async def to_polars(self, *, progress: Progress = None, partitions: int = 1) -> Any:
         """The rest of the walk as a polars DataFrame (see :meth:`Paginator.to_polars`)."""
         pl = need("polars", "polars", "to_polars()")
+        if _partitions.wanted(partitions):
+            return _partitions.concat_polars(await _partitions.tables_async(self, progress, partitions))
         return pl.DataFrame(await self._table(progress))
 
     async def to_arrow_batches(self) -> AsyncIterator[Any]:
@@ -525,6 +589,11 @@ class AsyncPaginator(_Walk[T]):
         method, args, by = self._replayed(by)
         return AsyncWatch(method, args, interval=interval, watermark=watermark, by=by, max_polls=max_polls)
 
+    async def estimate(self, *, partitions: int = 1) -> _estimate.Estimate:
+        """How many requests this walk will make and how long it will take (see
+        :meth:`Paginator.estimate`)."""
+        return await _estimate.estimate_async(self, partitions)
+
     async def _export(
         self,
         path: str | os.PathLike[str],
@@ -532,7 +601,13 @@ class AsyncPaginator(_Walk[T]):
         append: bool,
         progress: Progress,
         escape_formulas: bool = True,
+        partitions: int = 1,
+        resume: object = None,
     ) -> ExportResult:
+        if _partitions.wanted(partitions, resume):
+            return await _partitions.write_async(
+                self, path, fmt, append, progress, escape_formulas, partitions, resume
+            )
         with self._exporting(path, fmt, append, progress, escape_formulas) as (out, report):
             while not self._done:
                 if fmt in _LINES:
@@ -543,9 +618,17 @@ class AsyncPaginator(_Walk[T]):
         assert self._written is not None
         return self._written
 
-    async def write_parquet(self, path: str | os.PathLike[str], *, progress: Progress = None) -> ExportResult:
-        """Streams the rest of the walk into a Parquet file (see :meth:`Paginator.write_parquet`)."""
-        return await self._export(path, "parquet", False, progress)
+    async def write_parquet(
+        self,
+        path: str | os.PathLike[str],
+        *,
+        progress: Progress = None,
+        partitions: int = 1,
+        resume: str | ExportResult | None = None,
+    ) -> ExportResult:
+        """Streams the rest of the walk into a Parquet file (see :meth:`Paginator.write_parquet`;
+        ``partitions=N`` reads N id ranges at once, as tasks)."""
+        return await self._export(path, "parquet", False, progress, True, partitions, resume)
 
     async def write_csv(
         self,
@@ -554,17 +637,25 @@ class AsyncPaginator(_Walk[T]):
         append: bool = False,
         progress: Progress = None,
         escape_formulas: bool = True,
+        partitions: int = 1,
+        resume: str | ExportResult | None = None,
     ) -> ExportResult:
         """Streams the rest of the walk into a CSV file, spreadsheet formulas escaped unless
         ``escape_formulas=False`` (see :meth:`Paginator.write_csv`)."""
-        return await self._export(path, "csv", append, progress, escape_formulas)
+        return await self._export(path, "csv", append, progress, escape_formulas, partitions, resume)
 
     async def write_jsonl(
-        self, path: str | os.PathLike[str], *, append: bool = False, progress: Progress = None
+        self,
+        path: str | os.PathLike[str],
+        *,
+        append: bool = False,
+        progress: Progress = None,
+        partitions: int = 1,
+        resume: str | ExportResult | None = None,
     ) -> ExportResult:
         """Streams the rest of the walk into a JSON-lines file, each node as the server sent it
         (see :meth:`Paginator.write_jsonl`)."""
-        return await self._export(path, "jsonl", append, progress)
+        return await self._export(path, "jsonl", append, progress, True, partitions, resume)
 
     async def write_ocsf(
         self, path: str | os.PathLike[str], *, append: bool = False, progress: Progress = None

@@ -23,9 +23,10 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from secfindings._partitions import id_bounds, id_ranges, range_filter
 from secfindings._shared import need
 from secfindings.errors import ValidationError
-from secfindings.filters import Filter, Tree, all_of, field, filter_tree
+from secfindings.filters import Filter
 
 if TYPE_CHECKING:
     from collections.abc import Mapping
@@ -36,21 +37,9 @@ __all__ = ["read_findings"]
 
 
 def _id_bounds(client: Client, filters: Filter | Mapping[str, Any] | None) -> tuple[int, int] | None:
-    """The lowest and highest finding id the filters select (two one-item walks)."""
-    ends = []
-    for order in ("ID_ASC", "ID_DESC"):
-        items = client.findings_view(filters=filters, sort=order, fields="id_int", limit=1).to_list()
-        if not items or items[0].id_int is None:
-            return None
-        ends.append(int(items[0].id_int))
-    return ends[0], ends[1]
-
-
-def _ranges(low: int, high: int, partitions: int) -> list[tuple[int, int]]:
-    """`partitions` contiguous, disjoint id ranges covering low..high (inclusive)."""
-    span = high - low + 1
-    step = max(1, -(-span // partitions))
-    return [(lo, min(lo + step - 1, high)) for lo in range(low, high + 1, step)]
+    """The lowest and highest finding id the filters select (one request)."""
+    bounds = id_bounds(client, filters)
+    return None if bounds is None else (bounds.low, bounds.high)
 
 
 def _partition(
@@ -61,9 +50,7 @@ def _partition(
     page_size: int,
 ) -> Any:
     lo, hi = bounds
-    scope: Filter = field("id").gte(lo) & field("id").lte(hi)
-    if filters is not None:
-        scope = all_of(scope, filters if isinstance(filters, Filter) else Tree(filter_tree(filters)))
+    scope = range_filter(lo, hi, filters)
     return client.findings_view(filters=scope, fields=fields, page_size=page_size).to_pandas()
 
 
@@ -89,7 +76,7 @@ def read_findings(
     bounds = id_range if id_range is not None else _id_bounds(client, filters)
     if bounds is None:
         return dd.from_pandas(meta, npartitions=1)
-    parts = _ranges(bounds[0], bounds[1], partitions)
+    parts = id_ranges(bounds[0], bounds[1], partitions)
     return dd.from_map(
         _partition,
         parts,

@@ -1,0 +1,223 @@
+"""Parallel walks (``partitions=``) for both clients over real HTTP to the emulator: the walk
+split by id ranges gives every row exactly once, in the sequential walk's order for the columns;
+partitioned exports resume per partition (``resume=``) with nothing lost or repeated; walks that
+cannot be split are refused before anything is sent."""
+
+from __future__ import annotations
+
+import csv
+import inspect
+import json
+from pathlib import Path
+from typing import Any
+
+import pyarrow.parquet as pq
+import pytest
+
+import secfindings
+from secfindings import _export, _partitions, field
+from secfindings.errors import ValidationError
+
+FIELDS = "id id_int title severity"
+
+
+@pytest.fixture(params=["Client", "AsyncClient"])
+def any_client(request: pytest.FixtureRequest, client: Any, async_client: Any) -> Any:
+    """Each test runs once with the sync client (threads) and once with the async one (tasks)."""
+    return client if request.param == "Client" else async_client
+
+
+async def settle(value: Any) -> Any:
+    return await value if inspect.isawaitable(value) else value
+
+
+def ids(path: Path, fmt: str) -> list[int]:
+    if fmt == "jsonl":
+        return [json.loads(line)["id_int"] for line in path.read_text().splitlines()]
+    if fmt == "csv":
+        with path.open(newline="") as f:
+            return [int(row["id_int"]) for row in csv.DictReader(f)]
+    return [int(v) for v in pq.read_table(path).column("id_int").to_pylist()]
+
+
+def test_id_ranges_cover_the_span_once() -> None:
+    for low, high, n in [(1, 300, 8), (5, 5, 4), (1, 3, 8), (10, 1000, 7), (1, 100_000, 8)]:
+        ranges = _partitions.id_ranges(low, high, n)
+        covered = [i for lo, hi in ranges for i in range(lo, hi + 1)]
+        assert covered == list(range(low, high + 1))
+        assert len(ranges) <= n
+
+
+@pytest.mark.asyncio
+@pytest.mark.parametrize("sort", [None, "ID_ASC", ["ID_DESC"]])
+async def test_columns_in_partitions_are_the_sequential_walk(
+    any_client: Any, emulator: Any, sort: Any
+) -> None:
+    severe = field("severity").gte(3)
+    whole = await settle(any_client.findings_view(fields=FIELDS, filters=severe, sort=sort).to_arrow())
+    emulator.reset_stats()
+    split = await settle(
+        any_client.findings_view(fields=FIELDS, filters=severe, sort=sort, page_size=20).to_arrow(
+            partitions=4
+        )
+    )
+    assert whole.num_rows > 50
+    assert split.equals(whole)  # same rows, same order, same columns and types
+    # One request for the bounds, then each partition's pages (none is fetched twice).
+    per_part = [len(t) for t in _by_range(split, 4)]
+    assert emulator.stats()["api_requests"] == 1 + sum(max(1, -(-n // 20)) for n in per_part)
+
+
+def _by_range(table: Any, n: int) -> list[list[int]]:
+    got = sorted(table.column("id_int").to_pylist())
+    ranges = _partitions.id_ranges(got[0], got[-1], n)
+    return [[i for i in got if lo <= i <= hi] for lo, hi in ranges]
+
+
+@pytest.mark.asyncio
+async def test_pandas_and_polars_in_partitions(any_client: Any) -> None:
+    frame = await settle(any_client.findings_view(fields=FIELDS).to_pandas(partitions=3))
+    assert frame["id_int"].tolist() == list(range(1, 301))
+    assert str(frame["severity"].dtype) == "Int64"
+    polars = await settle(any_client.findings_view(fields=FIELDS).to_polars(partitions=5))
+    assert polars["id_int"].to_list() == list(range(1, 301))
+
+
+@pytest.mark.asyncio
+@pytest.mark.parametrize("fmt", ["jsonl", "csv", "parquet"])
+async def test_a_partitioned_export_writes_every_row_exactly_once(
+    any_client: Any, tmp_path: Path, fmt: str
+) -> None:
+    path = tmp_path / f"findings.{fmt}"
+    seen: list[dict[str, Any]] = []
+    pager = any_client.findings_view(fields=FIELDS, page_size=25)
+    result = await settle(getattr(pager, f"write_{fmt}")(path, partitions=6, progress=seen.append))
+    got = ids(path, fmt)
+    assert sorted(got) == list(range(1, 301))
+    assert len(got) == 300
+    assert result.rows == 300
+    assert result.cursor is None
+    assert result.resume is not None
+    assert pager.resume == result.resume
+    assert seen[-1]["items"] == 300
+    assert seen[-1]["total"] == 300
+    # Every partition is done: resuming from it writes nothing more.
+    again = any_client.findings_view(fields=FIELDS, page_size=25)
+    more = await settle(getattr(again, f"write_{fmt}")(tmp_path / f"more.{fmt}", resume=result.resume))
+    assert more.rows == 0
+
+
+@pytest.mark.asyncio
+@pytest.mark.parametrize("fmt", ["jsonl", "csv", "parquet"])
+async def test_an_interrupted_partitioned_export_resumes_with_nothing_lost_or_repeated(
+    any_client: Any, emulator: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, fmt: str
+) -> None:
+    # Parquet buffers row groups: small ones, so that some are in the file and some are not.
+    monkeypatch.setattr(_export.Export, "ROW_GROUP", 40)
+    path = tmp_path / f"findings.{fmt}"
+    injected: list[int] = []
+
+    def fail_soon(info: dict[str, Any]) -> None:
+        # After a few pages, the next request of the walk fails (no retries on this client).
+        if info["pages"] == 4 and not injected:
+            injected.append(1)
+            emulator.inject("status", 1, status=400)
+
+    pager = any_client.findings_view(fields=FIELDS, page_size=10)
+    with pytest.raises(secfindings.SecFindingsError):
+        await settle(getattr(pager, f"write_{fmt}")(path, partitions=4, progress=fail_soon))
+    assert injected
+    state = pager.resume
+    assert state is not None
+    first = ids(path, fmt)
+    assert 0 < len(first) < 300
+    with pytest.raises(secfindings.PaginationError, match=r"resume=paginator\.resume"):
+        await settle(pager.to_list())  # the failed paginator refuses to go on
+    rest_path = path if fmt != "parquet" else tmp_path / "findings.part2.parquet"
+    append = {} if fmt == "parquet" else {"append": True}
+    again = any_client.findings_view(fields=FIELDS, page_size=10)
+    result = await settle(getattr(again, f"write_{fmt}")(rest_path, resume=state, **append))
+    got = ids(path, fmt) + (ids(rest_path, fmt) if fmt == "parquet" else [])
+    assert sorted(got) == list(range(1, 301)), "a row was lost or written twice"
+    assert result.rows == 300 - len(first)
+
+
+@pytest.mark.asyncio
+async def test_new_findings_past_the_highest_id_are_read(any_client: Any, emulator: Any) -> None:
+    # The last range is open above: a finding created once the split is made is not left out.
+    pager = any_client.findings_view(fields="id_int")
+    await settle(pager.estimate(partitions=3))  # the split's bounds are taken now
+    new_id, _ = emulator.create_finding(5)
+    table = await settle(pager.to_arrow(partitions=3))
+    assert table.column("id_int").to_pylist() == [*range(1, 301), new_id]
+
+
+@pytest.mark.asyncio
+async def test_filters_that_select_nothing(any_client: Any, tmp_path: Path) -> None:
+    nothing = field("id").gt(10_000)
+    table = await settle(any_client.findings_view(fields=FIELDS, filters=nothing).to_arrow(partitions=4))
+    assert table.num_rows == 0
+    assert "id_int" in table.column_names
+    result = await settle(
+        any_client.findings_view(fields=FIELDS, filters=nothing).write_jsonl(
+            tmp_path / "f.jsonl", partitions=4
+        )
+    )
+    assert result.rows == 0
+
+
+@pytest.mark.asyncio
+async def test_walks_that_cannot_be_split_are_refused_before_anything_is_sent(
+    any_client: Any, emulator: Any, tmp_path: Path
+) -> None:
+    await settle(any_client.findings_view(limit=1).to_list())  # the schema is loaded
+    emulator.reset_stats()
+    cases = [
+        (lambda: any_client.findings_view(sort="SCORE_DESC").to_arrow(partitions=2), "only an id order"),
+        (lambda: any_client.findings_view(limit=10).to_arrow(partitions=2), "limit="),
+        (lambda: any_client.findings_view(after="YXJyYXljb25uZWN0aW9uOjQ=").to_arrow(partitions=2), "after="),
+        (lambda: any_client.get_resources_ch().to_arrow(partitions=2), "only findings_view"),
+        (lambda: any_client.findings_view().to_arrow(partitions=0), "from 1 to 64"),
+        (lambda: any_client.findings_view().to_arrow(partitions=65), "from 1 to 64"),
+        (lambda: any_client.findings_view().to_arrow(partitions=True), "must be an int"),
+        (lambda: any_client.findings_view().write_jsonl(tmp_path / "x", resume="garbage"), "resume="),
+        (lambda: any_client.findings_view().write_jsonl(tmp_path / "x", resume="sfparts1.!!"), "damaged"),
+    ]
+    for make, message in cases:
+        with pytest.raises(ValidationError, match=message):
+            await settle(make())
+    assert emulator.stats()["api_requests"] == 0
+
+
+@pytest.mark.asyncio
+async def test_a_resume_of_another_walk_is_refused(any_client: Any, tmp_path: Path) -> None:
+    done = await settle(
+        any_client.findings_view(fields=FIELDS, filters=field("severity").gte(4)).write_jsonl(
+            tmp_path / "a.jsonl", partitions=2
+        )
+    )
+    other = any_client.findings_view(fields=FIELDS, filters=field("severity").gte(2))
+    with pytest.raises(ValidationError, match="another walk"):
+        await settle(other.write_jsonl(tmp_path / "b.jsonl", resume=done.resume))
+    same = any_client.findings_view(fields=FIELDS, filters=field("severity").gte(4))
+    with pytest.raises(ValidationError, match="holds 2 partitions"):
+        await settle(same.write_jsonl(tmp_path / "b.jsonl", resume=done, partitions=3))
+
+
+@pytest.mark.asyncio
+async def test_a_started_paginator_is_refused(any_client: Any) -> None:
+    pager = any_client.findings_view(fields=FIELDS, page_size=10)
+    if inspect.isasyncgen(pages := pager.pages()):
+        await pages.__anext__()
+    else:
+        next(pages)
+    with pytest.raises(ValidationError, match="has not started"):
+        await settle(pager.to_arrow(partitions=2))
+
+
+def test_partitions_one_is_the_sequential_walk(client: Any, emulator: Any) -> None:
+    client.findings_view(limit=1).to_list()
+    emulator.reset_stats()
+    table = client.findings_view(fields=FIELDS, page_size=100).to_arrow(partitions=1)
+    assert table.num_rows == 300
+    assert emulator.stats()["api_requests"] == 3  # no bounds request: today's walk
