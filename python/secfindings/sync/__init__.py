@@ -24,17 +24,45 @@ from collections.abc import Callable, Iterator, Sequence
 from typing import TYPE_CHECKING, Any
 
 from secfindings.errors import ValidationError
-from secfindings.sync._dest import Destination, connect, parse_destination
+from secfindings.sync._dest import DatabaseError, Destination, connect, parse_destination, secret_free
 from secfindings.sync._engine import FINDINGS, Engine, Options, Source, SyncResult, budget, with_required
 
 if TYPE_CHECKING:
     from secfindings._client import AsyncClient, Client
 
-__all__ = ["Destination", "SyncResult", "budget", "parse_destination", "sync", "sync_async", "watch"]
+__all__ = [
+    "DatabaseError",
+    "Destination",
+    "SyncResult",
+    "budget",
+    "database_errors",
+    "parse_destination",
+    "sync",
+    "sync_async",
+    "watch",
+]
 
 #: What ``progress=`` takes: True (a line on stderr every few seconds) or a callable given
 #: ``{"items": rows read so far, "pages": pages so far}`` after each page.
 SyncProgress = bool | Callable[[dict[str, Any]], object] | None
+
+
+@contextlib.contextmanager
+def database_errors(dest: str | os.PathLike[str] | Destination) -> Iterator[None]:
+    """Errors of the database driver as :class:`DatabaseError`, with any password of ``dest``
+    blotted out (the command line prints them)."""
+    from secfindings.errors import SecFindingsError
+
+    try:
+        yield
+    except (SecFindingsError, ImportError, KeyboardInterrupt, OSError):
+        raise
+    except Exception as exc:
+        text = f"{type(exc).__name__}: {exc}"
+        url = dest.url if isinstance(dest, Destination) else dest
+        if isinstance(url, str):
+            text = secret_free(text, url)
+        raise DatabaseError(f"the database failed: {text}") from None
 
 
 def _duration(name: str, value: dt.timedelta | float | int) -> dt.timedelta:
@@ -100,11 +128,12 @@ def _progress(progress: SyncProgress) -> Callable[[int], None] | None:
 
 
 def _run(source: Source, dest: Destination, options: Options) -> SyncResult:
-    backend = connect(dest)
-    try:
-        return Engine(backend, source, options, FINDINGS).run()
-    finally:
-        backend.close()
+    with database_errors(dest):
+        backend = connect(dest)
+        try:
+            return Engine(backend, source, options, FINDINGS).run()
+        finally:
+            backend.close()
 
 
 def sync(

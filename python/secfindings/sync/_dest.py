@@ -27,9 +27,14 @@ from pathlib import Path
 from typing import Any
 
 from secfindings._shared import need
-from secfindings.errors import ConfigurationError
+from secfindings.errors import ConfigurationError, SecFindingsError
 
-__all__ = ["Backend", "Destination", "connect", "parse_destination", "quote"]
+__all__ = ["Backend", "DatabaseError", "Destination", "connect", "parse_destination", "quote", "secret_free"]
+
+
+class DatabaseError(SecFindingsError):
+    """The destination database failed (its driver's message, without a password)."""
+
 
 _EPOCH = dt.datetime(1970, 1, 1, tzinfo=dt.timezone.utc)
 SCHEMES = ("duckdb", "sqlite", "postgresql")
@@ -80,7 +85,7 @@ def redact_url(url: str) -> str:
     return urllib.parse.urlunsplit((parts.scheme, netloc, parts.path, query, parts.fragment))
 
 
-def _secret_free(message: str, url: str) -> str:
+def secret_free(message: str, url: str) -> str:
     """A driver's message without the password of ``url`` (drivers may echo the URL)."""
     parts = urllib.parse.urlsplit(url)
     if parts.password:
@@ -351,9 +356,7 @@ class Postgres(_Adbc):
             con = pg.connect(dest.url)
         except Exception as exc:
             # The driver may echo the URL: never its password.
-            raise ConfigurationError(
-                f"cannot connect to {dest}: {_secret_free(str(exc), dest.url)}"
-            ) from None
+            raise ConfigurationError(f"cannot connect to {dest}: {secret_free(str(exc), dest.url)}") from None
         super().__init__(dest, con)
 
     def columns(self, table: str) -> list[str] | None:

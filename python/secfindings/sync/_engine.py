@@ -95,6 +95,16 @@ class SyncResult:
     def changed(self) -> int:
         return self.created + self.updated + self.removed
 
+    def summary(self) -> str:
+        """One line for a log: what ran, what changed, what it cost."""
+        mark = self.watermark.isoformat() if self.watermark else "none"
+        return (
+            f"{self.collection} -> {self.destination}: {self.kind}, {self.rows_read} read, "
+            f"{self.created} created, {self.updated} updated, {self.removed} removed, "
+            f"{self.requests} requests ({self.incremental_requests} incremental, "
+            f"{self.reconcile_requests} reconcile), {self.seconds:.1f} s; watermark {mark}"
+        )
+
 
 class Source:
     """The client side of a sync: walks of ``findings_view`` as Arrow record batches, the live
