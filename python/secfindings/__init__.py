@@ -27,6 +27,7 @@ from secfindings._paginator import AsyncPaginator, Paginator
 from secfindings._schema import Schema
 from secfindings._subscribe import AsyncSubscription, Subscription
 from secfindings._watch import AsyncWatch, Watch
+from secfindings.diff import DiffResult, diff
 from secfindings.errors import (
     APIStatusError,
     AuthenticationError,
@@ -55,6 +56,7 @@ __all__ = [
     "Client",
     "ClientClosedError",
     "ConfigurationError",
+    "DiffResult",
     "ExportResult",
     "Filter",
     "FiltersConfigInput",
@@ -83,6 +85,7 @@ __all__ = [
     "__version__",
     "all_of",
     "any_of",
+    "diff",
     "field",
     "filters",
     "from_global_id",

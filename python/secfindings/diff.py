@@ -1,0 +1,456 @@
+"""What changed between two snapshots of findings: ``secfindings.diff(base, head)`` and
+``secfindings diff BASE HEAD``.
+
+A snapshot is an export file (Parquet, JSON lines or CSV, as ``export`` writes them, or a folder
+of such files: the parts of a resumed export), a ``pyarrow.Table``, or anything that hands out an
+Arrow C stream (``__arrow_c_stream__``): a DuckDB relation, a polars DataFrame, a paginator, or a
+table kept by ``sync`` read as of a time. Findings are matched by id (``id_int`` when both have
+it, else ``id``) in one Arrow hash join (pyarrow compute, no Python loop over rows), and each
+finding that differs is one of:
+
+- ``new``: in HEAD only;
+- ``resolved``: open in BASE, and gone from HEAD or closed in it;
+- ``reopened``: closed in BASE (FIXED or IGNORED), open in HEAD;
+- ``changed``: in both, in the same open or closed state, with other fields changed.
+
+``changed_fields`` names the fields that differ (for every kind but ``new``): ``severity``,
+``score``, ``status`` (the status category, or its key when both have keys), ``sla_status`` and
+``due_date``, each compared only when both snapshots have it. A snapshot without statuses counts
+every finding as open. Needs ``secfindings[arrow]`` (pyarrow).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Protocol, runtime_checkable
+
+from secfindings._shared import need
+from secfindings.errors import ValidationError
+
+__all__ = ["CHANGES", "DiffResult", "Snapshot", "diff", "read_snapshot"]
+
+#: The kinds of change, in the order they are listed.
+CHANGES = ("new", "resolved", "reopened", "changed")
+#: Columns compared, by the name a change reports: the first name both snapshots have (a name
+#: that only one has is paired with the other's first, but for ``status``, whose key and category
+#: are not alike: the key when both have it, else the category).
+COMPARED: dict[str, tuple[str, ...]] = {
+    "severity": ("severity", "finding_score.severity"),
+    "score": ("score", "finding_score.score"),
+    "status": ("actual_status.key", "status.key"),
+    "sla_status": ("sla_status",),
+    "due_date": ("due_date",),
+}
+#: The status category: OPEN is open, FIXED and IGNORED are closed.
+_CATEGORY = ("actual_status.category", "status.category")
+_KEYS = ("id_int", "id")
+_TITLE = ("title",)
+_SUFFIXES = {
+    ".parquet": "parquet",
+    ".pq": "parquet",
+    ".jsonl": "jsonl",
+    ".ndjson": "jsonl",
+    ".json": "jsonl",
+    ".csv": "csv",
+}
+
+
+@runtime_checkable
+class Snapshot(Protocol):
+    """Anything that hands out its rows as an Arrow C stream: the seam through which a table kept
+    by ``sync`` (read as of a time), a DuckDB relation or a polars DataFrame is diffed."""
+
+    def __arrow_c_stream__(self, requested_schema: object | None = None) -> object: ...
+
+
+Source = str | os.PathLike[str] | Snapshot | Any
+
+
+def _pa() -> Any:
+    return need("pyarrow", "arrow", "secfindings.diff()")
+
+
+def _files(path: Path) -> list[tuple[Path, str]]:
+    if path.is_dir():
+        found = sorted(p for p in path.iterdir() if p.suffix.lower() in _SUFFIXES and p.is_file())
+        kinds = {_SUFFIXES[p.suffix.lower()] for p in found}
+        if not found:
+            raise ValidationError(f"{path} holds no export file ({', '.join(_SUFFIXES)})")
+        if len(kinds) > 1:
+            raise ValidationError(
+                f"{path} mixes formats ({', '.join(sorted(kinds))}): give one file or one format"
+            )
+        return [(p, _SUFFIXES[p.suffix.lower()]) for p in found]
+    if not path.exists():
+        raise ValidationError(f"no such snapshot: {path}")
+    kind = _SUFFIXES.get(path.suffix.lower(), "jsonl" if not path.suffix else None)
+    if kind is None:
+        raise ValidationError(
+            f"{path.name!r} is not an export file this reads ({', '.join(_SUFFIXES)}, "
+            "or no extension for JSON lines)"
+        )
+    return [(path, kind)]
+
+
+def _wanted() -> set[str]:
+    names = set(_KEYS) | set(_TITLE) | set(_CATEGORY)
+    for cols in COMPARED.values():
+        names.update(cols)
+    return names
+
+
+def _read_file(path: Path, kind: str) -> Any:
+    pa = _pa()
+    wanted = _wanted()
+    try:
+        if kind == "parquet":
+            pq = need("pyarrow.parquet", "arrow", "secfindings.diff()")
+            schema = pq.read_schema(path)
+            names = [n for n in schema.names if n in wanted]
+            # Text columns as dictionaries: statuses and titles repeat, and memory stays small.
+            text = [n for n in names if pa.types.is_string(schema.field(n).type) and n not in _KEYS]
+            return pq.read_table(path, columns=names, read_dictionary=text, memory_map=True)
+        if kind == "csv":
+            pacsv = need("pyarrow.csv", "arrow", "secfindings.diff()")
+            header = pacsv.open_csv(path).schema.names
+            include = [n for n in header if n in wanted]
+            return pacsv.read_csv(path, convert_options=pacsv.ConvertOptions(include_columns=include))
+        pajson = need("pyarrow.json", "arrow", "secfindings.diff()")
+        table = pajson.read_json(path)
+        while any(pa.types.is_struct(f.type) for f in table.schema):
+            table = table.flatten()
+        return table.select([n for n in table.column_names if n in wanted])
+    except (pa.ArrowInvalid, pa.ArrowTypeError) as exc:
+        raise ValidationError(f"cannot read {path} as {kind}: {exc}") from None
+
+
+def read_snapshot(source: Source) -> Any:
+    """A snapshot as a ``pyarrow.Table`` of the columns a diff uses (see the module)."""
+    pa = _pa()
+    if isinstance(source, pa.Table):
+        table = source
+    elif isinstance(source, (str, os.PathLike)):
+        tables = [_read_file(p, kind) for p, kind in _files(Path(source))]
+        table = tables[0] if len(tables) == 1 else pa.concat_tables(tables, promote_options="permissive")
+    elif hasattr(source, "__arrow_c_stream__"):
+        table = pa.table(source)
+    else:
+        raise ValidationError(
+            "a snapshot is an export file, a folder of them, a pyarrow.Table or an Arrow stream; "
+            f"got {type(source).__name__}"
+        )
+    while any(pa.types.is_struct(f.type) for f in table.schema):
+        table = table.flatten()
+    return table
+
+
+def _column(table: Any, names: Sequence[str]) -> str | None:
+    for n in names:
+        if n in table.column_names:
+            return n
+    return None
+
+
+def _normal(table: Any, name: str, column: str) -> Any:
+    """A column in the type both sides compare in."""
+    pa = _pa()
+    col = table.column(column)
+    try:
+        if name == "severity":
+            return col.cast(pa.int64())
+        if name == "score":
+            return col.cast(pa.float64())
+        if name == "due_date":
+            if pa.types.is_string(col.type) or pa.types.is_large_string(col.type):
+                return col.cast(pa.timestamp("us", "UTC"))
+            if pa.types.is_timestamp(col.type):
+                return col.cast(pa.timestamp("us", "UTC"))
+            return col
+        return col.cast(pa.string())
+    except (pa.ArrowInvalid, pa.ArrowNotImplementedError) as exc:
+        raise ValidationError(f"column {column!r} cannot be read as {name}: {exc}") from None
+
+
+@dataclass
+class DiffResult:
+    """What changed from BASE to HEAD: ``table`` (a ``pyarrow.Table``, one row per finding that
+    changed: the key, ``change``, ``changed_fields`` and each compared field in BASE and HEAD),
+    ``counts`` per kind (and ``unchanged``, ``base_rows``, ``head_rows``), the ``key`` matched on
+    and the ``fields`` compared."""
+
+    table: Any
+    counts: dict[str, int]
+    key: str
+    fields: list[str] = field(default_factory=list)
+
+    def ids(self, change: str) -> list[Any]:
+        """The ids of the findings of one kind of change (``new``, ``resolved``, ...)."""
+        if change not in CHANGES:
+            raise ValidationError(f"unknown change {change!r}: one of {', '.join(CHANGES)}")
+        pc = need("pyarrow.compute", "arrow", "DiffResult.ids()")
+        rows = self.table.filter(pc.equal(self.table.column("change"), change))
+        return list(rows.column(self.key).to_pylist())
+
+    @property
+    def new(self) -> list[Any]:
+        """Ids in HEAD only."""
+        return self.ids("new")
+
+    @property
+    def resolved(self) -> list[Any]:
+        """Ids open in BASE and gone or closed in HEAD."""
+        return self.ids("resolved")
+
+    @property
+    def reopened(self) -> list[Any]:
+        """Ids closed in BASE and open in HEAD."""
+        return self.ids("reopened")
+
+    @property
+    def changed(self) -> list[Any]:
+        """Ids in both, in the same state, with fields changed."""
+        return self.ids("changed")
+
+    def rows(self, limit: int | None = None) -> list[dict[str, Any]]:
+        """The rows of :attr:`table` as dicts (the first ``limit``)."""
+        table = self.table if limit is None else self.table.slice(0, limit)
+        return list(table.to_pylist())
+
+    def summary(self) -> str:
+        """``20 new, 7 resolved, 2 reopened, 5 changed (of 1000 -> 1013 findings)``."""
+        c = self.counts
+        kinds = ", ".join(f"{c[k]} {k}" for k in CHANGES)
+        return f"{kinds} (of {c['base_rows']} -> {c['head_rows']} findings, matched by {self.key})"
+
+    def _shown(self, row: dict[str, Any]) -> tuple[str, str, str, str]:
+        fields = ", ".join(row.get("changed_fields") or [])
+        before = []
+        for f in ("severity", "score", "status", "sla_status"):
+            b, h = row.get(f"{f}_base"), row.get(f"{f}_head")
+            if b != h and f in (row.get("changed_fields") or []):
+                before.append(f"{f} {b} -> {h}")
+        title = str(row.get("title") or "")
+        return (
+            str(row[self.key]),
+            str(row["change"]),
+            fields,
+            "; ".join(before) or title[:60],
+        )
+
+    def to_text(self, limit: int = 20) -> str:
+        """A one-screen summary: the counts and the first ``limit`` rows."""
+        lines = [self.summary()]
+        rows = self.rows(limit)
+        if rows:
+            shown = [self._shown(r) for r in rows]
+            w = [max(len(s[i]) for s in shown) for i in range(3)]
+            for s in shown:
+                lines.append(f"  {s[1]:<{w[1]}}  {s[0]:>{w[0]}}  {s[2]:<{w[2]}}  {s[3]}".rstrip())
+            if self.table.num_rows > limit:
+                lines.append(f"  ... {self.table.num_rows - limit} more")
+        return "\n".join(lines) + "\n"
+
+    def to_markdown(self, limit: int = 50) -> str:
+        """A Markdown summary: a table of counts, then the first ``limit`` changes."""
+        c = self.counts
+        out = ["| change | findings |", "|---|---:|"]
+        out += [f"| {k} | {c[k]} |" for k in CHANGES]
+        out.append(
+            f"\n{c['base_rows']} findings in BASE, {c['head_rows']} in HEAD, matched by `{self.key}`.\n"
+        )
+        rows = self.rows(limit)
+        if rows:
+            out += [f"| {self.key} | change | fields | detail |", "|---|---|---|---|"]
+            for r in rows:
+                key, change, fields, detail = (x.replace("|", "\\|") for x in self._shown(r))
+                out.append(f"| {key} | {change} | {fields} | {detail} |")
+            if self.table.num_rows > limit:
+                out.append(f"\n... and {self.table.num_rows - limit} more.")
+        return "\n".join(out) + "\n"
+
+    def to_dict(self) -> dict[str, Any]:
+        """The counts, the key, the fields compared and every row (JSON-ready)."""
+        return {
+            "counts": dict(self.counts),
+            "key": self.key,
+            "fields": list(self.fields),
+            "changes": self.rows(),
+        }
+
+    def to_json(self) -> str:
+        """:meth:`to_dict` as JSON text (datetimes as ISO 8601)."""
+        return json.dumps(self.to_dict(), default=str, ensure_ascii=False, indent=1)
+
+    def write_parquet(self, path: str | os.PathLike[str]) -> None:
+        """Writes :attr:`table` to a Parquet file (zstd)."""
+        pq = need("pyarrow.parquet", "arrow", "DiffResult.write_parquet()")
+        pq.write_table(self.table, os.fspath(path), compression="zstd")
+
+
+def _pair(b: Any, h: Any, name: str) -> tuple[str, str] | None:
+    """The columns of BASE and HEAD compared as ``name`` (None: not both have one)."""
+    names = COMPARED[name]
+    common = next((n for n in names if n in b.column_names and n in h.column_names), None)
+    if common is not None:
+        return common, common
+    if name == "status":
+        common = next((n for n in _CATEGORY if n in b.column_names and n in h.column_names), None)
+        return None if common is None else (common, common)
+    cb, ch = _column(b, names), _column(h, names)
+    return None if cb is None or ch is None else (cb, ch)
+
+
+def _count(pc: Any, mask: Any) -> int:
+    return int(pc.sum(pc.cast(mask, "int64")).as_py() or 0)
+
+
+def diff(base: Source, head: Source) -> DiffResult:
+    """What changed from snapshot ``base`` to snapshot ``head`` (see the module): new, resolved,
+    reopened and changed findings, by id, in one Arrow join.
+
+    The join holds only the ids and the row numbers of each side; each compared field is taken
+    through them and compared a column at a time, and the values are taken for the rows that
+    changed only, so memory stays near the size of the two snapshots' columns."""
+    pa = _pa()
+    pc = need("pyarrow.compute", "arrow", "secfindings.diff()")
+    b, h = read_snapshot(base), read_snapshot(head)
+    key = next((k for k in _KEYS if k in b.column_names and k in h.column_names), None)
+    if key is None:
+        raise ValidationError(
+            f"the snapshots share no id column (id_int or id): BASE has {sorted(b.column_names)}, "
+            f"HEAD has {sorted(h.column_names)}"
+        )
+    pairs = {n: p for n in COMPARED if (p := _pair(b, h, n)) is not None}
+    fields = list(pairs)
+    id_type = pa.int64() if key == "id_int" else pa.string()
+
+    def ids(table: Any, which: str) -> Any:
+        col = table.column(key).cast(id_type).combine_chunks()
+        if col.null_count:
+            raise ValidationError(f"{which} has {col.null_count} rows without {key}")
+        # Duplicates by sorting (a distinct count's hash table would take more memory).
+        ordered = pc.take(col, pc.sort_indices(col))
+        dupes = (
+            _count(pc, pc.equal(ordered.slice(1), ordered.slice(0, len(ordered) - 1))) if len(col) > 1 else 0
+        )
+        del ordered
+        if dupes:
+            raise ValidationError(f"{which} has {dupes} rows whose {key} came before: one row per finding")
+        return col
+
+    # The join, by hashing: each BASE row finds its HEAD row (index_in hashes HEAD's ids), and
+    # the HEAD rows that no BASE row found are the new ones. Rows: BASE's, then the new.
+    id_b, id_h = ids(b, "BASE"), ids(h, "HEAD")
+    at_h = pc.index_in(id_b, value_set=id_h)
+    found = pa.array(_zeros(len(id_h)), pa.bool_())
+    if len(id_b):
+        found = pc.is_in(id_h, value_set=id_b)
+    new_rows = pc.indices_nonzero(pc.invert(found))
+    n_new = len(new_rows)
+    rb = pa.chunked_array([pa.array(_arange(len(id_b)), pa.int64()), pa.nulls(n_new, pa.int64())], pa.int64())
+    rh = pa.chunked_array([at_h.cast(pa.int64()), new_rows.cast(pa.int64())], pa.int64())
+    all_ids = pa.chunked_array([id_b, pc.take(id_h, new_rows)], id_type)
+    in_b, in_h = pc.is_valid(rb), pc.is_valid(rh)
+    both = pc.and_(in_b, in_h)
+    cb, ch = _column(b, _CATEGORY), _column(h, _CATEGORY)
+    if cb is not None and ch is not None:
+        open_b = pc.fill_null(pc.take(_is_open(pa, pc, b.column(cb)), rb), False)
+        open_h = pc.fill_null(pc.take(_is_open(pa, pc, h.column(ch)), rh), False)
+    else:  # no statuses: every finding counts as open
+        open_b, open_h = in_b, in_h
+    new = pc.and_(in_h, pc.invert(in_b))
+    gone = pc.and_(in_b, pc.invert(in_h))
+    resolved = pc.or_(pc.and_(gone, open_b), pc.and_(both, pc.and_(open_b, pc.invert(open_h))))
+    reopened = pc.and_(both, pc.and_(pc.invert(open_b), open_h))
+    normal: dict[str, tuple[Any, Any]] = {}
+    masks = []
+    for n, (col_b, col_h) in pairs.items():
+        normal[n] = (_normal(b, n, col_b), _normal(h, n, col_h))
+        x, y = pc.take(normal[n][0], rb), pc.take(normal[n][1], rh)
+        differs = pc.or_(
+            pc.fill_null(pc.not_equal(x, y), False),
+            pc.xor(pc.is_null(x), pc.is_null(y)),
+        )
+        masks.append((n, pc.and_(both, differs)))
+        del x, y
+    any_change = pc.and_(both, pc.invert(both))  # all false, one per row
+    for _, m in masks:
+        any_change = pc.or_(any_change, m)
+    changed = pc.and_(any_change, pc.invert(pc.or_(resolved, reopened)))
+    counts = {k: _count(pc, m) for k, m in zip(CHANGES, (new, resolved, reopened, changed), strict=True)}
+    counts["unchanged"] = _count(pc, pc.and_(both, pc.invert(pc.or_(pc.or_(resolved, reopened), changed))))
+    counts["base_rows"], counts["head_rows"] = b.num_rows, h.num_rows
+
+    # The rows that changed, and only their values from here on.
+    order = pc.if_else(
+        new,
+        0,
+        pc.if_else(
+            resolved,
+            1,
+            pc.if_else(reopened, 2, pc.if_else(changed, 3, pa.scalar(None, pa.int8()))),
+        ),
+    )
+    picked = pc.indices_nonzero(pc.is_valid(order))
+    sub_b, sub_h = pc.take(rb, picked), pc.take(rh, picked)
+    kind_code = pc.take(order, picked)
+    # The fields changed, as a list per row: a bit per field makes a code, and the code picks one
+    # of the 2**fields possible lists (no loop over rows).
+    code = pc.cast(pc.take(pc.and_(both, pc.invert(both)), picked), pa.int64())
+    for i, (_, m) in enumerate(masks):
+        code = pc.add(code, pc.multiply(pc.cast(pc.take(m, picked), pa.int64()), 1 << i))
+    lists = pa.array(
+        [[n for i, (n, _) in enumerate(masks) if c >> i & 1] for c in range(1 << len(masks))],
+        pa.list_(pa.string()),
+    )
+    code = pc.if_else(
+        pc.or_(pc.equal(kind_code, 0), pc.equal(code, 0)),
+        pa.scalar(None, pa.int64()),
+        code,
+    )
+    columns: dict[str, Any] = {
+        key: pc.take(all_ids, picked),
+        "change": pc.take(pa.array(CHANGES), kind_code),
+        "changed_fields": pc.take(lists, code),
+    }
+    titles = [
+        pc.take(t.column(c), rows).cast(pa.string())
+        for t, rows in ((h, sub_h), (b, sub_b))
+        if (c := _column(t, _TITLE)) is not None
+    ]
+    if titles:
+        columns["title"] = pc.coalesce(*titles)
+    for n, (nb, nh) in normal.items():
+        columns[f"{n}_base"] = pc.take(nb, sub_b)
+        columns[f"{n}_head"] = pc.take(nh, sub_h)
+    out = pa.table(columns)
+    out = out.append_column("_order", kind_code)
+    out = out.sort_by([("_order", "ascending"), (key, "ascending")]).drop_columns(["_order"])
+    return DiffResult(table=out, counts=counts, key=key, fields=fields)
+
+
+def _arange(n: int) -> Any:
+    """0..n-1 as an int64 array, without a Python list of n ints (numpy when present)."""
+    try:
+        import numpy as np
+    except ImportError:  # pragma: no cover - pyarrow needs numpy for most things anyway
+        return list(range(n))
+    return np.arange(n, dtype=np.int64)
+
+
+def _zeros(n: int) -> Any:
+    """n false values (numpy when present)."""
+    try:
+        import numpy as np
+    except ImportError:  # pragma: no cover
+        return [False] * n
+    return np.zeros(n, dtype=bool)
+
+
+def _is_open(pa: Any, pc: Any, column: Any) -> Any:
+    """True where a status category is OPEN (a dictionary column compares by its values)."""
+    return pc.fill_null(pc.equal(column.cast(pa.string()), "OPEN"), False)
