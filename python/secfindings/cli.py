@@ -179,7 +179,7 @@ def query(file: Any, variables: tuple[str, ...], operation: str | None) -> None:
 
 @main.command()
 @click.argument("what", type=click.Choice(sorted(EXPORTS)), default="findings")
-@click.option("--out", "out", type=click.Path(dir_okay=False, path_type=Path), required=True)
+@click.option("--out", "out", type=click.Path(dir_okay=False, path_type=Path), default=None)
 @click.option(
     "--format",
     "fmt",
@@ -205,6 +205,21 @@ def query(file: Any, variables: tuple[str, ...], operation: str | None) -> None:
     "so that a spreadsheet shows them instead of running them as formulas.",
 )
 @click.option("--progress/--no-progress", default=True, show_default=True, help="Progress on stderr.")
+@click.option(
+    "--partitions",
+    type=click.IntRange(1, 64),
+    default=1,
+    show_default=True,
+    help="Findings only: read this many id ranges at once (rows of different ranges interleave "
+    "in the file). Formats jsonl, csv and parquet.",
+)
+@click.option("--resume", "resume", help="Continue a partitioned export (the state it printed).")
+@click.option(
+    "--dry-run",
+    is_flag=True,
+    help="Print how many requests the export would make and how long it would take at the "
+    "budget (one request, for the count), and write nothing.",
+)
 @click.pass_context
 def export(
     ctx: click.Context,
@@ -221,6 +236,9 @@ def export(
     overwrite: bool,
     escape_formulas: bool,
     progress: bool,
+    partitions: int,
+    resume: str | None,
+    dry_run: bool,
 ) -> None:
     """Stream a connection (default: findings) into a JSON-lines, CSV or Parquet file, or findings
     into OCSF JSON lines (--format ocsf) or a SARIF 2.1.0 log (--format sarif).
@@ -229,8 +247,24 @@ def export(
     --overwrite, added to only with --append. When the export is interrupted, the command that
     completes it is printed on stderr: the same one with --after CURSOR and --append (jsonl,
     csv, ocsf, sarif), or with --out naming a new part file (Parquet); with nothing lost or repeated.
+    With --partitions, that command carries --resume STATE instead of --after.
     """
+    if dry_run:
+        _dry_run(what, filter_json, fields, sort, after, limit, page_size, partitions)
+        return
+    if out is None:
+        raise click.UsageError("Missing option '--out'.")
     fmt = fmt or _format_of(out)
+    if partitions != 1 or resume is not None:
+        if EXPORTS[what] != "findings_view":
+            raise click.BadParameter("--partitions and --resume apply to findings only")
+        if fmt not in ("jsonl", "csv", "parquet"):
+            raise click.BadParameter(f"--partitions writes jsonl, csv or parquet, not {fmt}")
+        if after is not None:
+            raise click.UsageError(
+                "--after and --resume/--partitions contradict each other: a partitioned "
+                "export resumes with --resume"
+            )
     if fmt == "parquet" and append:
         raise click.BadParameter(
             "Parquet files cannot be appended to: write the rest to a new file", param_hint="--append"
@@ -270,12 +304,17 @@ def export(
             with _client() as client:
                 pager = getattr(client, operation)(**kwargs)
                 writer = getattr(pager, f"write_{fmt}")
+                split: dict[str, Any] = {}
+                if partitions != 1 or resume is not None:
+                    split = {"partitions": partitions, "resume": resume}
                 if fmt == "parquet":
-                    result = writer(out, progress=progress)
+                    result = writer(out, progress=progress, **split)
                 elif fmt == "csv":
-                    result = writer(out, append=append, progress=progress, escape_formulas=escape_formulas)
+                    result = writer(
+                        out, append=append, progress=progress, escape_formulas=escape_formulas, **split
+                    )
                 else:
-                    result = writer(out, append=append, progress=progress)
+                    result = writer(out, append=append, progress=progress, **split)
         except OSError as exc:
             if exc.filename is None:  # a failed write names no file: say which
                 exc.filename = str(out)
@@ -291,6 +330,33 @@ def export(
         + (f"; last cursor {result.cursor}" if result.cursor else ""),
         err=True,
     )
+
+
+def _dry_run(
+    what: str,
+    filter_json: str | None,
+    fields: str | None,
+    sort: str | None,
+    after: str | None,
+    limit: int | None,
+    page_size: int,
+    partitions: int,
+) -> None:
+    """``export --dry-run``: the estimate on stdout; the walk is not made."""
+    operation = EXPORTS[what]
+    if operation != "findings_view":
+        raise click.BadParameter("--dry-run estimates findings only (from their total_count)")
+    kwargs: dict[str, Any] = {"after": after, "limit": limit, "page_size": page_size, "fields": fields}
+    if filter_json is not None:
+        try:
+            kwargs["filters"] = json.loads(filter_json)
+        except ValueError as exc:
+            raise click.BadParameter(f"not JSON: {exc}", param_hint="--filter") from None
+    if sort is not None:
+        kwargs["sort"] = sort
+    with _errors(), _client() as client:
+        estimate = client.findings_view(**kwargs).estimate(partitions=partitions)
+    click.echo(str(estimate))
 
 
 def _format_of(out: Path) -> str:
@@ -338,13 +404,18 @@ def _hint(ctx: click.Context, pager: Any, fmt: str) -> None:
         return
     written: ExportResult | None = getattr(pager, "_written", None)
     cursor = written.cursor if written is not None else pager.cursor
-    if cursor is None:
+    state = written.resume if written is not None else None  # a partitioned export's
+    if state is not None:
+        position = ["--resume", state]
+    elif cursor is not None:
+        position = ["--after", cursor]
+    else:
         return  # nothing written and no cursor given: the same command again
     rows = written.rows if written is not None else 0
     p = dict(ctx.params)
     argv = [ctx.find_root().info_name or "secfindings", "export", p["what"]]
     out: Path = p["out"]
-    change: list[str] = ["--after", cursor]
+    change: list[str] = list(position)
     if rows:  # the file has the rows up to the cursor: the rest goes after them
         if fmt == "parquet":
             out = _part_file(out)
@@ -368,7 +439,7 @@ def _hint(ctx: click.Context, pager: Any, fmt: str) -> None:
     ):
         if p[name] is not None:
             argv += [option, str(p[name])]
-    argv += ["--page-size", str(p["page_size"]), "--after", cursor]
+    argv += ["--page-size", str(p["page_size"]), *position]
     argv += [flag for flag, on in (("--append", p["append"]), ("--overwrite", p["overwrite"])) if on]
     if not p["escape_formulas"]:
         argv.append("--no-escape-formulas")
