@@ -10,6 +10,8 @@ from __future__ import annotations
 import asyncio
 import inspect
 import re
+import subprocess
+import sys
 import warnings
 from collections.abc import Callable, Iterator
 from datetime import datetime, timezone
@@ -736,3 +738,15 @@ async def test_a_misspelt_keyword_names_the_async_client(async_client):
     with pytest.raises(TypeError, match=r"^AsyncClient\.findings_view\(\) .* \(did you mean 'sort'\?\)"):
         async_client.findings_view(sortt="SCORE_DESC")
     assert (await async_client.finding(1)).id_int == 1
+
+
+def test_catalog_schema_tables_match_the_schema_file() -> None:
+    """The catalog's argument and input tables are generated from schema/schema.graphql."""
+    root = Path(__file__).resolve().parents[1]
+    proc = subprocess.run(
+        [sys.executable, str(root / "scripts" / "gen_schema_tables.py"), "--check"],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert proc.returncode == 0, proc.stderr + " (run: python scripts/gen_schema_tables.py)"

@@ -1248,10 +1248,10 @@ class SyncOperations(OperationsBase):
         raw = self._native.call(
             "set_user_sla_and_comment",
             {
-                "due_date": due_date,
-                "comment": comment,
                 "finding_ids": finding_ids,
                 "filters_config": with_filters(filters_config, filters),
+                "due_date": due_date,
+                "comment": comment,
             },
             fields_text(fields, UpdateUserSLAWithComment),
         )
@@ -2292,10 +2292,10 @@ class AsyncOperations(OperationsBase):
         raw = await self._native.call_async(
             "set_user_sla_and_comment",
             {
-                "due_date": due_date,
-                "comment": comment,
                 "finding_ids": finding_ids,
                 "filters_config": with_filters(filters_config, filters),
+                "due_date": due_date,
+                "comment": comment,
             },
             fields_text(fields, UpdateUserSLAWithComment),
         )
