@@ -13,6 +13,7 @@ The offline emulator is in :mod:`secfindings.testing`.
 from secfindings import _logging, filters, models
 from secfindings._client import AsyncClient, Client
 from secfindings._export import ExportResult
+from secfindings._lookup import AsyncBatch, Batch, Deferred
 from secfindings._native import __version__, from_global_id, to_global_id
 from secfindings._operations import (
     FiltersConfigInput,
@@ -48,14 +49,17 @@ from secfindings.models import Finding, FindingsView
 
 __all__ = [
     "APIStatusError",
+    "AsyncBatch",
     "AsyncClient",
     "AsyncPaginator",
     "AsyncSubscription",
     "AsyncWatch",
     "AuthenticationError",
+    "Batch",
     "Client",
     "ClientClosedError",
     "ConfigurationError",
+    "Deferred",
     "DiffResult",
     "ExportResult",
     "Filter",

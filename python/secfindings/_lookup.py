@@ -416,6 +416,8 @@ class Deferred(Generic[M]):
         return self._state != "pending"
 
     def result(self) -> M:
+        """The model, once the block has ended; raises what ``finding()`` would have raised for
+        this id, or RuntimeError before the block ends (or when it ended with an exception)."""
         if self._state == "pending":
             raise RuntimeError(
                 f"{self.operation}(id: {self.id!r}) is sent when its batch() block ends: "
