@@ -23,7 +23,7 @@ from secfindings.errors import ValidationError
 from secfindings.models import FindingEvent, RuleEvent
 
 if TYPE_CHECKING:
-    from secfindings.models import Finding, Model
+    from secfindings.models import Finding
     from secfindings.sync import SyncResult
 
 __all__ = ["AsyncClient", "Client"]
@@ -304,6 +304,24 @@ class Client(_Base, SyncOperations):
         native.wait_started()
         return Subscription(native, self._field_types())
 
+    @overload
+    def findings(
+        self,
+        ids: Iterable[str | int],
+        *,
+        fields: Fields | None = ...,
+        batch_size: int = ...,
+        missing: Literal["none"] = ...,
+    ) -> list[Finding | None]: ...
+    @overload
+    def findings(
+        self,
+        ids: Iterable[str | int],
+        *,
+        fields: Fields | None = ...,
+        batch_size: int = ...,
+        missing: Literal["raise"],
+    ) -> list[Finding]: ...
     def findings(
         self,
         ids: Iterable[str | int],
@@ -311,7 +329,7 @@ class Client(_Base, SyncOperations):
         fields: Fields | None = None,
         batch_size: int = 100,
         missing: Missing = "none",
-    ) -> list[Finding | None]:
+    ) -> list[Finding | None] | list[Finding]:
         """Many findings by id in few requests: :meth:`finding` for each id, in the order of
         ``ids``, up to ``batch_size`` per request (aliased selections of one document).
 
@@ -333,8 +351,10 @@ class Client(_Base, SyncOperations):
         batch_size: int = 100,
         missing: Missing = "none",
         mutations: bool = False,
-    ) -> list[Model | None]:
-        """:meth:`findings` for any lookup by one id of the catalog (``"finding"``). A
+    ) -> list[Any]:
+        """:meth:`findings` for any lookup by one id of the catalog (``"finding"``): the models
+        of the operation's type, or None, in the order of ``ids`` (typed ``Any``: the operation
+        is a name chosen at run time; :meth:`findings` is the typed face). A
         ``delete_*`` mutation is merged only with ``mutations=True``, and such a batch is never
         resent once it may have reached the server."""
         return _lookup.lookup(
@@ -526,6 +546,24 @@ class AsyncClient(_Base, AsyncOperations):
         )
         return AsyncSubscription(native, self._field_types())
 
+    @overload
+    async def findings(
+        self,
+        ids: Iterable[str | int],
+        *,
+        fields: Fields | None = ...,
+        batch_size: int = ...,
+        missing: Literal["none"] = ...,
+    ) -> list[Finding | None]: ...
+    @overload
+    async def findings(
+        self,
+        ids: Iterable[str | int],
+        *,
+        fields: Fields | None = ...,
+        batch_size: int = ...,
+        missing: Literal["raise"],
+    ) -> list[Finding]: ...
     async def findings(
         self,
         ids: Iterable[str | int],
@@ -533,7 +571,7 @@ class AsyncClient(_Base, AsyncOperations):
         fields: Fields | None = None,
         batch_size: int = 100,
         missing: Missing = "none",
-    ) -> list[Finding | None]:
+    ) -> list[Finding | None] | list[Finding]:
         """Many findings by id in few requests (see :meth:`Client.findings`)."""
         return await _lookup.findings_async(
             self._live, ids, fields=fields, batch_size=batch_size, missing=missing
@@ -548,7 +586,7 @@ class AsyncClient(_Base, AsyncOperations):
         batch_size: int = 100,
         missing: Missing = "none",
         mutations: bool = False,
-    ) -> list[Model | None]:
+    ) -> list[Any]:
         """Any lookup by one id of the catalog, batched (see :meth:`Client.lookup`)."""
         return await _lookup.lookup_async(
             self._live,
