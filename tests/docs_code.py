@@ -101,3 +101,14 @@ def as_module(page_blocks: list[Block]) -> str:
         body.append(block.code)
     code = textwrap.indent("\n".join(body) or "pass\n", "    ")
     return f"async def _page() -> None:\n{code}"
+
+
+def locate(module: str, line: int) -> str:
+    """The page and line that line ``line`` of :func:`as_module`'s text came from."""
+    lines = module.splitlines()
+    for i in range(min(line, len(lines)) - 1, -1, -1):
+        text = lines[i].strip()
+        if text.startswith("# ") and re.search(r":\d+$", text):
+            where, fence = text[2:].rsplit(":", 1)
+            return f"{where}:{int(fence) + line - 1 - i}"
+    return f"<page>:{line}"

@@ -9,6 +9,7 @@
 from __future__ import annotations
 
 import json
+import re
 import shutil
 import subprocess
 import sys
@@ -16,7 +17,7 @@ import textwrap
 from pathlib import Path
 
 import pytest
-from tests.docs_code import ROOT, as_module, blocks, pages
+from tests.docs_code import ROOT, as_module, blocks, locate, pages
 
 mypy_api = pytest.importorskip("mypy.api")
 
@@ -66,7 +67,17 @@ def test_the_code_of_the_readme_and_the_docs_passes_mypy_strict(tmp_path: Path) 
         files.append(path)
     assert len(files) >= 8, files
     out, status = run_mypy(tmp_path, files)
-    assert status == 0, out
+    # Each error named by the page and line of the Markdown it came from.
+    texts = {path.name: path.read_text() for path in files}
+    errors = [
+        re.sub(
+            r"^.*?([\w.]+\.py):(\d+):",
+            lambda m: locate(texts.get(m.group(1), ""), int(m.group(2))) + ":",
+            line,
+        )
+        for line in out.splitlines()
+    ]
+    assert status == 0, "\n".join(errors)
 
 
 def test_a_type_error_in_a_docs_block_is_reported(tmp_path: Path) -> None:
@@ -84,6 +95,8 @@ def test_a_type_error_in_a_docs_block_is_reported(tmp_path: Path) -> None:
     assert out.count("error:") == 1, out
     assert "score_desc" in out
     assert "page.md:6" in module.read_text()  # each block names its place in the page
+    line = int(next(x for x in out.splitlines() if "error:" in x).split(":")[1])
+    assert locate(module.read_text(), line).endswith("page.md:7")  # the line in the Markdown
 
 
 USAGE = """
