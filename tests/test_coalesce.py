@@ -215,6 +215,27 @@ async def test_mutations_are_never_merged(emulator, async_client):
     assert all(e["query"].count("delete_scoring_rule(id:") == 1 for e in log)
 
 
+def test_a_loop_closed_before_its_window_ended_leaves_nothing_behind(emulator, async_client):
+    old = asyncio.new_event_loop()
+
+    left: list[Any] = []
+
+    async def start_and_leave() -> None:
+        left.append(asyncio.ensure_future(async_client.finding(1)))  # its window closes after the loop stops
+
+    old.run_until_complete(start_and_leave())
+    pending = async_client._live.coalescer._pending
+    assert len(pending) == 1
+    old.close()
+    results = asyncio.run(_gather(async_client, range(2, 12)))
+    assert [r.id_int for r in results] == list(range(2, 12))
+    assert not pending  # the closed loop's entry was dropped, the new one flushed
+
+
+async def _gather(client: Any, ids: Any) -> list[Any]:
+    return list(await asyncio.gather(*(client.finding(i) for i in ids)))
+
+
 @pytest.mark.parametrize("window", [-1, float("nan"), "0.1", True, 3600])
 def test_coalesce_window_is_checked(async_client, window):
     with pytest.raises(ValidationError, match="coalesce_window"):

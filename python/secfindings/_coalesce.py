@@ -73,8 +73,8 @@ class Coalescer:
         #: Aliases per request of a coalesced batch (the core may use fewer for a server that
         #: refused as many).
         self.batch_size = 100
-        # Per event loop (by id: a loop's entry lives only until its window closes).
-        self._pending: dict[int, dict[tuple[str, str | None], _Group]] = {}
+        # Per event loop (by id, with the loop: an entry lives only until its window closes).
+        self._pending: dict[int, tuple[asyncio.AbstractEventLoop, dict[tuple[str, str | None], _Group]]] = {}
         # The batches being sent: a task nobody references may be collected while it runs.
         self._running: set[asyncio.Task[None]] = set()
 
@@ -85,13 +85,18 @@ class Coalescer:
     async def submit(self, name: str, ident: Any, fields: str | None) -> Any:
         """The raw object of ``name(id: ident)``, sent together with the calls of the same window."""
         loop = asyncio.get_running_loop()
-        groups = self._pending.get(id(loop))
-        if groups is None:
-            groups = self._pending[id(loop)] = {}
+        entry = self._pending.get(id(loop))
+        if entry is None or entry[0] is not loop:
+            # (A loop closed before its window did left its entry, and its calls, behind: dropped
+            # here, so that they are not kept for ever.)
+            for key in [k for k, (old, _) in self._pending.items() if old.is_closed()]:
+                del self._pending[key]
+            entry = self._pending[id(loop)] = (loop, {})
             if self.window:
                 loop.call_later(self.window, self._flush, loop)
             else:
                 loop.call_soon(self._flush, loop)
+        groups = entry[1]
         group = groups.get((name, fields))
         if group is None:
             group = groups[(name, fields)] = _Group()
@@ -101,8 +106,11 @@ class Coalescer:
         return await future
 
     def _flush(self, loop: asyncio.AbstractEventLoop) -> None:
-        groups = self._pending.pop(id(loop), None)
-        for (name, fields), group in (groups or {}).items():
+        entry = self._pending.get(id(loop))
+        if entry is None or entry[0] is not loop:
+            return
+        del self._pending[id(loop)]
+        for (name, fields), group in entry[1].items():
             if group.abandoned():
                 continue
             task = loop.create_task(self._send(name, fields, group))
