@@ -45,6 +45,7 @@ from secfindings.errors import (
     ValidationError,
 )
 from secfindings.filters import Filter, all_of, any_of, field
+from secfindings.gate import GateResult, gate
 from secfindings.models import Finding, FindingsView
 
 __all__ = [
@@ -67,6 +68,7 @@ __all__ = [
     "Finding",
     "FindingFilterInput",
     "FindingsView",
+    "GateResult",
     "GraphQLError",
     "NotFoundError",
     "Page",
@@ -93,6 +95,7 @@ __all__ = [
     "field",
     "filters",
     "from_global_id",
+    "gate",
     "models",
     "to_global_id",
 ]

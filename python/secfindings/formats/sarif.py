@@ -28,14 +28,14 @@ from __future__ import annotations
 import json
 import os
 import re
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 from secfindings._export import Export
 from secfindings.errors import ValidationError
 from secfindings.formats import cve_of, severity_name, value
 
-__all__ = ["SARIF_SCHEMA", "SarifExport", "result_of", "rule_id_of"]
+__all__ = ["SARIF_SCHEMA", "SarifExport", "result_of", "rule_id_of", "sarif_log"]
 
 #: ``$schema`` of the log (the SARIF 2.1.0 schema's own id in the OASIS errata is this one too).
 SARIF_SCHEMA = "https://json.schemastore.org/sarif-2.1.0.json"
@@ -289,3 +289,19 @@ class SarifExport(Export):
                 self._run_open = False
         finally:
             super().close(ok)
+
+
+def sarif_log(nodes: Iterable[Mapping[str, Any]]) -> dict[str, Any]:
+    """A whole SARIF log of a few findings in memory (``gate --format sarif``); for a walk use
+    ``paginator.write_sarif``, which streams."""
+    rules = _Rules()
+    results = []
+    for node in nodes:
+        result = result_of(node)
+        rules.add(node, result["ruleId"])
+        results.append(result)
+    return {
+        "$schema": SARIF_SCHEMA,
+        "version": "2.1.0",
+        "runs": [{"results": results, "tool": rules.tool(_version())}],
+    }
