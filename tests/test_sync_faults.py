@@ -138,7 +138,8 @@ def test_a_server_failing_mid_run_fails_the_run_and_writes_nothing(
     longer than max_retry_wait: the run fails at once (no wait here) with the client's error;
     the table and the watermark are as before; the failure is in the run log; the next run
     converges."""
-    client = emu.client(max_retries=1, max_retry_wait=5.0)
+    # budget=False: the Retry-After of an hour is not written to the token's shared budget.
+    client = emu.client(max_retries=1, max_retry_wait=5.0, budget=False)
     client.sync(dest, page_size=50)
     for _ in range(150):
         emu.create_finding(severity=2)
@@ -156,6 +157,7 @@ def test_a_server_failing_mid_run_fails_the_run_and_writes_nothing(
     runs = fetch(dest, "SELECT kind, status, error FROM sync_runs ORDER BY started_at")
     assert runs[-1]["status"] == "failed"
     assert runs[-1]["error"]
-    again = client.sync(dest, page_size=50)
+    # A new client: the one that met the 429 waits out its Retry-After.
+    again = emu.client(budget=False).sync(dest, page_size=50)
     assert again.created == 150
     assert_equal_to_server(dest, client)
