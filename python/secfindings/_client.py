@@ -189,8 +189,32 @@ def _rebuild(cls: type[_Base], state: dict[str, Any]) -> _Base:
 class Client(_Base, SyncOperations):
     """Synchronous client. Safe to share across threads; never touches asyncio (works in Jupyter).
 
-    ``api_token`` defaults to ``$SECFINDINGS_API_TOKEN`` and ``base_url`` to
-    ``$SECFINDINGS_BASE_URL``; see the README for every setting.
+    Args:
+        api_token: the API token, exchanged for a JWT at the identity provider; default
+            ``$SECFINDINGS_API_TOKEN``. Exactly one of ``api_token`` and ``jwt``.
+        base_url: the API's URL, ending in ``/api/v1``; default ``$SECFINDINGS_BASE_URL``. Plain
+            ``http://`` only to a loopback host.
+        region: ``eu-central-1`` (default), ``eu-west-2`` or ``us-east-2``: it chooses the
+            identity provider; default ``$SECFINDINGS_REGION``.
+        auth_url: another identity provider's endpoint (the emulator's); default
+            ``$SECFINDINGS_AUTH_URL``.
+        jwt: a ready bearer JWT instead of an API token (it cannot be refreshed).
+        timeout: seconds per HTTP attempt (the connect timeout is 5 s).
+        max_retries: retries of one call after its first attempt.
+        max_retry_wait: the longest ``Retry-After`` the client sleeps; a longer one raises
+            ``RateLimitError`` at once.
+        proxy: an HTTP(S) proxy URL (``HTTPS_PROXY`` / ``NO_PROXY`` are honoured for HTTP
+            requests without it).
+        ca_bundle: a PEM file of certificates trusted besides the system's store.
+        refresh_advisory: seconds before expiry when a background token exchange starts.
+        refresh_mandatory: seconds before expiry when calls wait for a fresh JWT.
+        max_response_bytes: the largest answer read, after decompression.
+        rate_limit: ``(requests, per_seconds)``, a client-side limit shared by every client,
+            thread and process of the API token on this machine.
+        schema: ``"live"`` (learn the server's schema and check against it), ``"builtin"``
+            (the package's schema, no introspection) or ``"off"`` (no checks).
+        budget: where the API token's shared request budget is kept: True (the default
+            folder), False (none) or a folder.
     """
 
     def execute(
@@ -427,7 +451,7 @@ class Client(_Base, SyncOperations):
         """The schema of the server this client talks to (None with ``schema="off"``).
 
         Introspected on first need (this call, a typed method or ``execute()``), then kept per
-        base URL in memory and on disk (see the README); ``refresh=True`` asks the server again.
+        base URL in memory and on disk (see the live schema guide); ``refresh=True`` asks again.
         When the server refuses introspection it is the built-in schema, and one INFO line on
         the ``secfindings.schema`` logger says so.
         """
