@@ -207,3 +207,25 @@ def test_the_version_has_a_release_entry_and_the_command_prints_it() -> None:
     releases = dict(headings[1:])
     assert secfindings.__version__ in releases, "the version needs a dated release entry"
     assert releases[secfindings.__version__], "the release entry needs its date"
+
+
+def test_the_exception_tree_on_the_errors_page_is_the_hierarchy() -> None:
+    from secfindings import errors
+
+    text = (ROOT / "docs" / "reference" / "errors.md").read_text(encoding="utf-8")
+    tree = text.split("```text\n", 1)[1].split("```", 1)[0]
+    parents: dict[str, str] = {}
+    stack: list[tuple[int, str]] = []
+    for line in tree.splitlines():
+        match = re.match(r"^([│ ├└─]*)(\w+)", line)
+        if match is None or not match.group(2)[0].isupper():
+            continue
+        depth, name = len(match.group(1)), match.group(2)
+        while stack and stack[-1][0] >= depth:
+            stack.pop()
+        if stack:
+            parents[name] = stack[-1][1]
+        stack.append((depth, name))
+    assert set(parents) | {"SecFindingsError"} == set(errors.__all__)
+    for name, parent in parents.items():
+        assert getattr(errors, parent) in getattr(errors, name).__bases__, (name, parent)
