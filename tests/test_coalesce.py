@@ -288,6 +288,23 @@ def test_a_block_that_raises_sends_nothing(emulator, client):
         b.finding(4)
 
 
+def test_a_block_is_entered_once(emulator, client):
+    with client.batch() as b:
+        first = b.finding(1)
+    with pytest.raises(RuntimeError, match="entered once"), b:
+        pass
+    assert first.result().id_int == 1
+
+
+@pytest.mark.asyncio
+async def test_the_wrong_with_says_what_to_use(client, async_client):
+    with pytest.raises(TypeError, match=r"use `with client\.batch"):
+        async with client.batch():
+            pass
+    with pytest.raises(TypeError, match=r"use `async with client\.batch"), async_client.batch():
+        pass
+
+
 def test_a_failed_batch_raises_at_block_exit_and_in_each_handle(emulator):
     with emulator.client(max_retries=0) as client:
         client.finding(1)

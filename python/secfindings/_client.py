@@ -633,7 +633,8 @@ class AsyncClient(_Base, AsyncOperations):
         """How long concurrent ``await client.finding(id)`` calls are collected before they are
         sent as one batched lookup: 0 (the default) is one turn of the event loop (what
         ``asyncio.gather`` starts together), a number of seconds waits that long for more, None
-        sends each call on its own. A lone call is sent as without coalescing."""
+        sends each call on its own. A lone call is sent as without coalescing. A pickled client
+        is rebuilt with the default."""
         return self._live.coalescer.window
 
     @coalesce_window.setter

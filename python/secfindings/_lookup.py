@@ -27,7 +27,7 @@ import operator
 from collections.abc import Iterable, Mapping
 from collections.abc import Set as AbstractSet
 from types import TracebackType
-from typing import TYPE_CHECKING, Any, Generic, Literal, NamedTuple, TypeVar
+from typing import TYPE_CHECKING, Any, Generic, Literal, NamedTuple, NoReturn, TypeVar
 
 from secfindings import _native
 from secfindings._coalesce import Coalescer, check_window
@@ -454,8 +454,8 @@ class _BatchBase:
         self._mutations = mutations
         self._batch_size = check_batch_size(batch_size)
         self._groups: dict[tuple[str, str | None], _Collected] = {}
-        self._open = False
         self._sent = False
+        self._entered = False
 
     def _add(self, name: str, id: object, fields: Fields | None) -> Deferred[Any]:
         if self._sent:
@@ -516,6 +516,11 @@ class _BatchBase:
             for h in group.handles:
                 h._settle(None, error)
 
+    def _enter(self) -> None:
+        if self._entered:
+            raise RuntimeError("a batch() block is entered once: start a new one with client.batch()")
+        self._entered = True
+
     def _work(self) -> list[tuple[_Collected, list[Id]]]:
         self._sent = True
         return [(g, list(dict.fromkeys(h.id for h in g.handles))) for g in self._groups.values()]
@@ -525,7 +530,16 @@ class Batch(_BatchBase):
     """``Client.batch()``: see :meth:`secfindings.Client.batch`."""
 
     def __enter__(self) -> Batch:
+        self._enter()
         return self
+
+    if not TYPE_CHECKING:
+        # `async with client.batch()` on the sync client: say what to use (see Client.__aenter__).
+        async def __aenter__(self) -> NoReturn:
+            raise TypeError("Client.batch() is synchronous: use `with client.batch() as b:`")
+
+        async def __aexit__(self, *exc: object) -> None:
+            return None
 
     def __exit__(
         self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
@@ -550,7 +564,16 @@ class AsyncBatch(_BatchBase):
     """``AsyncClient.batch()``: see :meth:`secfindings.AsyncClient.batch`."""
 
     async def __aenter__(self) -> AsyncBatch:
+        self._enter()
         return self
+
+    if not TYPE_CHECKING:
+
+        def __enter__(self) -> NoReturn:
+            raise TypeError("AsyncClient.batch() is asynchronous: use `async with client.batch() as b:`")
+
+        def __exit__(self, *exc: object) -> None:
+            return None
 
     async def __aexit__(
         self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
