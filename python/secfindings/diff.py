@@ -145,6 +145,11 @@ def read_snapshot(source: Source) -> Any:
         )
     while any(pa.types.is_struct(f.type) for f in table.schema):
         table = table.flatten()
+    # Text as plain strings (polars hands over string views, others large strings).
+    is_view = getattr(pa.types, "is_string_view", lambda t: False)
+    for i, f in enumerate(table.schema):
+        if is_view(f.type) or pa.types.is_large_string(f.type):
+            table = table.set_column(i, f.name, table.column(i).cast(pa.string()))
     return table
 
 

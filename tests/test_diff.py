@@ -1,0 +1,218 @@
+"""``secfindings.diff`` and ``secfindings diff``: two snapshots of the emulator with known edits
+made through its hooks (created, closed, removed, reopened, severity changed, reported again)
+give exactly those ids, whatever the export formats; any Arrow stream is a snapshot too (the seam
+for a table kept by ``sync``); bad snapshots are clear errors."""
+
+from __future__ import annotations
+
+import json
+import random
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import polars as pl
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+from click.testing import CliRunner
+
+import secfindings
+from secfindings.cli import main
+from secfindings.testing import Emulator
+
+FIELDS = "id id_int title severity score sla_status due_date actual_status { key category }"
+
+
+def export(client: Any, path: Path) -> Path:
+    pager = client.findings_view(fields=FIELDS)
+    getattr(pager, "write_" + {".parquet": "parquet", ".jsonl": "jsonl", ".csv": "csv"}[path.suffix])(path)
+    return path
+
+
+class Edited:
+    """BASE and HEAD of one emulator, with the ids of each edit made between them."""
+
+    def __init__(self, emu: Emulator, folder: Path) -> None:
+        self.emu, self.folder = emu, folder
+        with emu.client() as c:
+            rows = c.findings_view(fields=FIELDS).to_arrow().to_pylist()
+            for suffix in (".parquet", ".jsonl", ".csv"):
+                export(c, folder / f"base{suffix}")
+        rng = random.Random(23)
+        opened = [r["id_int"] for r in rows if r["actual_status.category"] == "OPEN"]
+        closed = [r["id_int"] for r in rows if r["actual_status.category"] != "OPEN"]
+        severity = {r["id_int"]: r["severity"] for r in rows}
+        rng.shuffle(opened)
+        rng.shuffle(closed)
+        self.closed, self.removed = opened[:4], opened[4:7]
+        self.severity = opened[7:12]
+        self.rereported = opened[12:15]
+        self.reopened = closed[:2]
+        self.new = [emu.create_finding(severity=rng.randint(1, 5))[0] for _ in range(20)]
+        for fid in self.closed:
+            emu.close_finding(fid)
+        for fid in self.removed:
+            emu.remove_finding(fid)
+        for fid in self.reopened:
+            emu.update_finding(fid, status="OPEN")
+        for fid in self.severity:
+            emu.update_finding(fid, severity=severity[fid] % 5 + 1)
+        for fid in self.rereported:
+            emu.rereport_finding(fid)
+        with emu.client() as c:
+            for suffix in (".parquet", ".jsonl", ".csv"):
+                export(c, folder / f"head{suffix}")
+
+
+@pytest.fixture(scope="module")
+def edited(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Edited]:
+    with Emulator(findings=400, seed=17) as emu:
+        yield Edited(emu, tmp_path_factory.mktemp("snapshots"))
+
+
+@pytest.mark.parametrize(("base", "head"), [("parquet", "jsonl"), ("jsonl", "csv"), ("csv", "parquet")])
+def test_known_edits_give_exactly_those_ids(edited, base, head):
+    result = secfindings.diff(edited.folder / f"base.{base}", edited.folder / f"head.{head}")
+    assert result.key == "id_int"
+    assert sorted(result.new) == sorted(edited.new)
+    assert len(result.new) == 20
+    assert sorted(result.resolved) == sorted(edited.closed + edited.removed)
+    assert len(result.resolved) == 7
+    assert sorted(result.reopened) == sorted(edited.reopened)
+    assert sorted(result.changed) == sorted(edited.severity)  # reported again: not a change
+    counts = result.counts
+    assert (counts["new"], counts["resolved"], counts["reopened"], counts["changed"]) == (20, 7, 2, 5)
+    assert counts["base_rows"] == 400
+    assert counts["head_rows"] == 400 + 20 - 3
+    rows = {r["id_int"]: r for r in result.rows()}
+    for fid in edited.severity:
+        assert "severity" in rows[fid]["changed_fields"]
+        assert rows[fid]["severity_head"] == rows[fid]["severity_base"] % 5 + 1
+    for fid in edited.closed:
+        assert "status" in rows[fid]["changed_fields"]
+    for fid in edited.removed:
+        assert rows[fid]["changed_fields"] is None  # gone: nothing to compare
+        assert rows[fid]["severity_head"] is None
+    for fid in edited.new:
+        assert rows[fid]["changed_fields"] is None
+    assert [r["change"] for r in result.rows()] == sorted(
+        (r["change"] for r in result.rows()), key=["new", "resolved", "reopened", "changed"].index
+    )
+
+
+def test_snapshots_as_arrow_streams(edited):
+    """A paginator, a pyarrow Table and a polars DataFrame are snapshots too: what a table kept
+    by sync hands over, read as of a time."""
+    head_table = pq.read_table(edited.folder / "head.parquet")
+    with edited.emu.client() as c:
+        live = c.findings_view(fields=FIELDS)  # HEAD, read live through the Arrow C stream
+        result = secfindings.diff(edited.folder / "base.parquet", live)
+    assert sorted(result.new) == sorted(edited.new)
+    again = secfindings.diff(pl.read_parquet(edited.folder / "base.parquet"), head_table)
+    assert again.counts == result.counts
+    assert again.table.equals(result.table)
+
+
+def test_a_folder_of_parts_is_one_snapshot(edited, tmp_path):
+    table = pq.read_table(edited.folder / "base.parquet")
+    parts = tmp_path / "base"
+    parts.mkdir()
+    pq.write_table(table.slice(0, 150), parts / "base.parquet")
+    pq.write_table(table.slice(150), parts / "base.part2.parquet")
+    result = secfindings.diff(parts, edited.folder / "head.parquet")
+    assert (
+        result.counts
+        == secfindings.diff(edited.folder / "base.parquet", edited.folder / "head.parquet").counts
+    )
+
+
+def test_what_counts_as_which_change():
+    base = pa.table(
+        {
+            "id": ["a", "b", "c", "d", "e", "f", "g"],
+            "severity": [5, 4, 3, 2, 1, 3, 3],
+            "score": [9.0, 8.0, 5.0, 2.0, 1.0, 5.0, None],
+            "actual_status.key": ["10", "10", "20", "10", "10", "30", "10"],
+            "actual_status.category": ["OPEN", "OPEN", "FIXED", "OPEN", "OPEN", "IGNORED", "OPEN"],
+            "sla_status": ["ON_TRACK", "AT_RISK", "CLOSED", "ON_TRACK", "OVERDUE", "CLOSED", "ON_TRACK"],
+        }
+    )
+    head = pa.table(
+        {
+            "id": ["b", "c", "d", "e", "g", "h"],
+            "severity": [4, 3, 2, 1, 3, 2],
+            "score": [8.0, 5.0, 2.0, 1.0, 4.0, 2.0],
+            "actual_status.key": ["12", "10", "10", "20", "10", "10"],
+            "actual_status.category": ["OPEN", "OPEN", "OPEN", "FIXED", "OPEN", "OPEN"],
+            "sla_status": ["AT_RISK", "ON_TRACK", "OVERDUE", "CLOSED", "ON_TRACK", "ON_TRACK"],
+        }
+    )
+    result = secfindings.diff(base, head)
+    assert result.key == "id"  # no id_int in either
+    assert result.fields == ["severity", "score", "status", "sla_status"]
+    got = {r["id"]: (r["change"], r["changed_fields"]) for r in result.rows()}
+    assert got == {
+        "h": ("new", None),
+        "a": ("resolved", None),  # open, then gone
+        "e": ("resolved", ["status", "sla_status"]),  # open, then closed
+        "c": ("reopened", ["status", "sla_status"]),
+        "b": ("changed", ["status"]),  # open 10 -> open 12: still open, status changed
+        "d": ("changed", ["sla_status"]),
+        "g": ("changed", ["score"]),  # a missing value that appears is a change
+    }
+    # f: closed, then gone: not a change anyone acts on.
+    assert result.counts["unchanged"] == 0
+    assert "1 new, 2 resolved, 1 reopened, 3 changed" in result.to_text()
+    assert "| resolved | 2 |" in result.to_markdown()
+    assert json.loads(result.to_json())["counts"]["changed"] == 3
+
+
+@pytest.mark.parametrize(
+    ("base", "head", "message"),
+    [
+        (pa.table({"title": ["x"]}), pa.table({"id_int": [1]}), "share no id column"),
+        (pa.table({"id_int": [1, 1]}), pa.table({"id_int": [1]}), "BASE has 1 rows whose id_int came before"),
+        (pa.table({"id_int": [1]}), pa.table({"id_int": [1, None]}), "HEAD has 1 rows without id_int"),
+        ("/nonexistent/base.parquet", pa.table({"id_int": [1]}), "no such snapshot"),
+        (42, pa.table({"id_int": [1]}), "got int"),
+    ],
+)
+def test_bad_snapshots_are_clear_errors(base, head, message):
+    with pytest.raises(secfindings.ValidationError, match=message):
+        secfindings.diff(base, head)
+
+
+def test_unknown_file_kinds_are_refused(tmp_path):
+    odd = tmp_path / "base.xlsx"
+    odd.write_text("x")
+    with pytest.raises(secfindings.ValidationError, match="not an export file"):
+        secfindings.diff(odd, odd)
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    with pytest.raises(secfindings.ValidationError, match="holds no export file"):
+        secfindings.diff(empty, empty)
+
+
+def test_the_command(edited, tmp_path):
+    base, head = str(edited.folder / "base.parquet"), str(edited.folder / "head.jsonl")
+    run = CliRunner().invoke
+    res = run(main, ["diff", base, head])
+    assert res.exit_code == 0, res.output
+    assert res.output.startswith("20 new, 7 resolved, 2 reopened, 5 changed (of 400 -> 417 findings")
+    res = run(main, ["diff", base, head, "--format", "json"])
+    got = json.loads(res.output)
+    assert sorted(r["id_int"] for r in got["changes"] if r["change"] == "reopened") == sorted(edited.reopened)
+    res = run(main, ["diff", base, head, "--format", "markdown", "--limit", "3"])
+    assert "| new | 20 |" in res.output
+    assert "... and 31 more." in res.output
+    out = tmp_path / "changes.parquet"
+    res = run(main, ["diff", base, head, "--format", "parquet", "--out", str(out)])
+    assert res.exit_code == 0
+    assert pq.read_table(out).num_rows == 34
+    res = run(main, ["diff", base, head, "--format", "parquet"])
+    assert res.exit_code == 2
+    assert "--format parquet needs --out" in res.output
+    res = run(main, ["diff", base, str(tmp_path / "missing.parquet")])
+    assert res.exit_code == 2
+    assert "no such snapshot" in res.output
