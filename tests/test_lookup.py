@@ -273,3 +273,15 @@ def test_the_remembered_size_is_per_client(emulator):
         emulator.clear_request_log()
         second.findings(list(range(1, 41)))
         assert emulator.request_log()[0]["status"] != 200  # a fresh client tries its batch_size first
+
+
+@needs_core_lookup
+def test_document_limits_set_when_the_emulator_starts():
+    from secfindings.testing import Emulator
+
+    with Emulator(findings=60, max_document_bytes=5_000) as emu, emu.client() as client:
+        result = client.findings(range(1, 61))
+        assert [f.id_int for f in result] == list(range(1, 61))
+        statuses = [e["status"] for e in emu.request_log()]
+        assert statuses[0] == 413
+        assert statuses[-1] == 200
