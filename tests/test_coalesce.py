@@ -150,6 +150,17 @@ async def test_an_id_the_server_refuses_fails_only_its_caller(emulator, async_cl
 
 
 @pytest.mark.asyncio
+async def test_a_server_refusing_every_id_does_not_cost_a_request_per_id(emulator, async_client):
+    await warm(emulator, async_client)
+    results = await asyncio.gather(
+        *(async_client.finding(f"bad{i}") for i in range(200)), return_exceptions=True
+    )
+    assert all(isinstance(r, GraphQLError) for r in results)
+    assert not any(isinstance(r, NotFoundError) for r in results)
+    assert len(emulator.request_log()) <= 1 + 8 * (200).bit_length()
+
+
+@pytest.mark.asyncio
 async def test_a_document_error_is_not_split_per_id(emulator, async_client):
     await warm(emulator, async_client)
     async_client._live._mode = "off"  # let the server judge the selection

@@ -124,11 +124,14 @@ class Coalescer:
         if group.task is not None and not group.task.done() and group.abandoned():
             group.task.cancel()
 
-    async def _isolating(self, name: str, ids: list[Any], fields: str | None) -> list[Any]:
+    async def _isolating(self, name: str, ids: list[Any], fields: str | None, budget: list[int]) -> list[Any]:
         """The raw objects of ``ids``, or per id the error of its own: when an error of the
         server names fields of the batch (an id it refuses, not a missing one), the batch is
         split in two and each half asked again, down to that id's plain call, so that one
-        caller's bad id does not fail the others (queries only: asking again changes nothing)."""
+        caller's bad id does not fail the others (queries only: asking again changes nothing).
+        ``budget`` caps the requests the splitting may add (a server refusing every id, say for
+        a permission, must not turn one batch into a request per id): past it, each id of a
+        failing part gets the part's error."""
         if len(ids) == 1:
             try:
                 return [await self._send_one(name, ids[0], fields)]
@@ -143,10 +146,13 @@ class Coalescer:
         except GraphQLError as e:
             if not e.errors or not all(err.get("path") for err in e.errors):
                 raise  # about the document, not about some ids
+            if budget[0] < 2:
+                return [e] * len(ids)
+            budget[0] -= 2
             half = len(ids) // 2
             return [
-                *await self._isolating(name, ids[:half], fields),
-                *await self._isolating(name, ids[half:], fields),
+                *await self._isolating(name, ids[:half], fields, budget),
+                *await self._isolating(name, ids[half:], fields, budget),
             ]
         if len(raws) != len(ids):
             raise RuntimeError(f"the core answered {len(raws)} objects for {len(ids)} ids")
@@ -162,7 +168,8 @@ class Coalescer:
                     if not f.done():
                         f.set_result(raw)
                 return
-            raws = await self._isolating(name, ids, fields)
+            # Enough to isolate a few refused ids (each costs about 2 log2(n) requests).
+            raws = await self._isolating(name, ids, fields, [8 * len(ids).bit_length()])
         except Exception as e:  # every caller gets the batch's failure
             for _, f in waiting:
                 if not f.done():

@@ -206,6 +206,9 @@ class LookupNative(LiveNative):
 # and it is never halved (a smaller retry would repeat the mutations that went through).
 
 _SELECTIONS = {op["name"]: op["selection"] for op in _native.catalog()}
+#: At most this many mutations in one document, whatever ``batch_size`` says (the core's cap for
+#: lookups too).
+MAX_MERGED = 1000
 
 
 def _mutation_document(name: str, ids: list[Id], fields: str | None) -> tuple[str, dict[str, Any]]:
@@ -237,6 +240,7 @@ def _mutation_split(n: int, data: Any, error: GraphQLError | None) -> list[Any]:
 
 
 def _merged_mutations(n: Any, name: str, ids: list[Id], fields: str | None, size: int) -> list[Any]:
+    size = min(size, MAX_MERGED)
     out: list[Any] = []
     for start in range(0, len(ids), size):
         chunk = ids[start : start + size]
@@ -251,6 +255,7 @@ def _merged_mutations(n: Any, name: str, ids: list[Id], fields: str | None, size
 async def _merged_mutations_async(
     n: Any, name: str, ids: list[Id], fields: str | None, size: int
 ) -> list[Any]:
+    size = min(size, MAX_MERGED)
     out: list[Any] = []
     for start in range(0, len(ids), size):
         chunk = ids[start : start + size]
