@@ -16,9 +16,11 @@ remembering per client the size that worked. This module is the Python side of t
 - :class:`Batch` / :class:`AsyncBatch` (``client.batch()``): lookups made inside a ``with``
   block return :class:`Deferred` handles, resolved together when the block ends.
 
-Mutations are never merged unless the caller says so (``mutations=True``); a merged mutation
-document is sent with the core's mutation retry class, which never resends a request that may
-have reached the server.
+Mutations are never merged unless the caller says so (``mutations=True``). The core's lookup
+serves queries only, so a merged mutation batch is built here (one aliased ``mutation`` document
+per ``batch_size`` ids) and sent through ``execute()``, with the core's mutation retry class,
+which never resends a request that may have reached the server; it is never halved, and each
+id's answer (or error) is its own.
 """
 
 from __future__ import annotations
@@ -57,7 +59,6 @@ __all__ = [
 #: What ``missing=`` takes: ``"none"`` (None in the place of an id that does not exist) or
 #: ``"raise"`` (:class:`~secfindings.NotFoundError` naming every such id, after fetching all).
 Missing = Literal["none", "raise"]
-_MISSING = ("none", "raise")
 
 M = TypeVar("M", bound=Model)
 Id = str | int
