@@ -33,6 +33,11 @@ PUBLIC_MODULES = (
     "secfindings.testing",
     "secfindings.testing.control",
     "secfindings.dask",
+    "secfindings.sync",
+    "secfindings.gate",
+    "secfindings.diff",
+    "secfindings.formats",
+    "secfindings.otel",
 )
 # Dunder and inherited members users do not call by name, and class-level data whose meaning is
 # their type (the fields of models, TypedDict keys).
@@ -52,7 +57,8 @@ def public_names() -> dict[int, tuple[Any, list[str]]]:
             paths = seen.setdefault(id(obj), (obj, []))[1]
             paths.append(f"{module_name}.{name}")
             canonical = getattr(obj, "__module__", None), getattr(obj, "__qualname__", None)
-            if all(isinstance(part, str) for part in canonical) and inspect.isclass(obj):
+            named = inspect.isclass(obj) or inspect.isfunction(obj)
+            if all(isinstance(part, str) for part in canonical) and named:
                 paths.append(f"{canonical[0]}.{canonical[1]}")
     return seen
 
