@@ -253,3 +253,18 @@ def test_without_the_extra_instrument_says_what_to_install() -> None:
     assert out.returncode == 0, out.stderr
     assert "pip install 'secfindings[otel]'" in out.stdout
     assert json.dumps(out.stdout)  # one line of text, nothing else
+
+
+@pytest.mark.asyncio
+async def test_a_batched_lookup_is_one_call(any_client: Any, telemetry: Telemetry) -> None:
+    if not hasattr(any_client, "findings"):
+        pytest.skip("this client has no batched lookup")
+    await settle(any_client.schema())
+    telemetry.spans.clear()
+    found = await settle(any_client.findings([1, 2, 3, 99_999]))
+    assert found[3] is None
+    (call,) = telemetry.named("secfindings.call")
+    assert call.attributes["secfindings.operation"] == "finding"
+    assert call.attributes["secfindings.attempts"] == 1
+    (attempt,) = telemetry.named("secfindings.request")
+    assert attempt.parent.span_id == call.context.span_id

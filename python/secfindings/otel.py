@@ -48,6 +48,7 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import importlib
 import logging
 import re
 import threading
@@ -191,6 +192,12 @@ class _Instrumented:
             self._wrap(LiveNative, name, self._async_call(getattr(LiveNative, name), name))
         for name in ("paginate", "paginate_operation"):
             self._wrap(LiveNative, name, self._walk(getattr(LiveNative, name), name))
+        # Batched lookups by id (client.findings(ids), coalesced finding() calls), where the
+        # client has them: one call span per batch call, named by the looked-up operation.
+        lookups = getattr(importlib.import_module("secfindings._client"), "LookupNative", None)
+        for name, make in (("lookup", self._sync_call), ("lookup_async", self._async_call)):
+            if lookups is not None and name in lookups.__dict__:
+                self._wrap(lookups, name, make(lookups.__dict__[name], "call"))
         self._wrap(_Base, "__init__", self._client_init(_Base.__init__))
         self.logger.addHandler(self.handler)
         self.logger.setLevel(logging.DEBUG)
@@ -357,7 +364,7 @@ class _Instrumented:
         stack: list[_Call] | None = getattr(self.local, "stack", None)
         if stack:
             return stack[-1]
-        queue = self.open.get(label)
+        queue = self.open.get(_base(label))
         return queue[0] if queue else None
 
     def record(self, record: logging.LogRecord) -> None:
@@ -390,7 +397,7 @@ class _Instrumented:
             if before[2]:
                 attributes["secfindings.retry_after"] = before[1]
         if owner is not None:
-            if label == owner.label:  # not the schema's introspection on a first call
+            if _base(label) == owner.label:  # not the schema's introspection on a first call
                 owner.attempts += 1
                 if status == 429:
                     owner.rate_limited += 1
@@ -416,13 +423,18 @@ class _Instrumented:
         with _lock:
             self.pending[label] = (n, wait, limited)
             owner = self._owner(label)
-        if owner is not None and owner.label == label:
+        if owner is not None and owner.label == _base(label):
             owner.retries += 1
             owner.waited += wait
             if limited:
                 owner.retry_after = wait
             if code is None:  # the attempt failed before any answer: no record of its own
                 owner.attempts += 1
+
+
+def _base(label: str) -> str:
+    """The operation of a request's label (a batched lookup's is ``finding[4]``)."""
+    return label.split("[", 1)[0]
 
 
 def _catalog_kind(name: str) -> str:
