@@ -229,3 +229,21 @@ def test_the_exception_tree_on_the_errors_page_is_the_hierarchy() -> None:
     assert set(parents) | {"SecFindingsError"} == set(errors.__all__)
     for name, parent in parents.items():
         assert getattr(errors, parent) in getattr(errors, name).__bases__, (name, parent)
+
+
+def test_the_pytest_example_of_the_testing_guide_passes_under_pytest(tmp_path: Path) -> None:
+    # Marked "not run" for the in-page session because pytest, not the page, calls it.
+    (module,) = [b for p in pages() for b in blocks(p) if b.reason.startswith("a pytest test module")]
+    path = tmp_path / "test_from_the_guide.py"
+    path.write_text(module.code, encoding="utf-8")
+    env = {k: v for k, v in os.environ.items() if not k.startswith("SECFINDINGS_")}
+    out = subprocess.run(
+        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", str(path)],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env=env,
+    )
+    assert out.returncode == 0, out.stdout + out.stderr
+    assert re.search(r"^1 passed", out.stdout, re.M), out.stdout
