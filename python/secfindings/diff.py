@@ -33,8 +33,8 @@ from secfindings.errors import ValidationError
 
 __all__ = ["CHANGES", "DiffResult", "Snapshot", "diff", "read_snapshot"]
 
-#: The kinds of change, in the order they are listed.
 CHANGES = ("new", "resolved", "reopened", "changed")
+"""The kinds of change, in the order they are listed."""
 #: Columns compared, by the name a change reports: the first name both snapshots have (a name
 #: that only one has is paired with the other's first, but for ``status``, whose key and category
 #: are not alike: the key when both have it, else the category).

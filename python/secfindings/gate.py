@@ -30,13 +30,13 @@ from secfindings.formats import SEVERITIES, SEVERITY_OF, severity_name, value
 
 __all__ = ["EXCEEDED", "GATE_FIELDS", "GateResult", "Threshold", "gate", "parse_max"]
 
-#: The exit code of ``secfindings gate`` when a limit was exceeded.
 EXCEEDED = 4
-#: What the gate selects of each finding (what its outputs show).
+"""The exit code of ``secfindings gate`` when a limit was exceeded."""
 GATE_FIELDS = (
     "id id_int title severity score sla_status due_date source resource_name resource_type "
     "cloud_provider cloud_account finding_id package_name actual_status { key category }"
 )
+"""What the gate selects of each finding (what its outputs show)."""
 #: The filter that keeps open findings (ANDed with the caller's unless ``open_only=False``).
 OPEN = {
     "field": "actual_status",

@@ -20,14 +20,11 @@ from typing import Any
 
 __all__ = ["FIELDS", "SEVERITIES", "SEVERITY_OF", "cve_of", "epoch_ms", "severity_name", "value"]
 
-#: Severity names by the API's severity (1..5), as ``gate --max`` and the formats name them.
 SEVERITIES: dict[int, str] = {5: "critical", 4: "high", 3: "medium", 2: "low", 1: "info"}
-#: The API's severity of a name (``informational`` is taken for ``info`` too).
+"""Severity names by the API's severity (1..5), as ``gate --max`` and the formats name them."""
 SEVERITY_OF: dict[str, int] = {**{name: sev for sev, name in SEVERITIES.items()}, "informational": 1}
+"""The API's severity of a name (``informational`` is taken for ``info`` too)."""
 
-#: The selection the formats map in full (``secfindings export --format ocsf|sarif`` selects it
-#: when ``--fields`` is not given): pass it as ``fields=`` to ``findings_view`` before
-#: ``write_ocsf`` / ``write_sarif``. A field not selected is left out of the records.
 FIELDS = (
     "id id_int finding_id title description severity score original_score source "
     "datasource_friendly_name cloud_provider cloud_account cloud_account_friendly_name "
@@ -35,6 +32,9 @@ FIELDS = (
     "discovered_time last_reported_time original_status datasource_tags_values "
     "actual_status { key title category }"
 )
+"""The selection the formats map in full (``secfindings export --format ocsf|sarif`` selects it
+when ``--fields`` is not given): pass it as ``fields=`` to ``findings_view`` before
+``write_ocsf`` / ``write_sarif``. A field not selected is left out of the records."""
 
 _CVE = re.compile(r"\bCVE-\d{4}-\d{4,}\b", re.IGNORECASE)
 

@@ -28,7 +28,8 @@ resources                one: ``name`` ``resource_name``, ``type`` ``resource_ty
 cloud                    ``provider`` ``cloud_provider`` (``Unknown`` when missing: the cloud
                          profile requires it), ``account`` uid and name
 vulnerabilities (2002)   one: ``cve.uid`` the CVE, or an ``advisory`` with the source's finding
-                         id when there is none; title, desc, severity, vendor_name, times
+                         id when there is none; title, severity, vendor_name, times (the
+                         description is in ``finding_info.desc`` only)
 compliance (2003)        ``control`` the title, ``status_id`` 3 Fail (OPEN, IGNORED) or 1 Pass
                          (FIXED)
 metadata                 ``version`` :data:`OCSF_VERSION`, ``product`` the Security Findings
@@ -192,7 +193,6 @@ def to_ocsf(node: Mapping[str, Any], *, product_version: str | None = None) -> d
             _put(advisory, "title", title)
             vuln["advisory"] = advisory
         _put(vuln, "title", title)
-        _put(vuln, "desc", value(node, "description"))
         if severity_id:
             vuln["severity"] = _SEVERITY[severity_id]
         _put(vuln, "vendor_name", source)
