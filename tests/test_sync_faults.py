@@ -31,9 +31,12 @@ FINDINGS = 3_000
 KILLED = """
 import os, signal, sys
 import secfindings
+import secfindings.sync._dest as dest
 import secfindings.sync._engine as engine
 
-engine.CHUNK_PAGES = 10  # commit every 10 pages, so a kill can fall between two chunks
+# Commit every 10 pages, so a kill can fall between two chunks.
+engine.CHUNK_PAGES = 10
+dest.DuckDB.chunk_pages = None
 token, base_url, auth_url, dest, kill_at, reconcile = sys.argv[1:7]
 client = secfindings.Client(token, base_url=base_url, auth_url=auth_url, schema="builtin")
 

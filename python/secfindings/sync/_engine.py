@@ -170,8 +170,9 @@ class Engine:
         self.col = collection
         self.pa = need("pyarrow", "arrow", "sync()")
         self.columns: list[str] | None = None
+        self.fresh = False
         if not self.opt.chunk_pages:
-            self.opt.chunk_pages = CHUNK_PAGES
+            self.opt.chunk_pages = backend.chunk_pages or CHUNK_PAGES
 
     # ------------------------------------------------------------------------------ tables
 
@@ -266,12 +267,21 @@ class Engine:
             raise InterruptedError("the sync was stopped")
 
     def _pages(self, **arguments: Any) -> Iterator[Any]:
-        """The walk's batches (renamed), checking between pages whether to stop."""
-        for seq, batch in enumerate(self.source.batches(page_size=self.opt.page_size, **arguments), 1):
-            self._stopping()
-            if self.opt.on_page is not None:
-                self.opt.on_page(batch.num_rows)
-            yield self._renamed(batch, seq)
+        """The walk's batches (renamed), checking between pages whether to stop. A thread reads
+        the walk ahead (up to ``2 * chunk_pages`` pages) while this one writes to the database:
+        both wait outside the GIL (the native walk, the database's driver), so the network
+        and the database overlap."""
+        pages = _ahead(
+            self.source.batches(page_size=self.opt.page_size, **arguments), 2 * self.opt.chunk_pages
+        )
+        try:
+            for seq, batch in enumerate(pages, 1):
+                self._stopping()
+                if self.opt.on_page is not None:
+                    self.opt.on_page(batch.num_rows)
+                yield self._renamed(batch, seq)
+        finally:
+            pages.close()
 
     def _empty_schema(self) -> Any:
         """The schema of the selection when the walk had no page (a walk of zero rows)."""
@@ -476,6 +486,9 @@ class Engine:
                 state.reconcile_started = started
                 state.reconcile_mark = self._newest()[0] if by_time else None
             after = state.reconcile_after_id
+            # The first load into an empty table (or past what a killed first load committed):
+            # every row is new, so chunks are appended without staging and comparing.
+            self.fresh = state.last_full_reconcile is None and not self._rows_after(after)
             walk = self._pages(
                 fields=self.opt.fields,
                 sort=["ID_ASC"],
@@ -514,6 +527,9 @@ class Engine:
             last = int(ids[len(ids) - 1].as_py())
         self.db.begin()
         try:
+            if self.fresh and chunk:
+                self._append(chunk, state, started, result)
+                return self._chunk_state(state, started, result, last, after, done)
             self.db.execute(f"DROP TABLE IF EXISTS {STAGE}")
             if chunk:
                 self._stage(chunk, state)
@@ -541,6 +557,22 @@ class Engine:
                 self._merge(started, result)
                 self.db.execute(f"DROP TABLE {STAGE}")
             self._remove(missing, started, result)
+            return self._chunk_state(state, started, result, last, after, done)
+        except BaseException:
+            self.db.rollback()
+            raise
+
+    def _chunk_state(
+        self,
+        state: _State,
+        started: dt.datetime,
+        result: SyncResult,
+        last: int | None,
+        after: int | None,
+        done: bool,
+    ) -> int | None:
+        """The reconcile's progress (or its end), written and committed with the chunk's rows."""
+        try:
             if done:
                 state.reconcile_after_id = None
                 state.last_full_reconcile = state.reconcile_started
@@ -561,6 +593,30 @@ class Engine:
             self.db.rollback()
             raise
         return last if last is not None else after
+
+    def _rows_after(self, after: int | None) -> bool:
+        """Whether the table has rows past ``after`` (any row when None)."""
+        if self.db.columns(self.col.name) is None:
+            return False
+        where = "" if after is None else f" WHERE {quote(self.col.key)} > {literal(after)}"
+        return bool(self.db.query(f"SELECT 1 FROM {quote(self.col.name)}{where} LIMIT 1"))
+
+    def _append(self, chunk: list[Any], state: _State, now: dt.datetime, result: SyncResult) -> None:
+        """New rows straight into the table and their first version into the history."""
+        if self.columns is None:
+            self._check_columns(chunk[0].schema, state)
+        assert self.columns is not None
+        pa = self.pa
+        plain = [pa.RecordBatch.from_arrays(b.columns[:-1], names=b.schema.names[:-1]) for b in chunk]
+        stamp = self.db.timestamp(now)
+        names = ", ".join(quote(c) for c in self.columns)
+        self.db.append(
+            self.col.name,
+            plain,
+            then=f"INSERT INTO {quote(self.col.history)} ({names}, valid_from, valid_to) "
+            f"SELECT {names}, {stamp}, NULL FROM {{source}}",
+        )
+        result.created += sum(b.num_rows for b in plain)
 
     def _table_newest(self) -> dt.datetime | None:
         if self.columns is None or "last_reported_time" not in self.columns:
@@ -663,6 +719,60 @@ class Engine:
             self.db.rollback()
             raise
         return result
+
+
+class _Ahead(Iterator[Any]):
+    """An iterator read ahead by a thread into a bounded queue; errors come out in order."""
+
+    _END = object()
+
+    def __init__(self, source: Iterator[Any], size: int) -> None:
+        import queue
+        import threading
+
+        self._queue: queue.Queue[Any] = queue.Queue(maxsize=max(1, size))
+        self._closed = threading.Event()
+        self._source = source
+        self._thread = threading.Thread(target=self._fill, name="secfindings-sync-walk", daemon=True)
+        self._thread.start()
+
+    def _fill(self) -> None:
+        import queue
+
+        try:
+            for item in self._source:
+                while not self._closed.is_set():
+                    try:
+                        self._queue.put((True, item), timeout=0.1)
+                        break
+                    except queue.Full:
+                        continue
+                if self._closed.is_set():
+                    return
+            self._queue.put((True, self._END))
+        except BaseException as exc:
+            self._queue.put((False, exc))
+
+    def __next__(self) -> Any:
+        ok, item = self._queue.get()
+        if not ok:
+            raise item
+        if item is self._END:
+            raise StopIteration
+        return item
+
+    def close(self) -> None:
+        """Stops reading ahead (the walk is dropped with what it fetched)."""
+        self._closed.set()
+        import queue
+
+        with contextlib.suppress(queue.Empty):
+            while True:
+                self._queue.get_nowait()
+
+
+def _ahead(source: Iterator[Any], size: int) -> _Ahead:
+    return _Ahead(source, size)
 
 
 def _by_time(schema: Any) -> bool:
