@@ -174,3 +174,58 @@ def test_the_command_writes_sarif_by_the_extension_of_out(emulator, validator, t
     log = json.loads(out.read_text())
     assert not errors(validator, log)
     assert len(log["runs"][0]["results"]) == 120
+
+
+@pytest.mark.parametrize("fmt", ["sarif", "ocsf"])
+def test_an_interrupted_command_prints_the_command_that_completes_the_file(validator, tmp_path, fmt):
+    """The export's resume hint works for both formats: --after CURSOR --append, run as printed,
+    completes the file with every finding once (a SARIF log in one run)."""
+    import shlex
+
+    from tests.servers import http as hostile
+    from tests.servers.http import HostileServer, Response
+
+    rows = [{"id": f"g{i}", "id_int": i, "title": f"Finding {i}", "severity": 1 + i % 5} for i in range(6)]
+    served = {"n": 0}
+
+    def api(req: Any) -> Response:
+        if b"IntrospectionQuery" in req.body:
+            return Response.of_json({"errors": [{"message": "introspection is disabled"}]}, status=400)
+        served["n"] += 1
+        if served["n"] == 3:
+            return Response(status=500, body=b"boom")
+        after = int(json.loads(req.body)["variables"].get("after") or 0)
+        chunk = rows[after : after + 2]
+        edges = [{"cursor": str(after + i + 1), "node": n} for i, n in enumerate(chunk)]
+        info = {"hasNextPage": after + 2 < len(rows), "endCursor": str(after + len(chunk))}
+        return Response.of_json({"data": {"findings_view": {"edges": edges, "pageInfo": info}}})
+
+    path = tmp_path / f"f.{fmt}"
+    with HostileServer() as server:
+        server.api = api
+        env = {
+            "SECFINDINGS_API_TOKEN": str(hostile.make_api_token()),
+            "SECFINDINGS_BASE_URL": server.base_url,
+            "SECFINDINGS_AUTH_URL": server.auth_url,
+        }
+        args = ["export", "--format", fmt, "--out", str(path), "--page-size", "2", "--no-progress"]
+        res = CliRunner().invoke(main, args, env=env, prog_name="secfindings")
+        assert res.exit_code == 1, res.output
+        assert "resume with: --after 4 --append" in res.stderr
+        lines = res.stderr.splitlines()
+        command = shlex.split(lines[lines.index(next(x for x in lines if x.endswith("that is, run:"))) + 1])
+        assert command[:2] == ["secfindings", "export"]
+        if fmt == "sarif":  # the interrupted file is a valid log of the pages written
+            log = json.loads(path.read_text())
+            assert not errors(validator, log)
+            assert [r["properties"]["id_int"] for r in log["runs"][0]["results"]] == [0, 1, 2, 3]
+        res = CliRunner().invoke(main, command[1:], env=env)
+        assert res.exit_code == 0, res.output
+    if fmt == "sarif":
+        log = json.loads(path.read_text())
+        assert not errors(validator, log)
+        assert len(log["runs"]) == 1
+        got = [r["properties"]["id_int"] for r in log["runs"][0]["results"]]
+    else:
+        got = [json.loads(line)["unmapped"]["id_int"] for line in path.read_text().splitlines()]
+    assert got == list(range(6))
