@@ -14,6 +14,7 @@ from typing import Any
 import pytest
 
 from secfindings import field
+from secfindings._estimate import _Budget, schedule
 from secfindings.errors import ValidationError
 
 
@@ -71,10 +72,24 @@ async def test_the_time_follows_the_budget(emulator: Any) -> None:
     assert estimate.requests == 30
     assert estimate.limit == (20, 10.0)
     free = 20 if estimate.remaining is None else estimate.remaining
-    # The requests past what remains of the budget go at its rate: 2 per second.
+    assert free < 30
+    # The requests past what remains of the window wait for the next one: 10 s.
     assert estimate.seconds is not None
-    assert estimate.seconds >= (30 - free) / 2
+    assert estimate.seconds >= 10.0
     assert "20 per 10 s" in str(estimate)
+
+
+def test_the_schedule_follows_a_sliding_window() -> None:
+    none = _Budget(None, None, None, 0.0)
+    assert schedule(200, 1, 0.05, none) == pytest.approx(10.0)
+    assert schedule(200, 8, 0.05, none) == pytest.approx(1.25)
+    # 100 per 10 s with 99 left: 99 go now, the next 100 when the window has moved on (10 s),
+    # the last one a window later again (a real run of 200 pages took 20.0 s).
+    window = _Budget((100, 10.0), 99, 10.0, 0.0)
+    assert schedule(200, 1, 0.05, window) == pytest.approx(20.05)
+    assert schedule(99, 1, 0.05, window) == pytest.approx(4.95)
+    # A server's Retry-After holds everything back first.
+    assert schedule(10, 1, 0.05, _Budget(None, None, None, 3.0)) == pytest.approx(3.5)
 
 
 def test_the_time_follows_the_latency(client: Any, emulator: Any) -> None:

@@ -4,16 +4,19 @@ current budget, before it is made (``secfindings export --dry-run`` prints it).
 The count comes from the connection's ``total_count`` in one request, which also asks for the
 lowest and highest id the filters select (the split of ``partitions=``, kept for the walk that
 follows, so a partitioned walk after its estimate does not ask again). That request is timed:
-its round trip is the latency the time is worked out with. The time is the larger of what the
-latency allows (``requests x latency / partitions``: one page in flight per partition) and what
-the budget allows (the requests past what remains of it, at its rate; ``client.budget()`` where
-the client has it, else ``rate_limit=``; plus any wait a server's ``Retry-After`` imposed).
+its round trip is the latency the time is worked out with. The time follows the walk step by
+step (:func:`schedule`): each partition sends its next page when the one before is answered, and
+a send waits for room in the budget, a sliding window of ``limit`` requests per ``window``
+seconds (``client.budget()`` says what is booked in it already; with only ``rate_limit=`` known,
+it is taken as empty), after any wait a server's ``Retry-After`` imposed.
 """
 
 from __future__ import annotations
 
 import datetime as dt
+import heapq
 import time
+from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -92,8 +95,17 @@ def _duration(seconds: float) -> str:
     return f"{seconds / 3600:.1f} h"
 
 
-def _budget(client: Any) -> tuple[tuple[int, float] | None, int | None, float]:
-    """The budget (limit, window), what remains of it, and seconds a server asked to wait."""
+@dataclass(frozen=True)
+class _Budget:
+    limit: tuple[int, float] | None
+    remaining: int | None
+    resets_in: float | None  # seconds until the oldest booked request leaves the window
+    blocked: float  # seconds a server's Retry-After still holds every client of the token
+
+
+def _budget(client: Any) -> _Budget:
+    """The budget the time is worked out at: ``client.budget()`` where the client has it, else
+    its ``rate_limit=`` (with nothing known of what was used)."""
     reader: Callable[[], Any] | None = getattr(client, "budget", None)
     if callable(reader):
         try:
@@ -101,15 +113,52 @@ def _budget(client: Any) -> tuple[tuple[int, float] | None, int | None, float]:
         except Exception:  # a budget that cannot be read leaves the settings
             b = None
         if b is not None and getattr(b, "limit", None) is not None and getattr(b, "window", None):
-            blocked = getattr(b, "blocked_until", None)
-            wait = 0.0
-            if isinstance(blocked, dt.datetime):
-                wait = max(0.0, (blocked - dt.datetime.now(dt.timezone.utc)).total_seconds())
-            return (int(b.limit), float(b.window)), b.remaining, wait
+            now = dt.datetime.now(dt.timezone.utc)
+            blocked, resets = getattr(b, "blocked_until", None), getattr(b, "resets_at", None)
+            return _Budget(
+                (int(b.limit), float(b.window)),
+                b.remaining,
+                (resets - now).total_seconds() if isinstance(resets, dt.datetime) else None,
+                max(0.0, (blocked - now).total_seconds()) if isinstance(blocked, dt.datetime) else 0.0,
+            )
     setting = client._native.pickle_state().get("rate_limit")
     if setting:
-        return (int(setting[0]), float(setting[1])), None, 0.0
-    return None, None, 0.0
+        return _Budget((int(setting[0]), float(setting[1])), None, None, 0.0)
+    return _Budget(None, None, None, 0.0)
+
+
+#: Past this many requests the schedule is worked out in closed form instead of step by step.
+_SIMULATED = 1_000_000
+
+
+def schedule(requests: int, partitions: int, latency: float, budget: _Budget) -> float:
+    """Seconds until the last of ``requests`` is answered: ``partitions`` walks each send a
+    request when the one before is answered (``latency`` later), and a send waits for room in
+    the budget, a sliding window of ``limit`` requests per ``window`` seconds (the requests
+    already booked in it leave it at ``resets_in``)."""
+    start = budget.blocked
+    if budget.limit is None or requests > _SIMULATED:
+        by_latency = requests * latency / max(1, partitions)
+        if budget.limit is None:
+            return start + by_latency
+        limit, window = budget.limit
+        free = limit if budget.remaining is None else budget.remaining
+        return start + max(by_latency, -(-max(0, requests - free) // limit) * window)
+    limit, window = budget.limit
+    booked = 0 if budget.remaining is None else max(0, limit - budget.remaining)
+    leaves = window if budget.resets_in is None else max(0.0, budget.resets_in)
+    log: deque[float] = deque([leaves - window] * min(booked, limit))
+    free_at = [start] * max(1, partitions)  # when each walk may send its next request
+    heapq.heapify(free_at)
+    end = start
+    for _ in range(requests):
+        t = heapq.heappop(free_at)
+        if len(log) >= limit:
+            t = max(t, log.popleft() + window)
+        log.append(t)
+        end = max(end, t + latency)
+        heapq.heappush(free_at, t + latency)
+    return end
 
 
 def _check(walk: Any, partitions: object) -> tuple[Any, dict[str, Any], int]:
@@ -156,16 +205,13 @@ def _work_out(
         else:
             parts = 1 if bounds is None else len(_partitions.id_ranges(bounds.low, bounds.high, partitions))
             requests = _partitions.requests_for(rows, page_size, parts)
-    limit, remaining, blocked = _budget(client)
+    budget = _budget(client)
     seconds = None
-    if requests is not None and (latency is not None or limit is not None):
-        by_latency = requests * (latency or 0.0) / max(1, partitions)
-        by_budget = 0.0
-        if limit is not None:
-            free = limit[0] if remaining is None else remaining
-            by_budget = max(0, requests - free) * limit[1] / limit[0]
-        seconds = max(by_latency, by_budget) + blocked
-    return Estimate(rows, requests, page_size, partitions, 1, limit, remaining, latency, seconds, note)
+    if requests is not None and (latency is not None or budget.limit is not None):
+        seconds = schedule(requests, partitions, latency or 0.0, budget)
+    return Estimate(
+        rows, requests, page_size, partitions, 1, budget.limit, budget.remaining, latency, seconds, note
+    )
 
 
 def estimate(walk: Any, partitions: object = 1) -> Estimate:
