@@ -36,6 +36,7 @@ FIELDS = (
 when ``--fields`` is not given): pass it as ``fields=`` to ``findings_view`` before
 ``write_ocsf`` / ``write_sarif``. A field not selected is left out of the records."""
 
+_MISSING = object()
 _CVE = re.compile(r"\bCVE-\d{4}-\d{4,}\b", re.IGNORECASE)
 
 
@@ -43,11 +44,14 @@ def value(node: Mapping[str, Any], name: str) -> Any:
     """The value of ``name`` in a node: a dotted name is looked up as a column of that name (a
     flattened row, as Arrow and CSV have it) or through the nested objects (a node as the server
     sent it). None when it is missing."""
-    if name in node:
-        return node[name]
+    found = node.get(name, _MISSING)
+    if found is not _MISSING:
+        return found
+    if "." not in name:
+        return None
     current: Any = node
     for part in name.split("."):
-        if not isinstance(current, Mapping):
+        if not isinstance(current, dict) and not isinstance(current, Mapping):
             return None
         current = current.get(part)
     return current
