@@ -301,3 +301,13 @@ def test_the_python_api_returns_a_result(client, tmp_path):
         secfindings.gate(client, new_only=True)
     with pytest.raises(secfindings.ValidationError, match="unknown severity"):
         secfindings.gate(client, max={"urgent": 0})
+
+
+def test_an_async_client_is_refused_with_what_to_do(async_client):
+    with pytest.raises(secfindings.ValidationError, match=r"asyncio\.to_thread"):
+        secfindings.gate(async_client, max="critical=0")
+
+
+def test_one_limit_is_named_in_the_singular(client):
+    result = secfindings.gate(client, max="critical=100000")
+    assert result.to_text().startswith("secfindings gate: passed (1 limit held)")

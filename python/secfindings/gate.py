@@ -154,9 +154,10 @@ class GateResult:
         return sorted(self.findings, key=lambda f: (-(f.get("severity") or 0), -(f.get("score") or 0)))[:n]
 
     def _verdict(self) -> str:
+        n = len(self.thresholds)
         if self.passed:
-            return f"passed ({len(self.thresholds)} limits held)"
-        return f"FAILED ({len(self.exceeded)} of {len(self.thresholds)} limits exceeded)"
+            return f"passed ({n} {'limit' if n == 1 else 'limits'} held)"
+        return f"FAILED ({len(self.exceeded)} of {n} {'limit' if n == 1 else 'limits'} exceeded)"
 
     def _scope(self) -> str:
         what = "open findings" if self.open_only else "findings"
@@ -374,6 +375,13 @@ def gate(
 
     ``client`` is a :class:`secfindings.Client`. Bad limits, a missing baseline or a bad filter
     raise :class:`~secfindings.ValidationError` before anything is fetched."""
+    from secfindings._client import AsyncClient
+
+    if isinstance(client, AsyncClient):
+        raise ValidationError(
+            "gate() walks with a secfindings.Client; from async code run it in a thread: "
+            "await asyncio.to_thread(secfindings.gate, client, ...) with a Client"
+        )
     limits = parse_max(max)
     if new_only and baseline is None:
         raise ValidationError("new_only needs a baseline: give the export file of an earlier run")
