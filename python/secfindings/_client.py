@@ -417,6 +417,7 @@ class Client(_Base, SyncOperations):
         reconcile_every: dt.timedelta | float = dt.timedelta(hours=24),
         page_size: int = 100,
         progress: Any = None,
+        collections: Sequence[str] | str | None = None,
     ) -> SyncResult:
         """Brings a local copy of the findings in ``dest`` up to date and returns what the run
         did (:class:`~secfindings.sync.SyncResult`).
@@ -432,7 +433,8 @@ class Client(_Base, SyncOperations):
         by id, in one transaction with the new watermark; a full reconcile (status changes,
         removed findings) runs every ``reconcile_every``, or now with ``reconcile=True``, never
         with ``False``. Where the server cannot sort and filter by ``last_reported_time``, every
-        run reconciles. See docs/guides/sync.md.
+        run reconciles. ``collections`` (``"all"`` or names such as ``"scoring_rules"``): full
+        snapshots with history of the other collections too. See docs/guides/sync.md.
         """
         from secfindings.sync import sync
 
@@ -445,6 +447,7 @@ class Client(_Base, SyncOperations):
             reconcile_every=reconcile_every,
             page_size=page_size,
             progress=progress,
+            collections=collections,
         )
 
     def schema(self, refresh: bool = False) -> Schema | None:
@@ -651,6 +654,7 @@ class AsyncClient(_Base, AsyncOperations):
         reconcile_every: dt.timedelta | float = dt.timedelta(hours=24),
         page_size: int = 100,
         progress: Any = None,
+        collections: Sequence[str] | str | None = None,
     ) -> SyncResult:
         """:meth:`Client.sync`, awaited: the database work runs in a worker thread while the
         event loop goes on; cancelling the task rolls the run back."""
@@ -665,6 +669,7 @@ class AsyncClient(_Base, AsyncOperations):
             reconcile_every=reconcile_every,
             page_size=page_size,
             progress=progress,
+            collections=collections,
         )
 
     async def schema(self, refresh: bool = False) -> Schema | None:

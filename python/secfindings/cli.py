@@ -481,6 +481,11 @@ def _seconds(name: str, text: str) -> float:
 )
 @click.option("--interval", default="60s", show_default=True, help="--watch: a full run at least this often.")
 @click.option("--progress/--no-progress", default=True, show_default=True, help="Progress on stderr.")
+@click.option(
+    "--collections",
+    default=None,
+    help="Also snapshot these collections with history: 'all' or names (scoring_rules,sla_groups,...).",
+)
 def sync_command(
     dest: str,
     fields: str,
@@ -491,6 +496,7 @@ def sync_command(
     watch: bool,
     interval: str,
     progress: bool,
+    collections: str | None,
 ) -> None:
     """Copy the findings into DEST and keep the copy current.
 
@@ -507,6 +513,7 @@ def sync_command(
         "reconcile_every": _seconds("--reconcile-every", reconcile_every),
         "page_size": page_size,
         "progress": progress,
+        "collections": collections,
     }
     every = _seconds("--interval", interval)
     with _errors(), sync_module.database_errors(dest):
@@ -516,7 +523,10 @@ def sync_command(
             for result in sync_module.watch(client, dest, interval=every, reconcile=reconcile, **options):
                 click.echo(result.summary())
         else:
-            click.echo(client.sync(dest, reconcile=reconcile, **options).summary())
+            result = client.sync(dest, reconcile=reconcile, **options)
+            click.echo(result.summary())
+            for other in result.collections.values():
+                click.echo(other.summary())
 
 
 @main.command("gate")
