@@ -25,12 +25,22 @@ from typing import TYPE_CHECKING, Any
 
 from secfindings.errors import ValidationError
 from secfindings.sync._dest import DatabaseError, Destination, connect, parse_destination, secret_free
-from secfindings.sync._engine import FINDINGS, Engine, Options, Source, SyncResult, budget, with_required
+from secfindings.sync._engine import (
+    FINDINGS,
+    SNAPSHOTS,
+    Engine,
+    Options,
+    Source,
+    SyncResult,
+    budget,
+    with_required,
+)
 
 if TYPE_CHECKING:
     from secfindings._client import AsyncClient, Client
 
 __all__ = [
+    "COLLECTIONS",
     "DatabaseError",
     "Destination",
     "SyncResult",
@@ -127,11 +137,35 @@ def _progress(progress: SyncProgress) -> Callable[[int], None] | None:
     return on_page
 
 
-def _run(source: Source, dest: Destination, options: Options) -> SyncResult:
+#: ``collections="all"``: the other collections the sync knows (full snapshots with history).
+COLLECTIONS = tuple(SNAPSHOTS)
+
+
+def _collections(collections: Sequence[str] | str | None) -> list[str]:
+    if collections is None:
+        return []
+    if isinstance(collections, str):
+        collections = list(COLLECTIONS) if collections == "all" else [c for c in collections.split(",") if c]
+    names = [c.strip() for c in collections]
+    for name in names:
+        if name not in SNAPSHOTS:
+            from secfindings._shared import did_you_mean
+
+            raise ValidationError(
+                f"unknown collection {name!r}{did_you_mean(name, COLLECTIONS)}; "
+                f"known: {', '.join(COLLECTIONS)} (or 'all')"
+            )
+    return names
+
+
+def _run(source: Source, dest: Destination, options: Options, collections: Sequence[str] = ()) -> SyncResult:
     with database_errors(dest):
         backend = connect(dest)
         try:
-            return Engine(backend, source, options, FINDINGS).run()
+            result = Engine(backend, source, options, FINDINGS).run()
+            for name in collections:
+                result.collections[name] = Engine(backend, source, options, SNAPSHOTS[name]).snapshot()
+            return result
         finally:
             backend.close()
 
@@ -146,13 +180,17 @@ def sync(
     reconcile_every: dt.timedelta | float = dt.timedelta(hours=24),
     page_size: int = 100,
     progress: SyncProgress = None,
+    collections: Sequence[str] | str | None = None,
 ) -> SyncResult:
-    """Brings the findings in ``dest`` up to date (see :meth:`secfindings.Client.sync`)."""
+    """Brings the findings in ``dest`` up to date (see :meth:`secfindings.Client.sync`), then
+    takes a full snapshot of each of ``collections`` (``"all"``, or names of :data:`COLLECTIONS`)
+    into a table of that name with its ``_history``; their results are in
+    ``result.collections``."""
     from secfindings.sync._source import ClientSource
 
     target = parse_destination(dest)
     options = _options(fields, lookback, reconcile, reconcile_every, page_size, progress)
-    return _run(ClientSource(client), target, options)
+    return _run(ClientSource(client), target, options, _collections(collections))
 
 
 async def sync_async(
@@ -165,6 +203,7 @@ async def sync_async(
     reconcile_every: dt.timedelta | float = dt.timedelta(hours=24),
     page_size: int = 100,
     progress: SyncProgress = None,
+    collections: Sequence[str] | str | None = None,
 ) -> SyncResult:
     """:func:`sync` for the async client: the database work runs in a worker thread, the event
     loop goes on. Cancelling the task stops the run at the next page and rolls it back."""
@@ -174,7 +213,8 @@ async def sync_async(
     stop = threading.Event()
     options = _options(fields, lookback, reconcile, reconcile_every, page_size, progress, stop.is_set)
     loop = asyncio.get_running_loop()
-    future = loop.run_in_executor(None, _run, AsyncSource(client, loop), target, options)
+    names = _collections(collections)
+    future = loop.run_in_executor(None, _run, AsyncSource(client, loop), target, options, names)
     try:
         return await asyncio.shield(future)
     except asyncio.CancelledError:

@@ -52,6 +52,24 @@ class Collection:
 
 FINDINGS = Collection("findings", "id_int")
 
+#: Counters and times that move with the findings or the clock, not with an edit of the rule.
+SNAPSHOT_VOLATILE = frozenset({"affected_findings", "opened_tickets_count", "last_run_time"})
+
+#: The other collections, synced as full snapshots with history (table name: the client's
+#: method). Each is small: one walk of every item, ``fields="*"``, key ``id``.
+SNAPSHOTS: dict[str, Collection] = {
+    name: Collection(name, "id", SNAPSHOT_VOLATILE)
+    for name in (
+        "scoring_rules",
+        "status_rules",
+        "ticket_sla_rules",
+        "sla_groups",
+        "sla_preferences",
+        "remediation_queues",
+        "finding_filters",
+    )
+}
+
 
 @dataclass
 class Options:
@@ -86,6 +104,8 @@ class SyncResult:
     reconciled: bool = False
     seconds: float = 0.0
     run_id: str = field(default_factory=lambda: uuid.uuid4().hex)
+    #: The snapshots of other collections made by the same call, by name.
+    collections: dict[str, SyncResult] = field(default_factory=dict)
 
     @property
     def requests(self) -> int:
@@ -119,6 +139,10 @@ class Source:
 
     def empty(self, fields: str) -> Any:
         """The Arrow schema of a walk of ``fields`` (no request)."""
+        raise NotImplementedError
+
+    def call(self, name: str, **arguments: Any) -> Any:
+        """Every item of the client's paginated method ``name``, as one Arrow table."""
         raise NotImplementedError
 
     def requests(self) -> int:
@@ -668,6 +692,50 @@ class Engine:
             f"SELECT 1 FROM {quote(self.col.name)} WHERE {quote(self.col.key)} = {literal(key)}"
         )
         return bool(rows)
+
+    def snapshot(self) -> SyncResult:
+        """A full snapshot of a small collection in one transaction: new and changed items
+        versioned, items the server no longer lists removed (their version closed)."""
+        started = _now()
+        result = SyncResult(str(self.db.dest), self.col.name, "snapshot")
+        t0 = time.perf_counter()
+        self.ensure_meta()
+        state = self.state()
+        state.fields = "*"
+        before = self.source.requests()
+        self.db.begin()
+        try:
+            table = self.source.call(self.col.name, fields="*", page_size=self.opt.page_size)
+            result.rows_read = table.num_rows
+            batches = [self._renamed(b, 1) for b in table.combine_chunks().to_batches()]
+            if not batches:
+                batches = [self._renamed(self.pa.RecordBatch.from_pylist([], schema=table.schema), 1)]
+            self.db.execute(f"DROP TABLE IF EXISTS {STAGE}")
+            self._stage(batches, state)
+            self._merge(started, result)
+            key = quote(self.col.key)
+            gone = [
+                r[0]
+                for r in self.db.query(
+                    f"SELECT f.{key} FROM {quote(self.col.name)} f "
+                    f"WHERE f.{key} NOT IN (SELECT {key} FROM {STAGE})"
+                )
+            ]
+            self.db.execute(f"DROP TABLE {STAGE}")
+            self._remove(gone, started, result)
+            state.last_full_reconcile = started
+            result.reconciled = True
+            result.reconcile_requests = self.source.requests() - before
+            result.seconds = time.perf_counter() - t0
+            self._write_state(state, started)
+            self._log(result, started, "ok")
+            self.db.commit()
+        except BaseException as exc:
+            self.db.rollback()
+            result.reconcile_requests = self.source.requests() - before
+            self.log_failure(result, started, exc)
+            raise
+        return result
 
     def run(self) -> SyncResult:
         """One sync run: the first load, or an incremental run and a reconcile when one is due."""

@@ -38,7 +38,6 @@ class ClientSource(Source):
         return int(self.client.stats()["requests"])
 
     def call(self, name: str, **arguments: Any) -> Any:
-        """A paginated operation of the client, read into one Arrow table (snapshots)."""
         return getattr(self.client, name)(**_walk_arguments(arguments)).to_arrow()
 
 
