@@ -195,3 +195,9 @@ def test_the_command_exports_ocsf_with_the_whole_mapping(emulator, validators, t
     )
     assert res.exit_code == 2
     assert "findings only" in res.output
+    # One walk writes these formats: partitioned exports are refused before anything is sent.
+    args = ["export", "--format", "ocsf", "--out", str(tmp_path / "p.jsonl"), "--partitions", "2"]
+    res = CliRunner().invoke(main, args, env=env)
+    assert res.exit_code == 2
+    assert "not ocsf" in res.output
+    assert not (tmp_path / "p.jsonl").exists()
