@@ -14,6 +14,7 @@ import pytest
 from tests.servers.postgres import PostgresServer, postgres_server
 
 import secfindings
+import secfindings.sync
 from secfindings.sync import parse_destination
 from secfindings.sync._engine import column_name
 from secfindings.testing import Emulator
@@ -316,3 +317,33 @@ def test_a_different_selection_is_refused_with_a_clear_error(emulator: Emulator,
         client.sync(dest)
     # The fields the sync needs are added to a selection of the caller's.
     assert set(table_rows(dest)[1]) == {"id_int", "title", "severity", "last_reported_time"}
+
+
+def test_other_collections_are_snapshots_with_history(emulator: Emulator, dest: str) -> None:
+    client = emulator.client()
+    first = client.sync(dest, collections="all")
+    assert set(first.collections) == set(secfindings.sync.COLLECTIONS)
+
+    def server(name: str) -> dict[Any, dict[str, Any]]:
+        rows = getattr(client, name)(fields="*").to_arrow().to_pylist()
+        return {r["id"]: {column_name(k): _norm(v) for k, v in r.items()} for r in rows}
+
+    def local(name: str) -> dict[Any, dict[str, Any]]:
+        return {r["id"]: r for r in fetch(dest, f"SELECT * FROM {name}")}
+
+    for name in secfindings.sync.COLLECTIONS:
+        assert local(name) == server(name), name
+        assert first.collections[name].created == len(server(name))
+    rules = sorted(server("scoring_rules"), key=str)
+    client.delete_scoring_rule(server("scoring_rules")[rules[0]]["id_int"])
+    client.add_sla_group("Crown jewels", description="payment systems", priority=1)
+    again = client.sync(dest, collections=["scoring_rules", "sla_groups"])
+    assert set(again.collections) == {"scoring_rules", "sla_groups"}
+    assert again.collections["scoring_rules"].removed == 1
+    assert again.collections["sla_groups"].created == 1
+    assert local("scoring_rules") == server("scoring_rules")
+    assert local("sla_groups") == server("sla_groups")
+    closed = [r for r in fetch(dest, "SELECT * FROM scoring_rules_history") if r["valid_to"] is not None]
+    assert [r["id"] for r in closed] == [rules[0]]
+    with pytest.raises(secfindings.ValidationError, match="did you mean 'sla_groups'"):
+        client.sync(dest, collections=["sla_group"])
