@@ -271,6 +271,7 @@ def main() -> None:
         engines.append("duckdb")
     except ImportError:
         pass
+    load_before = os.getloadavg()[0]
     with tempfile.TemporaryDirectory() as tmp:
         folder = Path(tmp)
         t = time.perf_counter()
@@ -291,7 +292,9 @@ def main() -> None:
         "",
         f"{platform.python_implementation()} {platform.python_version()}, {os.cpu_count()} cores, "
         f"{time.strftime('%Y-%m-%d')}; medians of {args.rounds} interleaved rounds, each a fresh process "
-        "reading both Parquet files and diffing them (reading included).",
+        "reading both Parquet files and diffing them (reading included). Load average "
+        f"{load_before:.1f} before, {os.getloadavg()[0]:.1f} after (other work on the machine slows "
+        "every figure).",
         "",
         "| engine | time | peak RSS | target |",
         "|---|---:|---:|---|",
