@@ -137,8 +137,9 @@ def _progress(progress: SyncProgress) -> Callable[[int], None] | None:
     return on_page
 
 
-#: ``collections="all"``: the other collections the sync knows (full snapshots with history).
 COLLECTIONS = tuple(SNAPSHOTS)
+"""The other collections ``collections=`` takes (``"all"``: every one): each is synced as a full
+snapshot with history into a table of its name and ``<name>_history``."""
 
 
 def _collections(collections: Sequence[str] | str | None) -> list[str]:

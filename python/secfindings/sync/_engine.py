@@ -109,10 +109,12 @@ class SyncResult:
 
     @property
     def requests(self) -> int:
+        """Every API request of the run: the incremental part's and the reconcile's."""
         return self.incremental_requests + self.reconcile_requests
 
     @property
     def changed(self) -> int:
+        """Findings created, updated (a new version) or removed by the run."""
         return self.created + self.updated + self.removed
 
     def summary(self) -> str:
