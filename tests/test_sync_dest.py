@@ -185,8 +185,9 @@ def test_the_command_never_prints_a_postgres_password(emulator: Emulator) -> Non
 
 
 def test_watch_merges_the_findings_named_by_events(emulator: Emulator, tmp_path: Path) -> None:
-    """A bare status change does not move last_reported_time: the watch still has it, from the
-    finding_changed event, with one request for the findings it names."""
+    """A bare status change does not move last_reported_time, and a removed finding is not
+    listed: the watch still has both, from the finding_changed events, with one request for the
+    findings they name."""
     import threading
 
     import secfindings.sync as sync
@@ -197,7 +198,13 @@ def test_watch_merges_the_findings_named_by_events(emulator: Emulator, tmp_path:
     first = next(feed)
     assert first.kind == "first"
     target = next(k for k, r in sorted(table_rows(dest).items()) if r["actual_status_category"] == "OPEN")
-    timer = threading.Timer(0.3, lambda: emulator.close_finding(target))
+    gone = target + 1
+
+    def change() -> None:
+        emulator.close_finding(target)
+        emulator.remove_finding(gone)
+
+    timer = threading.Timer(0.3, change)
     timer.start()
     try:
         emulator.reset_stats()
@@ -206,8 +213,10 @@ def test_watch_merges_the_findings_named_by_events(emulator: Emulator, tmp_path:
         timer.cancel()
     assert second.kind == "events"
     assert second.updated == 1
+    assert second.removed == 1
     assert second.incremental_requests == 1
     assert table_rows(dest)[target]["actual_status_category"] == "FIXED"
+    assert gone not in table_rows(dest)
     assert list(feed) == []
 
 
