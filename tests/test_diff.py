@@ -216,3 +216,39 @@ def test_the_command(edited, tmp_path):
     res = run(main, ["diff", base, str(tmp_path / "missing.parquet")])
     assert res.exit_code == 2
     assert "no such snapshot" in res.output
+
+
+def test_a_table_kept_by_sync_diffs_as_of_two_times(tmp_path):
+    """The seam for sync: its history table read as of a time (valid_from / valid_to) is an Arrow
+    stream (a DuckDB relation); diffed against the current table, the edits between the runs."""
+    duckdb = pytest.importorskip("duckdb")
+    from secfindings.sync import sync
+
+    db = tmp_path / "findings.duckdb"
+    with Emulator(findings=300, seed=29) as emu, emu.client() as client:
+        sync(client, str(db))
+        severity = {
+            f.id_int: f.severity
+            for f in client.findings_view(fields="id_int severity actual_status { category }")
+            if f.actual_status is not None and f.actual_status.category == "OPEN"
+        }
+        opened = sorted(severity)
+        emu.close_finding(opened[0])
+        emu.remove_finding(opened[1])
+        emu.update_finding(opened[2], severity=severity[opened[2]] % 5 + 1)
+        new, _ = emu.create_finding(severity=5)
+        sync(client, str(db), reconcile=True)
+    con = duckdb.connect(str(db))
+    first = "(select min(valid_from) from findings_history)"
+    as_of_first = con.sql(
+        "select * exclude (valid_from, valid_to) from findings_history "
+        f"where valid_from <= {first} and (valid_to is null or valid_to > {first})"
+    )
+    result = secfindings.diff(as_of_first, con.sql("select * from findings"))
+    assert result.new == [new]
+    assert sorted(result.resolved) == sorted(opened[:2])
+    assert result.reopened == []
+    changed = {r["id_int"]: r for r in result.rows() if r["change"] == "changed"}
+    assert list(changed) == [opened[2]]
+    assert "severity" in changed[opened[2]]["changed_fields"]
+    assert "status" in result.fields  # the sync table's actual_status_key is compared

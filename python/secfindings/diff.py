@@ -17,6 +17,16 @@ finding that differs is one of:
 ``score``, ``status`` (the status category, or its key when both have keys), ``sla_status`` and
 ``due_date``, each compared only when both snapshots have it. A snapshot without statuses counts
 every finding as open. Needs ``secfindings[arrow]`` (pyarrow).
+
+A table kept by ``sync`` is diffed as of two times through its history (each version has
+``valid_from`` and ``valid_to``), e.g. in DuckDB::
+
+    con = duckdb.connect("findings.duckdb")
+    as_of = ("select * exclude (valid_from, valid_to) from findings_history "
+             "where valid_from <= $at and (valid_to is null or valid_to > $at)")
+    secfindings.diff(con.sql(as_of, params={"at": monday}), con.sql("select * from findings"))
+
+(the sync's ``actual_status_key`` and ``actual_status_category`` columns are read as the status).
 """
 
 from __future__ import annotations
@@ -41,12 +51,12 @@ CHANGES = ("new", "resolved", "reopened", "changed")
 COMPARED: dict[str, tuple[str, ...]] = {
     "severity": ("severity", "finding_score.severity"),
     "score": ("score", "finding_score.score"),
-    "status": ("actual_status.key", "status.key"),
+    "status": ("actual_status.key", "status.key", "actual_status_key"),
     "sla_status": ("sla_status",),
     "due_date": ("due_date",),
 }
 #: The status category: OPEN is open, FIXED and IGNORED are closed.
-_CATEGORY = ("actual_status.category", "status.category")
+_CATEGORY = ("actual_status.category", "status.category", "actual_status_category")
 _KEYS = ("id_int", "id")
 _TITLE = ("title",)
 _SUFFIXES = {
