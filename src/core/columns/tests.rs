@@ -279,3 +279,98 @@ fn selection_text_with_aliases_args_and_directives() {
     let deep = format!("{}x{}", "a { ".repeat(100), " }".repeat(100));
     assert!(parse_selection(&deep).is_err());
 }
+
+/// arrow-json's own `Decoder`, fed the node byte ranges of each page, against the fast route
+/// (one pass of serde straight into the builders), on the same pages of the default findings
+/// view selection. Run with `cargo test --release --no-default-features --features arrow --lib
+/// arrow_json_decoder -- --ignored --nocapture`; it prints both times (ratios only, no assertion
+/// on time). Measured here: see the docs/architecture.md note on the columns.
+#[test]
+#[ignore = "a measurement, run by hand in release mode"]
+fn arrow_json_decoder_against_the_fast_route() {
+    use crate::core::operations::FINDINGS_VIEW_FIELDS;
+    use arrow_schema::{Field, Fields, Schema};
+    use std::sync::Arc;
+    use std::time::Instant;
+
+    let node = |i: usize| {
+        json!({
+            "id": format!("RmluZGluZ3NWaWV3Oj{i}"), "id_int": i, "title": format!("S3 bucket {i} allows public read"),
+            "score": 7.25 + (i % 10) as f64, "remediation_sub_phase": "TRIAGE", "cloud_account": format!("{}", 100000 + i % 50),
+            "cloud_account_friendly_name": "prod-eu", "cloud_provider": "AWS", "resource_name": format!("bucket-{i}"),
+            "resource_type": "AWS::S3::Bucket", "sla_status": "IN_SLA", "age": i % 400,
+            "datasource_tags_values": ["team:a", "env:prod"], "source": "Wiz", "actual_status": {"category": "OPEN"}
+        })
+    };
+    let pages: Vec<Vec<u8>> =
+        (0..200).map(|p| page(json!((0..100).map(|i| node(p * 100 + i)).collect::<Vec<_>>()))).collect();
+    let rounds = 5;
+
+    let mut layout = Layout::typed("FindingsView", FINDINGS_VIEW_FIELDS).unwrap();
+    let started = Instant::now();
+    let mut ours = 0;
+    for _ in 0..rounds {
+        for body in &pages {
+            ours += page_batch(body, None, usize::MAX, &mut layout, 0).unwrap().num_rows();
+        }
+    }
+    let ours_time = started.elapsed();
+
+    // arrow-json needs the nested shape: actual_status as a struct (flattened afterwards, free).
+    let flat = layout.schema();
+    let fields: Vec<Field> = flat
+        .fields()
+        .iter()
+        .filter(|f| !f.name().contains('.'))
+        .map(|f| f.as_ref().clone())
+        .chain(std::iter::once(Field::new(
+            "actual_status",
+            DataType::Struct(Fields::from(vec![Field::new("category", DataType::Utf8, true)])),
+            true,
+        )))
+        .collect();
+    let nested = Arc::new(Schema::new(fields));
+    #[derive(serde::Deserialize)]
+    struct Edge<'a> {
+        #[serde(borrow)]
+        node: &'a serde_json::value::RawValue,
+    }
+    #[derive(serde::Deserialize)]
+    struct Conn<'a> {
+        #[serde(borrow)]
+        edges: Vec<Edge<'a>>,
+    }
+    #[derive(serde::Deserialize)]
+    struct Data<'a> {
+        #[serde(borrow)]
+        items: Conn<'a>,
+    }
+    #[derive(serde::Deserialize)]
+    struct Body<'a> {
+        #[serde(borrow)]
+        data: Data<'a>,
+    }
+    let started = Instant::now();
+    let mut theirs = 0;
+    for _ in 0..rounds {
+        for body in &pages {
+            let mut decoder = arrow_json::ReaderBuilder::new(Arc::clone(&nested))
+                .with_batch_size(1024)
+                .build_decoder()
+                .unwrap();
+            let parsed: Body<'_> = serde_json::from_slice(body).unwrap();
+            for e in &parsed.data.items.edges {
+                decoder.decode(e.node.get().as_bytes()).unwrap();
+            }
+            theirs += decoder.flush().unwrap().map_or(0, |b| b.num_rows());
+        }
+    }
+    let theirs_time = started.elapsed();
+    assert_eq!(ours, theirs);
+    println!(
+        "{ours} rows: fast route {:.1} ms, arrow-json Decoder on node ranges {:.1} ms ({:.2}x)",
+        ours_time.as_secs_f64() * 1e3,
+        theirs_time.as_secs_f64() * 1e3,
+        theirs_time.as_secs_f64() / ours_time.as_secs_f64()
+    );
+}
