@@ -252,3 +252,22 @@ def test_a_table_kept_by_sync_diffs_as_of_two_times(tmp_path):
     assert list(changed) == [opened[2]]
     assert "severity" in changed[opened[2]]["changed_fields"]
     assert "status" in result.fields  # the sync table's actual_status_key is compared
+
+
+def test_optional_libraries_stay_optional(monkeypatch, tmp_path):
+    import subprocess
+    import sys
+
+    code = (
+        "import sys, secfindings, secfindings.gate, secfindings.diff, secfindings.formats.ocsf, "
+        "secfindings.formats.sarif; "
+        "print(sorted(m for m in ('pyarrow', 'jsonschema', 'duckdb', 'polars') if m in sys.modules))"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "[]"
+    monkeypatch.setitem(sys.modules, "pyarrow", None)
+    with pytest.raises(ImportError, match=r"pip install 'secfindings\[arrow\]'"):
+        secfindings.diff(tmp_path / "a.parquet", tmp_path / "b.parquet")
+    res = CliRunner().invoke(main, ["diff", str(tmp_path / "a.parquet"), str(tmp_path / "b.parquet")])
+    assert res.exit_code == 2
+    assert "secfindings[arrow]" in res.output
