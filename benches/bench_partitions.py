@@ -11,8 +11,12 @@ checked: every id exactly once (the same ids as the sequential export). Before e
 Prints the medians and the ratio (sequential / partitioned); writes ``results/partitions.md``.
 No figure is asserted: a benchmark reports, it does not fail on a slow machine.
 
+``--estimates`` runs the estimate's table instead (results/estimates.md): 20,000 findings,
+sequential and ``partitions=8``, without a rate limit and at ``rate_limit=(100, 10.0)``, each
+export right after ``estimate()`` of the same paginator; requests and time, estimated and taken.
+
 Usage: python benches/bench_partitions.py [--findings 100000] [--latency-ms 50] [--rounds 2]
-       [--partitions 8] [--quick] [--output-dir DIR]
+       [--partitions 8] [--quick] [--estimates] [--output-dir DIR]
 """
 
 from __future__ import annotations
@@ -105,6 +109,39 @@ def export(server: Server, path: Path, partitions: int) -> dict[str, Any]:
     }
 
 
+def estimates(server: Server, partitions: int, output_dir: str) -> int:
+    """The estimate against the walk, with and without a budget (see the module's doc)."""
+    lines = [
+        "| partitions | rate limit | requests estimated | requests made | time estimated | time taken |",
+        "|---:|---|---:|---:|---:|---:|",
+    ]
+    with tempfile.TemporaryDirectory(prefix="bench-estimates-") as tmp:
+        for rate in (None, (100, 10.0)):
+            for n in (1, partitions):
+                client = secfindings.Client(
+                    server.api_token, base_url=server.base_url, auth_url=server.auth_url, rate_limit=rate
+                )
+                with client:
+                    client.schema()
+                    pager = client.findings_view(fields=FIELDS, page_size=100)
+                    est = pager.estimate(partitions=n)
+                    before = client.stats()["requests"]
+                    started = time.perf_counter()
+                    pager.write_parquet(Path(tmp) / f"{n}-{rate}.parquet", partitions=n)
+                    taken = time.perf_counter() - started
+                    made = client.stats()["requests"] - before
+                limit = "none" if rate is None else f"{rate[0]} per {rate[1]:g} s"
+                guess = f"{est.seconds or 0:.1f} s"
+                line = f"| {n} | {limit} | {est.requests:,} | {made:,} | {guess} | {taken:.1f} s |"
+                print(line, flush=True)
+                lines.append(line)
+    text = "\n".join(lines) + "\n"
+    out = Path(output_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "estimates.md").write_text(text)
+    return 0
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--findings", type=int, default=100_000)
@@ -112,10 +149,17 @@ def main() -> int:
     ap.add_argument("--rounds", type=int, default=2)
     ap.add_argument("--partitions", type=int, default=8)
     ap.add_argument("--quick", action="store_true", help="10,000 findings, one round")
+    ap.add_argument("--estimates", action="store_true", help="the estimate's table (20,000 findings)")
     ap.add_argument("--output-dir", default=str(HERE / "results"))
     args = ap.parse_args()
     if args.quick:
         args.findings, args.rounds = 10_000, 1
+    if args.estimates:
+        server = Server(20_000, args.latency_ms)
+        try:
+            return estimates(server, args.partitions, args.output_dir)
+        finally:
+            server.close()
     server = Server(args.findings, args.latency_ms)
     runs: dict[int, list[dict[str, Any]]] = {1: [], args.partitions: []}
     try:

@@ -88,6 +88,9 @@ def test_the_schedule_follows_a_sliding_window() -> None:
     window = _Budget((100, 10.0), 99, 10.0, 0.0)
     assert schedule(200, 1, 0.05, window) == pytest.approx(20.05)
     assert schedule(99, 1, 0.05, window) == pytest.approx(4.95)
+    # A full window (booked by a walk just before, evenly): it frees as it was filled.
+    full = _Budget((100, 10.0), 0, 0.05, 0.0)
+    assert schedule(200, 8, 0.05, full) == pytest.approx(20.05, abs=0.1)
     # A server's Retry-After holds everything back first.
     assert schedule(10, 1, 0.05, _Budget(None, None, None, 3.0)) == pytest.approx(3.5)
 

@@ -13,6 +13,7 @@ it is taken as empty), after any wait a server's ``Retry-After`` imposed.
 
 from __future__ import annotations
 
+import asyncio
 import datetime as dt
 import heapq
 import time
@@ -135,7 +136,8 @@ def schedule(requests: int, partitions: int, latency: float, budget: _Budget) ->
     """Seconds until the last of ``requests`` is answered: ``partitions`` walks each send a
     request when the one before is answered (``latency`` later), and a send waits for room in
     the budget, a sliding window of ``limit`` requests per ``window`` seconds (the requests
-    already booked in it leave it at ``resets_in``)."""
+    already booked in it are taken as sent evenly from its oldest, which leaves it at
+    ``resets_in``, to now)."""
     start = budget.blocked
     if budget.limit is None or requests > _SIMULATED:
         by_latency = requests * latency / max(1, partitions)
@@ -147,7 +149,11 @@ def schedule(requests: int, partitions: int, latency: float, budget: _Budget) ->
     limit, window = budget.limit
     booked = 0 if budget.remaining is None else max(0, limit - budget.remaining)
     leaves = window if budget.resets_in is None else max(0.0, budget.resets_in)
-    log: deque[float] = deque([leaves - window] * min(booked, limit))
+    # What is booked is taken as sent evenly from the oldest entry (leaving at resets_in) to now.
+    booked = min(booked, limit)
+    oldest = min(0.0, leaves - window)
+    step = -oldest / (booked - 1) if booked > 1 else 0.0
+    log: deque[float] = deque(oldest + k * step for k in range(booked))
     free_at = [start] * max(1, partitions)  # when each walk may send its next request
     heapq.heapify(free_at)
     end = start
@@ -217,6 +223,7 @@ def _work_out(
 def estimate(walk: Any, partitions: object = 1) -> Estimate:
     """:meth:`secfindings.Paginator.estimate`."""
     client, args, n = _check(walk, partitions)
+    client._native.current_jwt()  # a token exchange is not part of the round trip timed
     started = time.perf_counter()
     bounds = _partitions.id_bounds(client, args.get("filters"), args.get("filters_config"))
     latency = time.perf_counter() - started
@@ -227,6 +234,7 @@ def estimate(walk: Any, partitions: object = 1) -> Estimate:
 async def estimate_async(walk: Any, partitions: object = 1) -> Estimate:
     """:meth:`secfindings.AsyncPaginator.estimate`."""
     client, args, n = _check(walk, partitions)
+    await asyncio.to_thread(client._native.current_jwt)  # not part of the round trip timed
     started = time.perf_counter()
     bounds = await _partitions.id_bounds_async(client, args.get("filters"), args.get("filters_config"))
     latency = time.perf_counter() - started

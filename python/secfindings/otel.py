@@ -139,7 +139,10 @@ class _Handler(logging.Handler):
         with contextlib.suppress(Exception):  # telemetry never breaks a call
             self._state.record(record)
         parent = logging.getLogger("secfindings")
-        if record.levelno >= parent.getEffectiveLevel() and not parent.disabled:
+        # The level the transport logger had before (its own, or the one it inherited).
+        own = self._state.level
+        threshold = own if own != logging.NOTSET else parent.getEffectiveLevel()
+        if record.levelno >= threshold and self._state.propagate and not parent.disabled:
             parent.handle(record)
 
 
