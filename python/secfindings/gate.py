@@ -298,15 +298,29 @@ def baseline_ids(path: str | os.PathLike[str]) -> tuple[str, set[Any]]:
     )
 
 
+#: The top-level fields of :data:`GATE_FIELDS` a counted finding keeps (and its status).
+_KEPT = (
+    "id",
+    "id_int",
+    "title",
+    "severity",
+    "score",
+    "sla_status",
+    "due_date",
+    "source",
+    "resource_name",
+    "resource_type",
+    "cloud_provider",
+    "cloud_account",
+    "finding_id",
+    "package_name",
+)
+
+
 def _row(item: Any) -> dict[str, Any]:
-    data = item.to_dict() if hasattr(item, "to_dict") else dict(item)
-    row = {
-        k: value(data, k)
-        for k in GATE_FIELDS.replace("{", " ").replace("}", " ").split()
-        if k != "actual_status"
-    }
-    row.pop("key", None)
-    row.pop("category", None)
+    """A finding (a model or a node, nested or flattened) as the dict a result keeps."""
+    data = item.to_dict() if hasattr(item, "to_dict") else item
+    row = {k: value(data, k) for k in _KEPT}
     row["actual_status"] = {
         "key": value(data, "actual_status.key"),
         "category": value(data, "actual_status.category"),
