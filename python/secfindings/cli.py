@@ -2,6 +2,8 @@
 
     secfindings query FILE.graphql --var id=17          # JSON on stdout
     secfindings export findings --format parquet --out f.parquet --filter '{"field": ...}'
+    secfindings gate --max critical=0,high=5             # CI: exit 4 over a limit
+    secfindings diff monday.parquet tuesday.parquet      # new, resolved, reopened, changed
     secfindings token                                    # a JWT for curl, on stdout only
     secfindings schema                                   # the API's schema as SDL
     secfindings emulator --port 8080                     # the offline emulator
@@ -11,7 +13,8 @@ SECFINDINGS_REGION or SECFINDINGS_AUTH_URL) or from a prompt on a terminal, neve
 line, where they would land in the shell's history and the process list.
 
 Exit codes: 0 done, 1 the API or the network failed, 2 bad usage or arguments, 3 authentication
-failed, 130 interrupted (Ctrl-C). Errors go to stderr, one line, never with a secret.
+failed, 4 a limit of `gate` was exceeded, 130 interrupted (Ctrl-C). Errors go to stderr, one line,
+never with a secret.
 """
 
 from __future__ import annotations
