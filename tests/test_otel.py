@@ -95,9 +95,12 @@ async def test_a_call_is_a_span_with_its_attempts(any_client: Any, telemetry: Te
         assert call.attributes["graphql.operation.type"] == "query"
         assert call.attributes["secfindings.attempts"] == 1
         assert call.attributes["secfindings.retries"] == 0
-    requests = telemetry.named("secfindings.request")
-    assert [r.attributes["http.response.status_code"] for r in requests] == [200, 200]
-    assert [r.parent.span_id for r in requests] == [c.context.span_id for c in calls]
+    for call in calls:
+        (attempt,) = call.events
+        assert attempt.name == "secfindings.attempt"
+        assert attempt.attributes["http.response.status_code"] == 200
+        assert attempt.attributes["secfindings.attempt"] == 1
+    assert not telemetry.named("secfindings.request")
 
 
 @pytest.mark.asyncio
@@ -110,7 +113,7 @@ async def test_a_429_and_its_retry(any_client: Any, emulator: Any, telemetry: Te
     a = call.attributes
     assert (a["secfindings.attempts"], a["secfindings.retries"], a["secfindings.rate_limited"]) == (2, 1, 1)
     assert a["secfindings.retry_after"] == 0.0
-    first, second = telemetry.named("secfindings.request")
+    first, second = call.events
     assert first.attributes["http.response.status_code"] == 429
     assert first.attributes["secfindings.attempt"] == 1
     assert (second.attributes["secfindings.attempt"], second.attributes["secfindings.retry_after"]) == (
@@ -143,7 +146,9 @@ async def test_a_failed_call_is_named_by_its_error_only(
     assert call.attributes["secfindings.retry_after"] == 5.0
     assert call.status.status_code.name == "ERROR"
     assert call.status.description is None  # no message of the server's
-    assert not call.events
+    # Its one attempt, and no exception event (it would carry the server's message).
+    assert [e.name for e in call.events] == ["secfindings.attempt"]
+    assert call.events[0].attributes["http.response.status_code"] == 429
 
 
 @pytest.mark.asyncio
@@ -266,5 +271,5 @@ async def test_a_batched_lookup_is_one_call(any_client: Any, telemetry: Telemetr
     (call,) = telemetry.named("secfindings.call")
     assert call.attributes["secfindings.operation"] == "finding"
     assert call.attributes["secfindings.attempts"] == 1
-    (attempt,) = telemetry.named("secfindings.request")
-    assert attempt.parent.span_id == call.context.span_id
+    (attempt,) = call.events
+    assert attempt.attributes["secfindings.operation"] == "finding[4]"

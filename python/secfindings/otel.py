@@ -19,11 +19,14 @@ Spans (tracer ``secfindings``):
   ``error.type``), ``secfindings.attempts``, ``secfindings.retries``,
   ``secfindings.rate_limited`` (429 answers), ``secfindings.wait_seconds`` (waits before
   retries), ``secfindings.retry_after`` (the wait after the last 429, or a ``RateLimitError``'s
-  ``retry_after``). Each HTTP attempt of the call is a child span ``secfindings.request``.
+  ``retry_after``). Each HTTP attempt of the call is an event ``secfindings.attempt`` on it, with
+  the attributes of a page below and ``secfindings.elapsed_ms``.
 - ``secfindings.page``: one per page request of a walk (the pages the core fetches ahead
   included), timed as the request was: ``secfindings.operation``, ``http.response.status_code``,
   ``secfindings.attempt`` (1, or more after retries), ``secfindings.waited`` and
   ``secfindings.retry_after`` (the wait before this attempt, and whether a 429 caused it).
+  A request that belongs to neither (the live schema's introspection of an async client, say) is
+  a ``secfindings.request`` span with the same attributes.
 
 What a span never holds: a token, a JWT, a document's text, a variable's value, or a message
 of the server's (an error is named by its class only).
@@ -404,13 +407,13 @@ class _Instrumented:
                 owner.attempts += 1
                 if status == 429:
                     owner.rate_limited += 1
-            context = self.trace.set_span_in_context(owner.span)
-            name = "secfindings.request"
-        else:
-            context = None
-            name = "secfindings.page" if label in self.walks else "secfindings.request"
+            # An event on the call's span (a span of its own would double a call's cost).
+            attributes["secfindings.elapsed_ms"] = ms
+            owner.span.add_event("secfindings.attempt", attributes, timestamp=end)
+            return
+        name = "secfindings.page" if label in self.walks else "secfindings.request"
         span = self.tracer.start_span(
-            name, context=context, kind=self.trace.SpanKind.CLIENT, attributes=attributes, start_time=start
+            name, kind=self.trace.SpanKind.CLIENT, attributes=attributes, start_time=start
         )
         if status >= 400:
             span.set_attribute("error.type", str(status))
