@@ -170,10 +170,9 @@ def _column(table: Any, names: Sequence[str]) -> str | None:
     return None
 
 
-def _normal(table: Any, name: str, column: str) -> Any:
-    """A column in the type both sides compare in."""
+def _normal(col: Any, name: str, column: str) -> Any:
+    """A column (named ``column`` in its snapshot) in the type both sides compare ``name`` in."""
     pa = _pa()
-    col = table.column(column)
     try:
         if name == "severity":
             return col.cast(pa.int64())
@@ -381,11 +380,12 @@ def diff(base: Source, head: Source) -> DiffResult:
     gone = pc.and_(in_b, pc.invert(in_h))
     resolved = pc.or_(pc.and_(gone, open_b), pc.and_(both, pc.and_(open_b, pc.invert(open_h))))
     reopened = pc.and_(both, pc.and_(pc.invert(open_b), open_h))
-    normal: dict[str, tuple[Any, Any]] = {}
     masks = []
     for n, (col_b, col_h) in pairs.items():
-        normal[n] = (_normal(b, n, col_b), _normal(h, n, col_h))
-        x, y = pc.take(normal[n][0], rb), pc.take(normal[n][1], rh)
+        # One field at a time, and only its mask kept: the values of the changed rows are taken
+        # again below, so memory holds one compared column per side at a time.
+        x = pc.take(_normal(b.column(col_b), n, col_b), rb)
+        y = pc.take(_normal(h.column(col_h), n, col_h), rh)
         differs = pc.or_(
             pc.fill_null(pc.not_equal(x, y), False),
             pc.xor(pc.is_null(x), pc.is_null(y)),
@@ -439,9 +439,9 @@ def diff(base: Source, head: Source) -> DiffResult:
     ]
     if titles:
         columns["title"] = pc.coalesce(*titles)
-    for n, (nb, nh) in normal.items():
-        columns[f"{n}_base"] = pc.take(nb, sub_b)
-        columns[f"{n}_head"] = pc.take(nh, sub_h)
+    for n, (col_b, col_h) in pairs.items():
+        columns[f"{n}_base"] = _normal(pc.take(b.column(col_b), sub_b), n, col_b)
+        columns[f"{n}_head"] = _normal(pc.take(h.column(col_h), sub_h), n, col_h)
     out = pa.table(columns)
     out = out.append_column("_order", kind_code)
     out = out.sort_by([("_order", "ascending"), (key, "ascending")]).drop_columns(["_order"])
