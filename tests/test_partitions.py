@@ -221,3 +221,50 @@ def test_partitions_one_is_the_sequential_walk(client: Any, emulator: Any) -> No
     table = client.findings_view(fields=FIELDS, page_size=100).to_arrow(partitions=1)
     assert table.num_rows == 300
     assert emulator.stats()["api_requests"] == 3  # no bounds request: today's walk
+
+
+def test_an_interrupted_partitioned_cli_export_prints_its_resume(emulator: Any, tmp_path: Path) -> None:
+    import os
+    import shlex
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    env = {k: v for k, v in os.environ.items() if not k.startswith("SECFINDINGS_")}
+    env.update(
+        SECFINDINGS_API_TOKEN=emulator.create_api_token(),
+        SECFINDINGS_BASE_URL=emulator.base_url,
+        SECFINDINGS_AUTH_URL=emulator.auth_url,
+        SECFINDINGS_SCHEMA_CACHE=str(tmp_path / "schema"),
+    )
+    out = tmp_path / "f.jsonl"
+    args = ["export", "--out", str(out), "--partitions", "3", "--page-size", "5", "--fields", "id id_int"]
+    emulator.set_latency(30)  # slow enough to be interrupted part-way
+    try:
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "secfindings", *args, "--no-progress"],
+            env=env,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        deadline = time.monotonic() + 60
+        while (not out.exists() or out.stat().st_size == 0) and time.monotonic() < deadline:
+            time.sleep(0.02)  # polls for the first rows written; nothing waits on a timer
+        proc.send_signal(signal.SIGINT)
+        _, err = proc.communicate(timeout=60)
+    finally:
+        emulator.set_latency(0)
+    assert proc.returncode == 130, err
+    command = next(line.strip() for line in err.splitlines() if line.strip().startswith("secfindings export"))
+    argv = shlex.split(command)
+    assert "--resume" in argv
+    assert "--append" in argv
+    assert "--after" not in argv
+    first = ids(out, "jsonl")
+    assert 0 < len(first) < 300
+    done = subprocess.run(
+        [sys.executable, "-m", "secfindings", *argv[1:]], env=env, capture_output=True, text=True, timeout=120
+    )
+    assert done.returncode == 0, done.stderr
+    assert sorted(ids(out, "jsonl")) == list(range(1, 301)), "a row was lost or written twice"
