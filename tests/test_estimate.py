@@ -155,3 +155,20 @@ def test_export_dry_run_prints_the_estimate_and_walks_nothing(emulator: Any, tmp
     refused = run(["export", "resources", "--dry-run"], env)
     assert refused.returncode == 2
     assert "findings only" in refused.stderr
+
+
+def test_a_server_without_total_count(client: Any, emulator: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    from secfindings import _partitions
+
+    monkeypatch.setattr(_partitions, "_has_total", lambda client: False)  # as its schema would say
+    emulator.clear_request_log()
+    pager = client.findings_view(fields="id_int", page_size=50)
+    estimate = pager.estimate(partitions=2)
+    assert (estimate.rows, estimate.requests, estimate.seconds) == (None, None, None)
+    assert estimate.note is not None
+    assert "total_count" in estimate.note
+    assert "unknown" in str(estimate)
+    (sent,) = [r for r in emulator.request_log() if r["operation_name"] == "findings_bounds"]
+    assert "total_count" not in sent["query"]
+    # The split needs only the bounds: the partitioned walk goes on.
+    assert pager.to_arrow(partitions=2).column("id_int").to_pylist() == list(range(1, 301))
