@@ -14,6 +14,7 @@ how a value is read from a node (:func:`value`, :func:`epoch_ms`, :func:`cve_of`
 from __future__ import annotations
 
 import datetime as dt
+import json
 import re
 from collections.abc import Mapping
 from typing import Any
@@ -37,6 +38,8 @@ when ``--fields`` is not given): pass it as ``fields=`` to ``findings_view`` bef
 ``write_ocsf`` / ``write_sarif``. A field not selected is left out of the records."""
 
 _MISSING = object()
+#: Compact JSON text, one encoder for every record (``json.dumps`` with options makes one a call).
+compact = json.JSONEncoder(ensure_ascii=False, separators=(",", ":")).encode
 _CVE = re.compile(r"\bCVE-\d{4}-\d{4,}\b", re.IGNORECASE)
 
 
@@ -94,3 +97,12 @@ def cve_of(node: Mapping[str, Any]) -> str | None:
             if found:
                 return found.group(0).upper()
     return None
+
+
+def nodes(page: bytes) -> list[Any]:
+    """The nodes of a page of JSON lines, parsed in one call."""
+    lines = [line for line in page.splitlines() if line.strip()]
+    if not lines:
+        return []
+    parsed: list[Any] = json.loads(b"[" + b",".join(lines) + b"]")
+    return parsed

@@ -45,7 +45,6 @@ Fields the walk did not select are left out (required ones get the fallbacks abo
 
 from __future__ import annotations
 
-import json
 import os
 import time
 from collections.abc import Mapping
@@ -53,7 +52,7 @@ from typing import Any
 
 from secfindings._export import Export
 from secfindings.errors import ValidationError
-from secfindings.formats import cve_of, epoch_ms, value
+from secfindings.formats import compact, cve_of, epoch_ms, nodes, value
 
 __all__ = ["OCSF_VERSION", "OcsfExport", "to_ocsf"]
 
@@ -234,15 +233,7 @@ class OcsfExport(Export):
 
     def encode(self, data: bytes) -> tuple[bytes, int]:
         """A page of nodes (JSON lines) as OCSF JSON lines, and how many records it holds."""
-        lines = [
-            json.dumps(
-                to_ocsf(json.loads(line), product_version=self._product_version),
-                ensure_ascii=False,
-                separators=(",", ":"),
-            )
-            for line in data.splitlines()
-            if line.strip()
-        ]
+        lines = [compact(to_ocsf(node, product_version=self._product_version)) for node in nodes(data)]
         if not lines:
             return b"", 0
         return ("\n".join(lines) + "\n").encode("utf-8"), len(lines)

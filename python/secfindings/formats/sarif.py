@@ -33,7 +33,7 @@ from typing import Any
 
 from secfindings._export import Export
 from secfindings.errors import ValidationError
-from secfindings.formats import cve_of, severity_name, value
+from secfindings.formats import compact, cve_of, nodes, severity_name, value
 
 __all__ = ["SARIF_SCHEMA", "SarifExport", "result_of", "rule_id_of", "sarif_log"]
 
@@ -257,13 +257,10 @@ class SarifExport(Export):
         self._count_before = self._count
         out = []
         count = self._count
-        for line in data.splitlines():
-            if not line.strip():
-                continue
-            node = json.loads(line)
+        for node in nodes(data):
             result = result_of(node)
             self._rules.add(node, result["ruleId"])
-            text = json.dumps(result, ensure_ascii=False, separators=(",", ":"))
+            text = compact(result)
             out.append(text if count == 0 else "," + text)
             count += 1
         added = count - self._count
@@ -284,7 +281,7 @@ class SarifExport(Export):
             if ok:
                 self._begin()
             if self._run_open and self._file is not None:
-                tool = json.dumps(self._rules.tool(self._version), ensure_ascii=False, separators=(",", ":"))
+                tool = compact(self._rules.tool(self._version))
                 self._write_all(_FOOTER_MARK + tool.encode("utf-8") + _FOOTER_END)
                 self._run_open = False
         finally:
