@@ -279,4 +279,3 @@ fn selection_text_with_aliases_args_and_directives() {
     let deep = format!("{}x{}", "a { ".repeat(100), " }".repeat(100));
     assert!(parse_selection(&deep).is_err());
 }
-
