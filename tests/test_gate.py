@@ -10,8 +10,10 @@ import json
 import xml.etree.ElementTree as ET
 from collections import Counter
 from collections.abc import Callable, Iterator
+from pathlib import Path
 from typing import Any
 
+import jsonschema
 import pytest
 from click.testing import CliRunner
 
@@ -235,6 +237,8 @@ def test_outputs_markdown_sarif_json_and_the_step_summary(snap, tmp_path):
     res = gate(snap.env, "--max", "critical=0", "--format", "sarif", "--out", str(sarif))
     log = json.loads(sarif.read_text())
     assert len(log["runs"][0]["results"]) == sum(snap.open.values())
+    schema = json.loads((Path(__file__).parent / "data" / "sarif-schema-2.1.0.json").read_text())
+    assert not list(jsonschema.Draft4Validator(schema).iter_errors(log))
     res = gate(snap.env, "--max", "high=0", "--format", "json")
     got = json.loads(res.output)
     assert got["counts"] == {s: snap.open[s] for s in ALL5}
