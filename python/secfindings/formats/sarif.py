@@ -12,8 +12,8 @@ with an external, accepted suppression.
 Findings are about cloud resources, not lines of files, so a result has no physical location:
 it has a **logical location** naming the resource (``provider/account/type/name`` as its fully
 qualified name) when the finding names one, and no ``locations`` at all when it does not, as
-SARIF allows (§3.27.12). Nothing is made up: a viewer that needs a file location (GitHub code
-scanning does) shows such results without one, or not at all.
+SARIF allows (§3.27.12). Nothing is made up: a viewer that requires a file location (GitHub
+code scanning documents one as required) may refuse or drop such results.
 
 The log is written as it streams: the results a page at a time, then the rules at the end of the
 run (JSON does not order an object's members), so memory stays at about a page whatever the size.
