@@ -22,8 +22,12 @@ pub(crate) fn install_crypto_provider() {
     let _ = rustls::crypto::ring::default_provider().install_default();
 }
 
-pub(crate) fn build_http(settings: &Settings) -> Result<reqwest::Client> {
+/// The reqwest client, on `tls` (the client's one TLS configuration, see [`tls_config`]) with
+/// HTTP/2 and HTTP/1.1 offered by ALPN.
+pub(crate) fn build_http(settings: &Settings, tls: &rustls::ClientConfig) -> Result<reqwest::Client> {
     install_crypto_provider();
+    let mut http_tls = tls.clone();
+    http_tls.alpn_protocols = vec![b"h2".to_vec(), b"http/1.1".to_vec()];
     let mut b = reqwest::Client::builder()
         .user_agent(USER_AGENT)
         .connect_timeout(settings.connect_timeout)
@@ -33,7 +37,8 @@ pub(crate) fn build_http(settings: &Settings) -> Result<reqwest::Client> {
         // No redirect is followed, for the API or the identity provider: a redirect would carry
         // the JWT, the API token, a document or a mutation to wherever the Location says.
         .redirect(reqwest::redirect::Policy::none())
-        .gzip(true);
+        .gzip(true)
+        .tls_backend_preconfigured(http_tls);
     if let Some(p) = &settings.proxy {
         let proxy = reqwest::Proxy::all(p.as_str())
             .map_err(|e| Error::config(format!("proxy is not usable: {e}")))?
@@ -43,19 +48,22 @@ pub(crate) fn build_http(settings: &Settings) -> Result<reqwest::Client> {
         // The emulator is on this machine: an HTTPS_PROXY meant for the internet must not catch it.
         b = b.no_proxy();
     }
-    if let Some(path) = &settings.ca_bundle {
-        let pem = std::fs::read(path)
-            .map_err(|e| Error::config(format!("ca_bundle {} cannot be read: {e}", path.display())))?;
-        let certs = reqwest::Certificate::from_pem_bundle(&pem)
-            .map_err(|e| Error::config(format!("ca_bundle {} is not a PEM bundle: {e}", path.display())))?;
-        if certs.is_empty() {
-            return Err(Error::config(format!("ca_bundle {} holds no certificate", path.display())));
-        }
-        for c in certs {
-            b = b.add_root_certificate(c);
-        }
-    }
     b.build().map_err(|e| Error::config(format!("cannot build the HTTP client: {e}")))
+}
+
+/// The certificates of `ca_bundle`: a file that cannot be read, is not PEM or holds no
+/// certificate is a configuration error, found at construction.
+fn ca_certificates(path: &std::path::Path) -> Result<Vec<rustls::pki_types::CertificateDer<'static>>> {
+    use rustls::pki_types::pem::PemObject as _;
+    let pem = std::fs::read(path)
+        .map_err(|e| Error::config(format!("ca_bundle {} cannot be read: {e}", path.display())))?;
+    let certs = rustls::pki_types::CertificateDer::pem_slice_iter(&pem)
+        .collect::<std::result::Result<Vec<_>, _>>()
+        .map_err(|e| Error::config(format!("ca_bundle {} is not a PEM bundle: {e}", path.display())))?;
+    if certs.is_empty() {
+        return Err(Error::config(format!("ca_bundle {} holds no certificate", path.display())));
+    }
+    Ok(certs)
 }
 
 /// Reads a body, decompressed, up to `cap` bytes; the flag says whether more was left unread
@@ -117,8 +125,9 @@ fn tls_error(e: impl std::fmt::Display) -> Error {
     Error::config(format!("TLS cannot be set up: {e}"))
 }
 
-/// The TLS client configuration of WebSocket connections: the same provider and verifier as the
-/// reqwest client, with `ca_bundle`'s certificates added to the platform's.
+/// The client's one TLS configuration, for its HTTP requests (reqwest, which adds ALPN) and its
+/// WebSocket connections alike: rustls with the ring provider and the platform's verifier, with
+/// `ca_bundle`'s certificates added to the platform's roots. Built once per client.
 pub fn tls_config(settings: &Settings) -> Result<Arc<rustls::ClientConfig>> {
     use rustls_platform_verifier::BuilderVerifierExt as _;
     let provider = Arc::new(rustls::crypto::ring::default_provider());
@@ -128,12 +137,7 @@ pub fn tls_config(settings: &Settings) -> Result<Arc<rustls::ClientConfig>> {
     let config = match &settings.ca_bundle {
         None => builder.with_platform_verifier().map_err(tls_error)?.with_no_client_auth(),
         Some(path) => {
-            use rustls::pki_types::pem::PemObject as _;
-            let certs: Vec<rustls::pki_types::CertificateDer<'static>> =
-                rustls::pki_types::CertificateDer::pem_file_iter(path)
-                    .map_err(tls_error)?
-                    .filter_map(std::result::Result::ok)
-                    .collect();
+            let certs = ca_certificates(path)?;
             let verifier = rustls_platform_verifier::Verifier::new_with_extra_roots(certs, provider)
                 .map_err(tls_error)?;
             builder.dangerous().with_custom_certificate_verifier(Arc::new(verifier)).with_no_client_auth()

@@ -12,7 +12,7 @@ use super::budget::{Budget, Grant};
 use super::config::{Credential, Settings};
 use super::error::{secs, Error, Result};
 use super::graphql::{decode_response, PreparedRequest};
-use super::http::{build_http, classify, location, read_capped, transport_error};
+use super::http::{build_http, classify, location, read_capped, tls_config, transport_error};
 use super::limit::{Pace, RateLimiter};
 use super::retry::{self, parse_retry_after, Attempt, Failure, RetryPolicy};
 use super::secret::Redactor;
@@ -25,6 +25,8 @@ const BODY_MARGIN: usize = 16 * 1024;
 /// The HTTP side of a client: one connection pool, one token provider, one retry policy.
 pub struct Transport {
     http: reqwest::Client,
+    /// The one TLS configuration: reqwest's is a copy with ALPN, WebSockets use this one.
+    tls: Arc<rustls::ClientConfig>,
     settings: Settings,
     tokens: Arc<TokenProvider>,
     policy: RetryPolicy,
@@ -94,7 +96,8 @@ fn header_pairs(h: &HeaderMap) -> Vec<(String, String)> {
 
 impl Transport {
     pub fn new(settings: Settings) -> Result<Self> {
-        let http = build_http(&settings)?;
+        let tls = tls_config(&settings)?;
+        let http = build_http(&settings, &tls)?;
         let tokens = Arc::new(TokenProvider::new(&settings, http.clone())?);
         let policy = RetryPolicy::new(settings.max_retries, settings.max_retry_wait);
         let limiter = settings.rate_limit.and_then(|(n, per)| Pace::new(n, per)).map(RateLimiter::new);
@@ -110,6 +113,7 @@ impl Transport {
         );
         Ok(Self {
             http,
+            tls,
             settings,
             tokens,
             policy,
@@ -133,6 +137,10 @@ impl Transport {
 
     pub fn stats(&self) -> &Stats {
         &self.stats
+    }
+
+    pub fn tls(&self) -> &Arc<rustls::ClientConfig> {
+        &self.tls
     }
 
     pub fn budget(&self) -> &Budget {

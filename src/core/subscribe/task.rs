@@ -328,10 +328,7 @@ impl Task {
             .map_err(WsError::Io)?;
             let _ = tcp.set_nodelay(true);
             let connector = if self.url.starts_with("wss://") {
-                Some(tokio_tungstenite::Connector::Rustls(
-                    crate::core::http::tls_config(settings)
-                        .map_err(|e| WsError::Io(std::io::Error::other(e.to_string())))?,
-                ))
+                Some(tokio_tungstenite::Connector::Rustls(Arc::clone(self.transport.tls())))
             } else {
                 None
             };
