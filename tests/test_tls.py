@@ -7,10 +7,10 @@ from pathlib import Path
 
 import pytest
 import trustme
-
-import secfindings
 from tests.servers.http import make_jwt
 from tests.servers.tls import tls_server
+
+import secfindings
 
 
 def _client(url: str, **kw: object) -> secfindings.Client:
@@ -26,11 +26,11 @@ def test_a_server_signed_by_the_ca_bundle_is_trusted(tmp_path: Path) -> None:
 
 def test_an_unknown_ca_is_refused(tmp_path: Path) -> None:
     with tls_server(tmp_path) as (url, _ca):
-        with pytest.raises(secfindings.TransportError, match="(?i)certificate|issuer|trust"):
+        with pytest.raises(secfindings.TransportError, match=r"(?i)certificate|issuer|trust"):
             _client(url).execute("{ finding(id: 1) { title } }")
         other = tmp_path / "other.pem"
         trustme.CA().cert_pem.write_to_path(str(other))
-        with pytest.raises(secfindings.TransportError, match="(?i)certificate|issuer|trust"):
+        with pytest.raises(secfindings.TransportError, match=r"(?i)certificate|issuer|trust"):
             _client(url, ca_bundle=str(other)).execute("{ finding(id: 1) { title } }")
 
 
@@ -38,7 +38,7 @@ def test_a_certificate_for_another_name_is_refused(tmp_path: Path) -> None:
     # The certificate names "localhost"; the client connects to 127.0.0.1.
     with tls_server(tmp_path, host="localhost") as (url, ca):
         ip_url = url.replace("localhost", "127.0.0.1")
-        with pytest.raises(secfindings.TransportError, match="(?i)certificate|name|not valid"):
+        with pytest.raises(secfindings.TransportError, match=r"(?i)certificate|name|not valid"):
             _client(ip_url, ca_bundle=str(ca)).execute("{ finding(id: 1) { title } }")
 
 
