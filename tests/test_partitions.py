@@ -11,6 +11,7 @@ import json
 from pathlib import Path
 from typing import Any
 
+import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
@@ -268,3 +269,29 @@ def test_an_interrupted_partitioned_cli_export_prints_its_resume(emulator: Any, 
     )
     assert done.returncode == 0, done.stderr
     assert sorted(ids(out, "jsonl")) == list(range(1, 301)), "a row was lost or written twice"
+
+
+def test_parquet_takes_its_columns_from_the_first_partition_that_gave_a_page(client: Any) -> None:
+    # The first row group's schema comes from a walk that has columns: a partition that has not
+    # given a page yet has none (a Parquet file of no columns would refuse every later page).
+    pager = client.findings_view(fields=FIELDS, page_size=10)
+    plan = _partitions.Plan(pager, 3)
+    run = _partitions.Run(plan, plan.split(_partitions.id_bounds(client)))
+    _, last = run.walks[-1]
+    got = last.next_batch(False)
+    handle = run.exporter(_NoFile(), _NoReport())
+    handle(run.walks[-1][0], got)
+    table = pa.table(run.natives.finish_table([got[0]]))
+    assert table.column_names == ["id", "id_int", "title", "severity"]
+
+
+class _NoFile:
+    cursor = None
+
+    def page(self, data: Any, cursor: str | None) -> int:
+        return 0
+
+
+class _NoReport:
+    def page(self, rows: int) -> None:
+        pass

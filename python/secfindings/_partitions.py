@@ -364,11 +364,13 @@ class Plan:
 
 class _Natives:
     """The partitions' walks as one, for progress (``total``, ``waits``) and for a Parquet
-    export (``finish_table`` widens over the first walk's columns; ``freeze`` fixes them all)."""
+    export (``finish_table`` widens over the columns of the first walk that gave a page: a walk
+    that has given none has no columns yet; ``freeze`` fixes them all)."""
 
     def __init__(self, pages: list[NativePages], total: int | None) -> None:
         self._all = pages
         self._total = total
+        self.first: NativePages | None = None  # the first walk that gave a page
 
     @property
     def total(self) -> int | None:
@@ -379,7 +381,7 @@ class _Natives:
         return self._all[0].waits() if self._all else (0, 0)
 
     def finish_table(self, batches: list[Any]) -> Any:
-        return self._all[0].finish_table(batches)
+        return (self.first or self._all[0]).finish_table(batches)
 
     def freeze(self) -> None:
         for p in self._all:
@@ -513,12 +515,14 @@ class Run:
     # -------------------------------------------------------------------------- exports
 
     def exporter(self, out: Export, report: Reporter) -> Handle:
-        ledger = self.ledger
+        ledger, natives, walks = self.ledger, self.natives, dict(self.walks)
 
         def handle(i: int, got: Any) -> None:
             if got is None:
                 ledger.end(i)
                 return
+            if natives.first is None:
+                natives.first = walks[i]
             data, cursor = got
             report.page(out.page(data, ledger.give(i, cursor)))
             ledger.wrote(out.cursor)
