@@ -295,3 +295,21 @@ class _NoFile:
 class _NoReport:
     def page(self, rows: int) -> None:
         pass
+
+
+@pytest.mark.asyncio
+@pytest.mark.parametrize("sort", [None, "ID_DESC"])
+async def test_to_list_in_partitions_is_the_sequential_walk(
+    any_client: Any, emulator: Any, sort: Any
+) -> None:
+    whole = await settle(any_client.findings_view(fields=FIELDS, sort=sort).to_list())
+    seen: list[dict[str, Any]] = []
+    split = await settle(
+        any_client.findings_view(fields=FIELDS, sort=sort, page_size=30).to_list(
+            partitions=4, progress=seen.append
+        )
+    )
+    assert [f.id_int for f in split] == [f.id_int for f in whole]
+    assert type(split[0]) is type(whole[0])  # typed models, as the sequential walk gives
+    assert split[0].title == whole[0].title
+    assert seen[-1]["items"] == 300

@@ -282,8 +282,13 @@ class Paginator(_Walk[T]):
                 return
             yield from self._pos.start(page)
 
-    def to_list(self, *, progress: Progress = None) -> list[T]:
-        """All remaining items, in a list. ``progress=True`` shows a bar (see :data:`Progress`)."""
+    def to_list(self, *, progress: Progress = None, partitions: int = 1) -> list[T]:
+        """All remaining items, in a list. ``progress=True`` shows a bar (see :data:`Progress`).
+        ``partitions=N`` (``findings_view`` only) reads N id ranges at once, in threads: the
+        items and order of the sequential walk (see :meth:`to_arrow`)."""
+        if _partitions.wanted(partitions):
+            found: list[T] = _partitions.items(self, progress, partitions)
+            return found
         report = Reporter(progress, self._pages, "to_list")
         if not report.active:
             return list(self)
@@ -524,8 +529,12 @@ class AsyncPaginator(_Walk[T]):
         def __exit__(self, *exc: object) -> None:
             return None
 
-    async def to_list(self, *, progress: Progress = None) -> list[T]:
-        """All remaining items, in a list (``progress``: see :meth:`Paginator.to_list`)."""
+    async def to_list(self, *, progress: Progress = None, partitions: int = 1) -> list[T]:
+        """All remaining items, in a list (``progress``, ``partitions``: see
+        :meth:`Paginator.to_list`; the partitions are read as tasks)."""
+        if _partitions.wanted(partitions):
+            found: list[T] = await _partitions.items_async(self, progress, partitions)
+            return found
         report = Reporter(progress, self._pages, "to_list")
         if not report.active:
             return [item async for item in self]

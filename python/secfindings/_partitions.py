@@ -45,6 +45,7 @@ from typing import TYPE_CHECKING, Any, cast
 
 from secfindings import _native
 from secfindings._export import Export, ExportResult
+from secfindings._pages import make_page
 from secfindings._progress import Progress, Reporter
 from secfindings._shared import need
 from secfindings.errors import ValidationError
@@ -743,3 +744,41 @@ async def tables_async(walk: Any, progress: Progress, partitions: object) -> lis
         batches, handle = run.collector(report)
         await pump_tasks(run.walks, lambda pages: pages.next_batch_async(False), handle)
         return run.tables(batches)
+
+
+def _gather(run: Run, report: Reporter) -> tuple[dict[int, list[Any]], Handle]:
+    pages: dict[int, list[Any]] = {i: [] for i, _ in run.walks}
+
+    def handle(i: int, got: Any) -> None:
+        if got is not None:
+            pages[i].append(got)
+            report.page(len(got[0]))
+
+    return pages, handle
+
+
+def _in_order(walk: Any, run: Run, pages: dict[int, list[Any]]) -> list[Any]:
+    """The items of every partition's pages, in the order of the sequential walk."""
+    order = sorted(pages, reverse=run.plan.descending)
+    return [item for i in order for raw in pages[i] for item in make_page(raw, walk._wrap, walk._types).items]
+
+
+def items(walk: Any, progress: Progress, partitions: object) -> list[Any]:
+    """``to_list(partitions=N)`` of a :class:`~secfindings.Paginator` (threads): the items of
+    the sequential walk, in its order."""
+    plan = Plan(walk, partitions)
+    run = Run(plan, _parts(walk, plan))
+    with _reading(walk, run, progress) as report:
+        pages, handle = _gather(run, report)
+        pump_threads(run.walks, lambda p: p.next_page(), handle)
+        return _in_order(walk, run, pages)
+
+
+async def items_async(walk: Any, progress: Progress, partitions: object) -> list[Any]:
+    """``await to_list(partitions=N)`` of an :class:`~secfindings.AsyncPaginator` (tasks)."""
+    plan = Plan(walk, partitions)
+    run = Run(plan, await _parts_async(walk, plan))
+    with _reading(walk, run, progress) as report:
+        pages, handle = _gather(run, report)
+        await pump_tasks(run.walks, lambda p: p.next_page_async(), handle)
+        return _in_order(walk, run, pages)
