@@ -142,8 +142,8 @@ pub fn prepare(
     Ok(PreparedRequest { body: bytes.into(), operation, label, retry })
 }
 
-/// Splits a response body into data or a GraphQL error, keeping partial data with the errors.
-pub fn decode_response(body: &[u8]) -> Result<Value> {
+/// A response body's `data` and `errors`, as sent (an error when it is not a GraphQL answer).
+pub fn envelope(body: &[u8]) -> Result<(Option<Value>, Vec<Value>)> {
     #[derive(serde::Deserialize)]
     struct Envelope {
         #[serde(default)]
@@ -154,12 +154,18 @@ pub fn decode_response(body: &[u8]) -> Result<Value> {
     let env: Envelope = serde_json::from_slice(body).map_err(|e| {
         Error::Transport(format!("the response body is not the JSON a GraphQL server sends ({e})"))
     })?;
-    match env.errors {
-        Some(errors) if !errors.is_empty() => Err(Error::graphql(errors, env.data.filter(|d| !d.is_null()))),
-        _ => match env.data {
-            Some(data @ Value::Object(_)) => Ok(data),
-            other => Err(bad_data(other.as_ref())),
-        },
+    Ok((env.data, env.errors.unwrap_or_default()))
+}
+
+/// Splits a response body into data or a GraphQL error, keeping partial data with the errors.
+pub fn decode_response(body: &[u8]) -> Result<Value> {
+    let (data, errors) = envelope(body)?;
+    if !errors.is_empty() {
+        return Err(Error::graphql(errors, data.filter(|d| !d.is_null())));
+    }
+    match data {
+        Some(data @ Value::Object(_)) => Ok(data),
+        other => Err(bad_data(other.as_ref())),
     }
 }
 

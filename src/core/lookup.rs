@@ -100,24 +100,15 @@ pub fn is_refusal(e: &Error) -> bool {
 /// Splits the answer to a document of `n` aliased lookups: each value, `None` where the id names
 /// nothing. Any other error fails the whole batch.
 pub fn split(body: &[u8], n: usize) -> Result<Vec<Option<Value>>> {
-    #[derive(serde::Deserialize)]
-    struct Envelope {
-        #[serde(default)]
-        data: Option<Value>,
-        #[serde(default)]
-        errors: Option<Vec<Value>>,
-    }
-    let env: Envelope = serde_json::from_slice(body).map_err(|e| {
-        Error::Transport(format!("the response body is not the JSON a GraphQL server sends ({e})"))
-    })?;
-    let mut data = match env.data {
+    let (data, errors) = super::graphql::envelope(body)?;
+    let mut data = match data {
         Some(Value::Object(m)) => m,
         Some(Value::Null) | None => Map::new(),
         other => return Err(super::graphql::bad_data(other.as_ref())),
     };
     let mut missing = vec![false; n];
     let mut other = Vec::new();
-    for err in env.errors.unwrap_or_default() {
+    for err in errors {
         let index = err
             .get("path")
             .and_then(Value::as_array)
