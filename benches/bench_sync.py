@@ -161,6 +161,7 @@ def main() -> None:
     parser.add_argument("--dest", default="")
     parser.add_argument("--skip-executemany", action="store_true", help="the slowest loader")
     parser.add_argument("--repeat", type=int, default=1, help="runs of to_arrow and sync duckdb")
+    parser.add_argument("--duckdb-only", action="store_true", help="to_arrow and sync duckdb only")
     args = parser.parse_args()
     if args.child:
         print(json.dumps(child(args.child, args.dest)))
@@ -179,6 +180,8 @@ def main() -> None:
         for i in range(args.repeat):
             results.append(("to_arrow", run_child("to_arrow", "", env)))
             results.append(("sync duckdb", run_child("sync", str(folder / f"f{i}.duckdb"), env)))
+        if args.duckdb_only:
+            return _report(args, results)
         results.append(("sync sqlite", run_child("sync", f"sqlite:///{folder}/f.sqlite", env)))
         results.append(("sync postgres", run_child("sync", server.create_database("sync"), env)))
         results.append(("adbc ingest", run_child("adbc_ingest", server.create_database("adbc"), env)))
@@ -191,7 +194,10 @@ def main() -> None:
         server.stop()
         proc.terminate()
         proc.wait(timeout=30)
+    _report(args, results)
 
+
+def _report(args: argparse.Namespace, results: list[tuple[str, dict[str, float]]]) -> None:
     arrow = max(r["rows"] / r["seconds"] for name, r in results if name == "to_arrow")
     print(f"\n{args.findings:,} findings, fields={FIELDS!r}, 100 a page; {os.cpu_count()} CPUs")
     print(f"{'what':22} {'rows':>10} {'seconds':>8} {'rows/s':>10} {'vs to_arrow':>12} {'peak RSS':>10}")

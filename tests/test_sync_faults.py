@@ -135,7 +135,7 @@ def test_an_incremental_run_killed_mid_walk_leaves_rows_and_watermark_as_they_we
     ],
 )
 def test_a_server_failing_mid_run_fails_the_run_and_writes_nothing(
-    emu: Emulator, dest: str, kind: str, extra: dict[str, Any]
+    emu: Emulator, dest: str, kind: str, extra: dict[str, Any], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """5xx past the retries, a dropped socket past the retries, and a 429 whose Retry-After is
     longer than max_retry_wait: the run fails at once (no wait here) with the client's error;
@@ -144,16 +144,26 @@ def test_a_server_failing_mid_run_fails_the_run_and_writes_nothing(
     # budget=False: the Retry-After of an hour is not written to the token's shared budget.
     client = emu.client(max_retries=1, max_retry_wait=5.0, budget=False)
     client.sync(dest, page_size=50)
-    for _ in range(150):
+    for _ in range(300):
         emu.create_finding(severity=2)
     before_rows, before_state = table_rows(dest), state(dest)
 
-    def progress(info: dict[str, Any]) -> None:
-        if info["pages"] == 1:  # the next request fails, and its retry
-            emu.inject(kind, 4, **extra)
+    from secfindings.sync._source import ClientSource
 
+    walk = ClientSource.batches
+
+    def failing(self: ClientSource, **arguments: Any) -> Any:
+        # As the first page arrives (the sync reads ahead in a thread, so the consumer's
+        # progress would come too late): the next requests fail, and their retries.
+        for n, batch in enumerate(walk(self, **arguments)):
+            if n == 0:
+                emu.inject(kind, 4, **extra)
+            yield batch
+
+    monkeypatch.setattr(ClientSource, "batches", failing)
     with pytest.raises(secfindings.SecFindingsError):
-        client.sync(dest, page_size=50, progress=progress)
+        client.sync(dest, page_size=50)
+    monkeypatch.undo()
     emu.clear_faults()
     assert table_rows(dest) == before_rows
     assert state(dest) == before_state
@@ -162,5 +172,5 @@ def test_a_server_failing_mid_run_fails_the_run_and_writes_nothing(
     assert runs[-1]["error"]
     # A new client: the one that met the 429 waits out its Retry-After.
     again = emu.client(budget=False).sync(dest, page_size=50)
-    assert again.created == 150
+    assert again.created == 300
     assert_equal_to_server(dest, client)

@@ -36,6 +36,9 @@ class DatabaseError(SecFindingsError):
     """The destination database failed (its driver's message, without a password)."""
 
 
+#: DuckDB's memory limit during a sync (its buffer pool; the first load's peak RSS stays under
+#: 400 MB with it, see benches/bench_sync.py).
+DUCKDB_MEMORY_LIMIT = "128MB"
 _EPOCH = dt.datetime(1970, 1, 1, tzinfo=dt.timezone.utc)
 SCHEMES = ("duckdb", "sqlite", "postgresql")
 _ALIASES = {"postgres": "postgresql", "postgresql": "postgresql", "duckdb": "duckdb", "sqlite": "sqlite"}
@@ -156,6 +159,9 @@ class Backend:
     (or a killed process) leaves nothing of it."""
 
     scheme = ""
+    #: Whether ``findings`` has a PRIMARY KEY (upserts by ON CONFLICT); without, an upsert is a
+    #: delete and an insert in one transaction, and the sync alone keeps ids unique.
+    primary_key = True
     #: Pages committed together by the first load and the reconcile (None: the engine's).
     chunk_pages: int | None = None
     #: Whether to index findings_history by id (DuckDB scans are fast without; its indexes slow
@@ -193,13 +199,9 @@ class Backend:
         """The columns of ``table`` in order, or None when there is no such table."""
         raise NotImplementedError
 
-    def append(self, table: str, batches: Sequence[Any], then: str) -> None:
-        """Appends record batches (the table's columns, in order) to the existing ``table``,
-        then runs ``then`` with ``{source}`` standing for the rows just appended."""
-        self.ingest("_sf_fresh", batches)
-        self.execute(f"INSERT INTO {quote(table)} SELECT * FROM _sf_fresh")
-        self.execute(then.format(source="_sf_fresh"))
-        self.execute("DROP TABLE _sf_fresh")
+    def append(self, table: str, batches: Sequence[Any]) -> None:
+        """Appends record batches (the table's columns, in order) to the existing ``table``."""
+        raise NotImplementedError
 
     # -- dialect
     def sql_type(self, arrow_type: Any) -> str:
@@ -255,6 +257,9 @@ class DuckDB(Backend):
     # A DuckDB commit writes and compresses what it holds: fewer, larger commits load faster
     # (50,000 findings a commit; a killed first load redoes at most that much).
     chunk_pages = 500
+    # No index to maintain on a first load of a million rows (DuckDB's ART index costs a fifth
+    # of the load); the sync's upserts delete and insert, so ids stay unique.
+    primary_key = False
 
     def ts_out(self, expr: str) -> str:
         # Integers: DuckDB hands out TIMESTAMPTZ values only with pytz installed.
@@ -268,6 +273,11 @@ class DuckDB(Backend):
         if not parent.is_dir():
             raise ConfigurationError(f"the folder of {dest} does not exist: {parent}")
         self.con = duckdb.connect(str(Path(dest.path).expanduser()))
+        # A sync appends and compares; DuckDB's default buffer pool (80% of the RAM) would keep
+        # the whole first load in memory. This bound spills to disk instead, if ever needed.
+        self.con.execute(f"SET memory_limit = '{DUCKDB_MEMORY_LIMIT}'")
+        self.con.execute("SET preserve_insertion_order = false")
+        self.con.execute("SET checkpoint_threshold = '1GB'")
         self._n = 0
 
     def close(self) -> None:
@@ -303,17 +313,15 @@ class DuckDB(Backend):
         finally:
             self.con.unregister(view)
 
-    def append(self, table: str, batches: Sequence[Any], then: str) -> None:
-        # DuckDB scans the Arrow buffers once, in one piece (its scan of many 100-row chunks
-        # costs twice as much); the history is copied from the table inside DuckDB.
+    def append(self, table: str, batches: Sequence[Any]) -> None:
+        # DuckDB scans the Arrow buffers in one piece (its scan of many 100-row chunks costs
+        # twice as much).
         pa = need("pyarrow", "arrow", "sync()")
         self._n += 1
         view = f"_sf_arrow_{self._n}"
-        data = pa.Table.from_batches(list(batches)).combine_chunks()
-        self.con.register(view, data)
+        self.con.register(view, pa.Table.from_batches(list(batches)).combine_chunks())
         try:
             self.con.execute(f"INSERT INTO {quote(table)} SELECT * FROM {quote(view)}")
-            self.con.execute(then.format(source=quote(view)))
         finally:
             self.con.unregister(view)
 
@@ -371,6 +379,13 @@ class _Adbc(Backend):
             return
         reader = pa.RecordBatchReader.from_batches(batches[0].schema, batches)
         self.cur.adbc_ingest(table, reader, mode="create_append", temporary=True)
+
+    def append(self, table: str, batches: Sequence[Any]) -> None:
+        pa = need("pyarrow", "arrow", "sync()")
+        batches = [self.prepare_batch(b) for b in batches]
+        if batches:
+            reader = pa.RecordBatchReader.from_batches(batches[0].schema, batches)
+            self.cur.adbc_ingest(table, reader, mode="append")
 
 
 class Postgres(_Adbc):

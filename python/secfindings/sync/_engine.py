@@ -32,6 +32,9 @@ SEQ = "_sf_seq"
 #: Pages of a reconcile (and of the first load) committed together, with its progress.
 CHUNK_PAGES = 100
 
+#: Pages read ahead of the database at most (memory: about this many pages).
+READ_AHEAD = 200
+
 #: Columns whose change alone is not a new version: they move on their own (a finding's age
 #: grows every day). They are updated in place; the history keeps the value of each version.
 VOLATILE = frozenset({"age"})
@@ -197,6 +200,8 @@ class Engine:
         self.pa = need("pyarrow", "arrow", "sync()")
         self.columns: list[str] | None = None
         self.fresh = False
+        self._pc = need("pyarrow.compute", "arrow", "sync()")
+        self._zeros: dict[int, Any] = {}
         if not self.opt.chunk_pages:
             self.opt.chunk_pages = backend.chunk_pages or CHUNK_PAGES
 
@@ -251,9 +256,8 @@ class Engine:
                 continue
             defs.append(f"{quote(f.name)} {self.db.sql_type(f.type)}")
         key = quote(self.col.key)
-        self.db.execute(
-            f"CREATE TABLE IF NOT EXISTS {quote(self.col.name)} ({', '.join(defs)}, PRIMARY KEY ({key}))"
-        )
+        primary = f", PRIMARY KEY ({key})" if self.db.primary_key else ""
+        self.db.execute(f"CREATE TABLE IF NOT EXISTS {quote(self.col.name)} ({', '.join(defs)}{primary})")
         self.db.execute(
             f"CREATE TABLE IF NOT EXISTS {quote(self.col.history)} ({', '.join(defs)}, "
             f"valid_from {ts} NOT NULL, valid_to {ts})"
@@ -285,7 +289,11 @@ class Engine:
         """The batch with table column names and the staging sequence (later pages win)."""
         pa = self.pa
         names = [column_name(n) for n in batch.schema.names]
-        arrays = [*batch.columns, pa.array([seq] * batch.num_rows, pa.int64())]
+        n = batch.num_rows
+        zeros = self._zeros.get(n)
+        if zeros is None:
+            zeros = self._zeros[n] = pa.array([0] * n, pa.int64())
+        arrays = [*batch.columns, self._pc.add(zeros, seq)]
         return pa.RecordBatch.from_arrays(arrays, names=[*names, SEQ])
 
     def _stopping(self) -> None:
@@ -294,12 +302,11 @@ class Engine:
 
     def _pages(self, **arguments: Any) -> Iterator[Any]:
         """The walk's batches (renamed), checking between pages whether to stop. A thread reads
-        the walk ahead (up to ``2 * chunk_pages`` pages) while this one writes to the database:
+        the walk ahead (up to :data:`READ_AHEAD` pages) while this one writes to the database:
         both wait outside the GIL (the native walk, the database's driver), so the network
         and the database overlap."""
-        pages = _ahead(
-            self.source.batches(page_size=self.opt.page_size, **arguments), 2 * self.opt.chunk_pages
-        )
+        walk = self.source.batches(page_size=self.opt.page_size, **arguments)
+        pages = _ahead(walk, min(2 * self.opt.chunk_pages, READ_AHEAD))
         try:
             for seq, batch in enumerate(pages, 1):
                 self._stopping()
@@ -356,10 +363,17 @@ class Engine:
                 f"FROM _sf_new WHERE {key} IN (SELECT k FROM _sf_diff WHERE versioned = 1)"
             )
         updates = ", ".join(f"{quote(c)} = excluded.{quote(c)}" for c in cols if c != self.col.key)
-        self.db.execute(
-            f"INSERT INTO {table} ({names}) SELECT {names} FROM _sf_new "
-            f"WHERE {key} IN (SELECT k FROM _sf_diff) ON CONFLICT ({key}) DO UPDATE SET {updates}"
-        )
+        if self.db.primary_key:
+            self.db.execute(
+                f"INSERT INTO {table} ({names}) SELECT {names} FROM _sf_new "
+                f"WHERE {key} IN (SELECT k FROM _sf_diff) ON CONFLICT ({key}) DO UPDATE SET {updates}"
+            )
+        else:
+            self.db.execute(f"DELETE FROM {table} WHERE {key} IN (SELECT k FROM _sf_diff)")
+            self.db.execute(
+                f"INSERT INTO {table} ({names}) SELECT {names} FROM _sf_new "
+                f"WHERE {key} IN (SELECT k FROM _sf_diff)"
+            )
         self.db.execute("DROP TABLE _sf_new")
         self.db.execute("DROP TABLE _sf_diff")
 
@@ -600,6 +614,8 @@ class Engine:
         """The reconcile's progress (or its end), written and committed with the chunk's rows."""
         try:
             if done:
+                if state.last_full_reconcile is None:
+                    self._first_versions(state.reconcile_started or started)
                 state.reconcile_after_id = None
                 state.last_full_reconcile = state.reconcile_started
                 mark = state.reconcile_mark
@@ -628,21 +644,31 @@ class Engine:
         return bool(self.db.query(f"SELECT 1 FROM {quote(self.col.name)}{where} LIMIT 1"))
 
     def _append(self, chunk: list[Any], state: _State, now: dt.datetime, result: SyncResult) -> None:
-        """New rows straight into the table and their first version into the history."""
+        """New rows straight into the table. Their first version goes into the history once, when
+        the first load ends (:meth:`_first_versions`): one copy inside the database instead of
+        one per chunk."""
         if self.columns is None:
             self._check_columns(chunk[0].schema, state)
         assert self.columns is not None
         pa = self.pa
         plain = [pa.RecordBatch.from_arrays(b.columns[:-1], names=b.schema.names[:-1]) for b in chunk]
-        stamp = self.db.timestamp(now)
-        names = ", ".join(quote(c) for c in self.columns)
-        self.db.append(
-            self.col.name,
-            plain,
-            then=f"INSERT INTO {quote(self.col.history)} ({names}, valid_from, valid_to) "
-            f"SELECT {names}, {stamp}, NULL FROM {{source}}",
-        )
+        self.db.append(self.col.name, plain)
         result.created += sum(b.num_rows for b in plain)
+
+    def _first_versions(self, since: dt.datetime) -> None:
+        """The first version of every row that has none yet (the rows of the first load)."""
+        if self.columns is None:
+            self.columns = self.db.columns(self.col.name)
+        if self.columns is None:
+            return
+        key = quote(self.col.key)
+        names = ", ".join(quote(c) for c in self.columns)
+        cols = ", ".join(f"f.{quote(c)}" for c in self.columns)
+        self.db.execute(
+            f"INSERT INTO {quote(self.col.history)} ({names}, valid_from, valid_to) "
+            f"SELECT {cols}, {self.db.timestamp(since)}, NULL FROM {quote(self.col.name)} f "
+            f"WHERE NOT EXISTS (SELECT 1 FROM {quote(self.col.history)} h WHERE h.{key} = f.{key})"
+        )
 
     def _table_newest(self) -> dt.datetime | None:
         if self.columns is None or "last_reported_time" not in self.columns:
