@@ -113,9 +113,9 @@ def child(mode: str, dest: str) -> dict[str, float]:
 
 
 def _start_emulator(findings: int) -> tuple[subprocess.Popen[str], dict[str, str]]:
+    command = [sys.executable, "-m", "secfindings", "emulator", "--port", "0", "--response-cache"]
     proc = subprocess.Popen(
-        [sys.executable, "-m", "secfindings", "emulator", "--port", "0", "--findings", str(findings)]
-        + ["--response-cache"],
+        [*command, "--findings", str(findings)],
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,
         text=True,
