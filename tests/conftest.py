@@ -1,5 +1,6 @@
 """Shared fixtures. The `emulator`, `client` and `async_client` fixtures come from the package's
-pytest plugin (secfindings.testing.pytest_plugin), the same ones users get."""
+pytest plugin (secfindings.testing.pytest_plugin), the same ones users get; `either` runs a test
+once with each client (tests/clients.py)."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
+from tests.clients import KINDS, Either
 from tests.servers.http import HostileServer
 
 # The live schema's disk cache goes to a folder of this run, never the user's cache.
@@ -120,3 +122,12 @@ def async_client(emulator: Any, request: pytest.FixtureRequest) -> Iterator[Any]
     c = emulator.async_client(**kwargs)
     yield c
     c.close()
+
+
+@pytest.fixture(params=KINDS)
+def either(emulator: Any, request: pytest.FixtureRequest) -> Iterator[Either]:
+    """The test runs twice: with a `Client` and with an `AsyncClient` (tests/clients.py)."""
+    kwargs = {"schema": "off"} if request.node.get_closest_marker("schema_off") else {}
+    e = Either(request.param, emulator, **kwargs)
+    yield e
+    e.close()

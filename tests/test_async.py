@@ -1,4 +1,6 @@
-"""AsyncClient: same behaviour as Client, awaited; cancellation cancels the request."""
+"""What only AsyncClient has: coroutines usable with create_task, cancellation that cancels the
+request, ``async with``. Its behaviour shared with Client (execute, errors, paging, retries,
+refresh) is tested for both clients by the `either` fixture (tests/clients.py)."""
 
 import asyncio
 import time
@@ -6,22 +8,8 @@ import time
 import pytest
 from tests.conftest import FINDING_QUERY
 
-from secfindings import GraphQLError, ValidationError
-
 # These tests are about the core and the server's own answers: no local schema checks in front.
 pytestmark = [pytest.mark.asyncio, pytest.mark.schema_off]
-
-
-async def test_execute(async_client):
-    data = await async_client.execute(FINDING_QUERY, {"id": 5})
-    assert data["finding"]["id_int"] == 5
-
-
-async def test_errors_are_the_same(async_client):
-    with pytest.raises(GraphQLError):
-        await async_client.execute("{ finding(id: 1) { nope } }")
-    with pytest.raises(ValidationError):
-        await async_client.execute(FINDING_QUERY, {"id": 1.5})
 
 
 async def test_execute_returns_a_coroutine_usable_with_create_task(async_client):

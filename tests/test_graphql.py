@@ -1,4 +1,4 @@
-"""execute(): data vs errors, partial data, variable checks that send nothing; a mutation hidden
+"""execute() on both clients: data vs errors, partial data, variable checks that send nothing; a mutation hidden
 behind a comment ended by ``\\r`` is seen (not paged, not retried)."""
 
 import math
@@ -18,25 +18,26 @@ pytestmark = pytest.mark.schema_off
 INT_MAX = 2**31 - 1
 
 
-def test_execute_returns_data(client):
-    data = client.execute(FINDING_QUERY, {"id": 7})
+def test_execute_returns_data(either):
+    data = either.run(either.client.execute(FINDING_QUERY, {"id": 7}))
     f = data["finding"]
     assert f["id_int"] == 7
     assert isinstance(f["title"], str)
     assert isinstance(f["finding_score"]["score"], float | int)
 
 
-def test_id_as_str_int_or_global_id(client):
-    by_int = client.execute(FINDING_QUERY, {"id": 3})["finding"]
-    by_str = client.execute(FINDING_QUERY, {"id": "3"})["finding"]
-    by_global = client.execute(FINDING_QUERY, {"id": by_int["id"]})["finding"]
+def test_id_as_str_int_or_global_id(either):
+    c, run = either.client, either.run
+    by_int = run(c.execute(FINDING_QUERY, {"id": 3}))["finding"]
+    by_str = run(c.execute(FINDING_QUERY, {"id": "3"}))["finding"]
+    by_global = run(c.execute(FINDING_QUERY, {"id": by_int["id"]}))["finding"]
     assert by_int == by_str == by_global
 
 
-def test_resolver_error_keeps_partial_data(client):
+def test_resolver_error_keeps_partial_data(either):
     q = "query Two($a: ID!, $b: ID!) { a: finding(id: $a) { id_int } b: finding(id: $b) { id_int } }"
     with pytest.raises(GraphQLError) as info:
-        client.execute(q, {"a": 1, "b": 999_999_999})
+        either.run(either.client.execute(q, {"a": 1, "b": 999_999_999}))
     err = info.value
     assert err.data is not None
     assert err.data["a"] == {"id_int": 1}
@@ -45,19 +46,19 @@ def test_resolver_error_keeps_partial_data(client):
     assert "message" in err.errors[0]
 
 
-def test_validation_error_has_no_data(emulator, client):
+def test_validation_error_has_no_data(emulator, either):
     with pytest.raises(GraphQLError) as info:
-        client.execute("{ finding(id: 1) { no_such_field } }")
+        either.run(either.client.execute("{ finding(id: 1) { no_such_field } }"))
     assert info.value.data is None
     assert "no_such_field" in info.value.errors[0]["message"]
     assert emulator.request_log()[-1]["status"] == 400
 
 
-def test_syntax_error(client, emulator):
+def test_syntax_error(either, emulator):
     # Read by the core's GraphQL parser: refused before anything is sent (with the schema off too).
     before = emulator.stats()["api_requests"]
     with pytest.raises(ValidationError, match="not valid GraphQL"):
-        client.execute("{ finding(id: 1) { id ")
+        either.run(either.client.execute("{ finding(id: 1) { id "))
     assert emulator.stats()["api_requests"] == before
 
 
@@ -75,10 +76,10 @@ def test_syntax_error(client, emulator):
         ({"id": object()}, "object"),
     ],
 )
-def test_bad_variables_send_nothing(emulator, client, variables, message):
+def test_bad_variables_send_nothing(emulator, either, variables, message):
     q = "query Q($id: ID!, $n: Int, $x: Float, $big: Int) { finding(id: $id) { id } }"
     with pytest.raises(ValidationError, match=message):
-        client.execute(q, variables)
+        either.run(either.client.execute(q, variables))
     assert emulator.stats()["api_requests"] == 0
     assert emulator.stats()["idp_requests"] == 0
 

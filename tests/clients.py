@@ -1,0 +1,118 @@
+"""One scenario, both clients: the `either` fixture (tests/conftest.py) runs a test once with
+:class:`~secfindings.Client` and once with :class:`~secfindings.AsyncClient`.
+
+The test body is written once, in plain synchronous code::
+
+    def test_finding(either):
+        assert either.run(either.client.finding(7)).id_int == 7
+        ids = [f.id_int for f in either.items(either.client.findings_view(limit=5))]
+
+``run`` awaits what the async client returns (on an event loop of its own) and hands back what the
+sync client returns; ``items`` and ``pages`` walk with ``for`` or ``async for``. ``run`` refuses an
+awaitable from the sync client and anything else from the async one, so a test cannot pass for
+the async client without awaiting it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+from collections.abc import AsyncIterable, Awaitable, Callable, Iterable, Iterator
+from contextlib import contextmanager
+from typing import Any, Literal, TypeVar, cast
+
+from secfindings import AsyncClient, Client
+from secfindings.testing import Emulator
+
+T = TypeVar("T")
+Kind = Literal["sync", "async"]
+KINDS: list[Kind] = ["sync", "async"]
+
+
+class Either:
+    """A client of one kind for an emulator, with the helpers that make one test body drive both."""
+
+    def __init__(self, kind: Kind, emulator: Emulator, **options: Any) -> None:
+        self.kind: Kind = kind
+        self.emulator = emulator
+        self._options = options
+        self._loop = asyncio.new_event_loop() if kind == "async" else None
+        self._made: list[Client | AsyncClient] = []
+        self.client: Any = self.make()
+
+    @property
+    def name(self) -> str:
+        """The client's class name, as error messages give it."""
+        return "AsyncClient" if self._loop is not None else "Client"
+
+    def make(self, **options: Any) -> Any:
+        """Another client of the same kind for the emulator (a new API token); closed with this one."""
+        merged = {**self._options, **options}
+        made: Client | AsyncClient = (
+            self.emulator.async_client(**merged) if self._loop is not None else self.emulator.client(**merged)
+        )
+        self._made.append(made)
+        return made
+
+    def run(self, value: Awaitable[T] | T) -> T:
+        """The result of a client call: awaited for the async client, as is for the sync one."""
+        if self._loop is None:
+            assert not inspect.isawaitable(value), f"the sync client returned an awaitable: {value!r}"
+            return cast(T, value)
+        assert inspect.isawaitable(value), f"the async client returned {value!r}, not an awaitable"
+        return self._loop.run_until_complete(value)
+
+    def items(
+        self,
+        walk: Iterable[T] | AsyncIterable[T],
+        limit: int | None = None,
+        each: Callable[[T], object] | None = None,
+    ) -> list[T]:
+        """What a walk yields, read with ``for`` (sync) or ``async for`` (async), calling `each` on
+        every item as it comes; stops after `limit` items (a ``break``, mid-page)."""
+        out: list[T] = []
+        if self._loop is None:
+            assert isinstance(walk, Iterable), f"the sync client gave {walk!r}, not an iterable"
+            for item in walk:
+                if each is not None:
+                    each(item)
+                out.append(item)
+                if limit is not None and len(out) == limit:
+                    break
+            return out
+        assert isinstance(walk, AsyncIterable), f"the async client gave {walk!r}, not an async iterable"
+
+        async def read() -> list[T]:
+            async for item in walk:
+                if each is not None:
+                    each(item)
+                out.append(item)
+                if limit is not None and len(out) == limit:
+                    break
+            return out
+
+        return self._loop.run_until_complete(read())
+
+    def pages(self, pager: Any) -> list[Any]:
+        """Every page of ``pager.pages()``."""
+        return self.items(pager.pages())
+
+    def close(self) -> None:
+        for made in self._made:
+            if isinstance(made, AsyncClient):
+                assert self._loop is not None
+                self._loop.run_until_complete(made.aclose())
+            else:
+                made.close()
+        if self._loop is not None:
+            self._loop.close()
+
+
+@contextmanager
+def either_client(kind: Kind, emulator: Emulator, **options: Any) -> Iterator[Either]:
+    """An :class:`Either` for any emulator (the fixture's is for the test's own `emulator`)."""
+    either = Either(kind, emulator, **options)
+    try:
+        yield either
+    finally:
+        either.close()
