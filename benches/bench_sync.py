@@ -19,6 +19,9 @@ Measured (printed, not asserted):
   loader) and ``adbc ingest`` (the Arrow batches as binary COPY, what the sync uses, without the
   sync's merge and history).
 
+``--loaders-only`` times the three PostgreSQL loaders alone, from pages already in memory (each
+in its best form: one ADBC stream, one psycopg COPY, one executemany).
+
 Needs duckdb, adbc-driver-postgresql, adbc-driver-sqlite, psycopg[binary] and Debian's
 PostgreSQL 15 (tests/servers/postgres.py starts a throwaway server).
 """
