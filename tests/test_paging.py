@@ -1,8 +1,10 @@
-"""paginate(): cursors, limits, variables carried to every page, loop guard, resume."""
+"""paginate(): cursors, limits, variables carried to every page, loop guard, resume; the walks
+for both clients (the `either` fixture, tests/clients.py)."""
 
 import json
 
 import pytest
+from tests.clients import KINDS, either_client
 from tests.conftest import PAGE_QUERY
 
 from secfindings import PaginationError, ValidationError
@@ -14,17 +16,18 @@ def ids_filter(ids):
 
 
 @pytest.mark.parametrize("n", [0, 1, 100, 101])
-def test_page_boundaries(emulator, client, n):
-    pager = client.paginate(PAGE_QUERY, {"filters": ids_filter(range(1, n + 1))})
-    items = pager.to_list()
+def test_page_boundaries(emulator, either, n):
+    pager = either.client.paginate(PAGE_QUERY, {"filters": ids_filter(range(1, n + 1))})
+    items = either.run(pager.to_list())
     assert [i["id_int"] for i in items] == list(range(1, n + 1))
     pages = [len(v) for v in [r["variables"] for r in emulator.request_log()]]
     assert len(pages) == max(1, -(-n // 100))
 
 
-def test_filters_are_carried_to_every_page(emulator, client):
+def test_filters_are_carried_to_every_page(emulator, either):
     flt = ids_filter(range(1, 251))
-    items = client.paginate(PAGE_QUERY, {"filters": flt, "sort": ["ID_DESC"]}, page_size=50).to_list()
+    pager = either.client.paginate(PAGE_QUERY, {"filters": flt, "sort": ["ID_DESC"]}, page_size=50)
+    items = either.run(pager.to_list())
     assert [i["id_int"] for i in items] == list(range(250, 0, -1))
     log = emulator.request_log()
     assert len(log) == 5
@@ -35,24 +38,25 @@ def test_filters_are_carried_to_every_page(emulator, client):
     assert [e["variables"]["after"] is None for e in log] == [True, False, False, False, False]
 
 
-def test_limit_and_pages(client):
-    pager = client.paginate(PAGE_QUERY, page_size=40, limit=90)
-    pages = list(pager.pages())
+def test_limit_and_pages(either):
+    pager = either.client.paginate(PAGE_QUERY, page_size=40, limit=90)
+    pages = either.pages(pager)
     assert [len(p) for p in pages] == [40, 40, 10]
     assert pages[0].page_info.has_next_page is True
     assert pager.cursor == pages[-1].page_info.end_cursor
 
 
-def test_resume_from_cursor(client):
-    first = client.paginate(PAGE_QUERY, page_size=30, limit=60)
-    head = first.to_list()
-    rest = client.paginate(PAGE_QUERY, {"after": first.cursor}, page_size=100, limit=30).to_list()
+def test_resume_from_cursor(either):
+    c, run = either.client, either.run
+    first = c.paginate(PAGE_QUERY, page_size=30, limit=60)
+    head = run(first.to_list())
+    rest = run(c.paginate(PAGE_QUERY, {"after": first.cursor}, page_size=100, limit=30).to_list())
     assert [i["id_int"] for i in head + rest] == list(range(1, 91))
 
 
-def test_page_size_cap_is_checked_before_sending(emulator, client):
+def test_page_size_cap_is_checked_before_sending(emulator, either):
     with pytest.raises(ValidationError, match="between 1 and 100"):
-        client.paginate(PAGE_QUERY, page_size=101)
+        either.client.paginate(PAGE_QUERY, page_size=101)
     assert emulator.stats()["api_requests"] == 0
 
 
@@ -102,19 +106,20 @@ def big():
         yield emu
 
 
-def test_ten_thousand_items(big):
-    with big.client() as c:
-        ids = [i["id_int"] for i in c.paginate(PAGE_QUERY)]
+@pytest.mark.parametrize("kind", KINDS)
+def test_ten_thousand_items(big, kind):
+    big.clear_request_log()  # the emulator is the module's: only this walk's requests count
+    with either_client(kind, big) as either:
+        ids = [i["id_int"] for i in either.items(either.client.paginate(PAGE_QUERY))]
     assert ids == list(range(1, 10_001))
     assert len(big.request_log()) == 100
 
 
-@pytest.mark.asyncio
-async def test_async_paging(big):
-    ac = big.async_client()
-    pager = ac.paginate(PAGE_QUERY, {"filters": ids_filter(range(1, 151))})
-    seen = [i["id_int"] async for i in pager]
-    assert seen == list(range(1, 151))
-    again = await ac.paginate(PAGE_QUERY, limit=7).to_list()
-    assert len(again) == 7
-    await ac.aclose()
+@pytest.mark.parametrize("kind", KINDS)
+def test_a_filtered_walk_and_a_limit(big, kind):
+    with either_client(kind, big) as either:
+        pager = either.client.paginate(PAGE_QUERY, {"filters": ids_filter(range(1, 151))})
+        seen = [i["id_int"] for i in either.items(pager)]
+        assert seen == list(range(1, 151))
+        again = either.run(either.client.paginate(PAGE_QUERY, limit=7).to_list())
+        assert len(again) == 7
