@@ -20,7 +20,7 @@ from typing import Any
 
 from secfindings._shared import need
 from secfindings.errors import ConfigurationError, ValidationError
-from secfindings.sync._dest import Backend, literal, quote
+from secfindings.sync._dest import Backend, literal, quote, secret_free
 
 __all__ = ["Collection", "Engine", "Options", "Source", "SyncResult"]
 
@@ -426,7 +426,10 @@ class Engine:
         """A failed run in the run log, in a transaction of its own (best effort)."""
         try:
             self.db.begin()
-            self._log(result, started, "failed", f"{type(error).__name__}: {error}"[:2000])
+            text = f"{type(error).__name__}: {error}"
+            if self.db.dest.url:
+                text = secret_free(text, self.db.dest.url)
+            self._log(result, started, "failed", text[:2000])
             self.db.commit()
         except Exception:
             with contextlib.suppress(Exception):
