@@ -58,9 +58,9 @@ class Either:
         """The result of a client call: awaited for the async client, as is for the sync one."""
         if self._loop is None:
             assert not inspect.isawaitable(value), f"the sync client returned an awaitable: {value!r}"
-            return cast(T, value)
+            return value
         assert inspect.isawaitable(value), f"the async client returned {value!r}, not an awaitable"
-        return self._loop.run_until_complete(value)
+        return self._loop.run_until_complete(cast(Awaitable[T], value))
 
     def items(
         self,

@@ -1,5 +1,5 @@
-"""execute() on both clients: data vs errors, partial data, variable checks that send nothing; a mutation hidden
-behind a comment ended by ``\\r`` is seen (not paged, not retried)."""
+"""execute() on both clients: data vs errors, partial data, variable checks that send nothing;
+a mutation hidden behind a comment ended by ``\\r`` is seen (not paged, not retried)."""
 
 import math
 

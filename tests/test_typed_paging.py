@@ -1,5 +1,6 @@
 """The typed paginators (findings_view and the other connection operations): page boundaries,
-filters on every page, resume, the loop guard, 10,000 items, async."""
+filters on every page, resume, the loop guard, 10,000 items; each walk for both clients (the
+`either` fixture, tests/clients.py)."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 import pytest
+from tests.clients import KINDS, Either, Kind, either_client
 
 import secfindings
 from secfindings import PaginationError, ValidationError
@@ -22,16 +24,16 @@ def ids(n: int) -> dict[str, Any]:
 
 
 @pytest.mark.parametrize("n", [0, 1, 100, 101])
-def test_page_boundaries(emulator: Emulator, client: secfindings.Client, n: int) -> None:
-    pager = client.findings_view(filters=ids(n))
-    items = pager.to_list()
+def test_page_boundaries(emulator: Emulator, either: Either, n: int) -> None:
+    pager = either.client.findings_view(filters=ids(n))
+    items = either.run(pager.to_list())
     assert [i.id_int for i in items] == list(range(1, n + 1))
     assert all(isinstance(i, FindingsView) for i in items)
     assert len(emulator.request_log()) == max(1, -(-n // 100))
 
 
-def test_filters_and_sort_are_carried_to_every_page(emulator: Emulator, client: secfindings.Client) -> None:
-    items = client.findings_view(filters=ids(250), sort="ID_DESC", page_size=50).to_list()
+def test_filters_and_sort_are_carried_to_every_page(emulator: Emulator, either: Either) -> None:
+    items = either.run(either.client.findings_view(filters=ids(250), sort="ID_DESC", page_size=50).to_list())
     assert [i.id_int for i in items] == list(range(250, 0, -1))
     log = emulator.request_log()
     assert len(log) == 5
@@ -42,19 +44,19 @@ def test_filters_and_sort_are_carried_to_every_page(emulator: Emulator, client: 
     assert [e["variables"]["after"] is None for e in log] == [True, False, False, False, False]
 
 
-def test_pages_limit_and_cursor(client: secfindings.Client) -> None:
-    pager = client.sla_preferences(page_size=3, limit=5)
-    pages = list(pager.pages())
+def test_pages_limit_and_cursor(either: Either) -> None:
+    pager = either.client.sla_preferences(page_size=3, limit=5)
+    pages = either.pages(pager)
     assert [len(p) for p in pages] == [3, 2]
     assert pager.cursor == pages[-1].page_info.end_cursor
-    resumed = client.sla_preferences(after=pager.cursor).to_list()
+    resumed = either.run(either.client.sla_preferences(after=pager.cursor).to_list())
     assert len(resumed) == 2  # 7 seeded SLA preferences
 
 
-def test_page_size_is_capped_before_sending(emulator: Emulator, client: secfindings.Client) -> None:
+def test_page_size_is_capped_before_sending(emulator: Emulator, either: Either) -> None:
     for bad in (0, 101, -1):
         with pytest.raises(ValidationError, match="page_size must be between 1 and 100"):
-            client.findings_view(page_size=bad).to_list()
+            either.run(either.client.findings_view(page_size=bad).to_list())
     assert emulator.stats()["api_requests"] == 0
 
 
@@ -64,27 +66,26 @@ def big() -> Iterator[Emulator]:
         yield emu
 
 
-def test_ten_thousand_typed_items(big: Emulator) -> None:
-    with big.client() as c:
-        seen = [f.id_int for f in c.findings_view()]
+@pytest.mark.parametrize("kind", KINDS)
+def test_ten_thousand_typed_items(big: Emulator, kind: Kind) -> None:
+    big.clear_request_log()  # the emulator is the module's: only this walk's requests count
+    with either_client(kind, big) as either:
+        seen = [f.id_int for f in either.items(either.client.findings_view())]
     assert seen == list(range(1, 10_001))
     assert len(big.request_log()) == 100
 
 
-@pytest.mark.asyncio
-async def test_async_typed_paging(big: Emulator) -> None:
-    ac = big.async_client()
-    try:
-        pager = ac.findings_view(filters=ids(150), fields="id_int score")
-        seen = [f.id_int async for f in pager]
+@pytest.mark.parametrize("kind", KINDS)
+def test_a_filtered_typed_walk_a_limit_and_pages(big: Emulator, kind: Kind) -> None:
+    with either_client(kind, big) as either:
+        pager = either.client.findings_view(filters=ids(150), fields="id_int score")
+        seen = [f.id_int for f in either.items(pager)]
         assert seen == list(range(1, 151))
         assert pager.cursor is not None
-        few = await ac.findings_view(limit=7).to_list()
+        few = either.run(either.client.findings_view(limit=7).to_list())
         assert len(few) == 7
-        pages = [len(p) async for p in ac.scoring_rules(page_size=2).pages()]
+        pages = [len(p) for p in either.pages(either.client.scoring_rules(page_size=2))]
         assert pages == [2, 1]
-    finally:
-        await ac.aclose()
 
 
 class _StuckServer(BaseHTTPRequestHandler):
