@@ -347,3 +347,30 @@ def test_other_collections_are_snapshots_with_history(emulator: Emulator, dest: 
     assert [r["id"] for r in closed] == [rules[0]]
     with pytest.raises(secfindings.ValidationError, match="did you mean 'sla_groups'"):
         client.sync(dest, collections=["sla_group"])
+
+
+def test_cancelling_the_async_sync_rolls_the_run_back(tmp_path: Any) -> None:
+    import asyncio
+
+    dest = str(tmp_path / "f.duckdb")
+    with Emulator(findings=3_000, seed=2) as emu:
+
+        async def main() -> None:
+            async with emu.async_client() as client:
+                loop = asyncio.get_running_loop()
+                task: asyncio.Task[Any] | None = None
+
+                def progress(info: dict[str, Any]) -> None:
+                    if info["pages"] == 3 and task is not None:
+                        loop.call_soon_threadsafe(task.cancel)
+
+                task = asyncio.ensure_future(client.sync(dest, progress=progress))
+                with pytest.raises(asyncio.CancelledError):
+                    await task
+                assert state(dest).get("last_full_reconcile") is None
+                assert not fetch(dest, "SELECT * FROM sync_runs WHERE status = 'ok'")
+                result = await client.sync(dest)
+                assert result.created == 3_000
+
+        asyncio.run(main())
+        assert_equal_to_server(dest, emu.client())
