@@ -1,4 +1,5 @@
-"""Retries: 429 with Retry-After, transient failures, mutations that must not repeat."""
+"""Retries: 429 with Retry-After, transient failures, mutations that must not repeat; the client's
+side of each for both clients (the `either` fixture, tests/clients.py)."""
 
 import pytest
 from tests.conftest import ADD_RULE, FINDING_QUERY
@@ -10,31 +11,33 @@ pytestmark = pytest.mark.reliability_fault
 RULE = {"name": "r", "method": "SET", "value": 5.0}
 
 
-def test_429_short_retry_after_is_honoured(emulator, client):
-    client.execute(FINDING_QUERY, {"id": 1})
+def test_429_short_retry_after_is_honoured(emulator, either):
+    c, run = either.client, either.run
+    run(c.execute(FINDING_QUERY, {"id": 1}))
     emulator.reset_stats()
     emulator.inject("rate_limit", retry_after=0)
-    assert client.execute(FINDING_QUERY, {"id": 2})["finding"]["id_int"] == 2
+    assert run(c.execute(FINDING_QUERY, {"id": 2}))["finding"]["id_int"] == 2
     assert emulator.stats()["api_requests"] == 2
 
 
-def test_429_too_long_raises_at_once(emulator, client):
-    client.execute(FINDING_QUERY, {"id": 1})
+def test_429_too_long_raises_at_once(emulator, either):
+    c, run = either.client, either.run
+    run(c.execute(FINDING_QUERY, {"id": 1}))
     emulator.reset_stats()
     emulator.inject("rate_limit", retry_after=3597)
     with pytest.raises(RateLimitError) as info:
-        client.execute(FINDING_QUERY, {"id": 2})
+        run(c.execute(FINDING_QUERY, {"id": 2}))
     assert info.value.retry_after == 3597
     assert info.value.status_code == 429
     assert "rate_limited" in info.value.body
     assert emulator.stats()["api_requests"] == 1
 
 
-def test_429_after_retries_exhausted(emulator):
-    c = emulator.client(max_retries=2)
+def test_429_after_retries_exhausted(emulator, either):
+    c, run = either.make(max_retries=2), either.run
     emulator.inject("rate_limit", 3, retry_after=0)
     with pytest.raises(RateLimitError) as info:
-        c.execute(FINDING_QUERY, {"id": 1})
+        run(c.execute(FINDING_QUERY, {"id": 1}))
     assert info.value.retry_after == 0
     assert emulator.stats()["api_requests"] == 3
 
@@ -65,68 +68,73 @@ def test_customer_and_global_limits(emulator):
 
 
 @pytest.mark.parametrize("status", [502, 503, 504])
-def test_transient_status_then_success(emulator, client, status):
-    client.execute(FINDING_QUERY, {"id": 1})
+def test_transient_status_then_success(emulator, either, status):
+    c, run = either.client, either.run
+    run(c.execute(FINDING_QUERY, {"id": 1}))
     emulator.reset_stats()
     emulator.inject("status", status=status)
-    assert client.execute(FINDING_QUERY, {"id": 2})["finding"]["id_int"] == 2
+    assert run(c.execute(FINDING_QUERY, {"id": 2}))["finding"]["id_int"] == 2
     assert emulator.stats()["api_requests"] == 2
 
 
-def test_status_error_after_retries(emulator):
-    c = emulator.client(max_retries=0)
+def test_status_error_after_retries(emulator, either):
+    c, run = either.make(max_retries=0), either.run
     emulator.inject("status", status=502)
     with pytest.raises(APIStatusError) as info:
-        c.execute(FINDING_QUERY, {"id": 1})
+        run(c.execute(FINDING_QUERY, {"id": 1}))
     assert info.value.status_code == 502
     assert "<html" in info.value.body.lower()
 
 
-def test_mutation_not_retried_after_503(emulator, client):
-    client.execute(FINDING_QUERY, {"id": 1})
+def test_mutation_not_retried_after_503(emulator, either):
+    c, run = either.client, either.run
+    run(c.execute(FINDING_QUERY, {"id": 1}))
     emulator.reset_stats()
     emulator.inject("status", status=503)
     with pytest.raises(APIStatusError) as info:
-        client.execute(ADD_RULE, {"rule": RULE})
+        run(c.execute(ADD_RULE, {"rule": RULE}))
     assert info.value.status_code == 503
     assert emulator.stats()["api_requests"] == 1
 
 
-def test_mutation_retried_after_429(emulator, client):
-    client.execute(FINDING_QUERY, {"id": 1})
+def test_mutation_retried_after_429(emulator, either):
+    c, run = either.client, either.run
+    run(c.execute(FINDING_QUERY, {"id": 1}))
     emulator.reset_stats()
     emulator.inject("rate_limit", retry_after=0)
-    assert client.execute(ADD_RULE, {"rule": RULE})["add_scoring_rule"]["ok"] is True
+    assert run(c.execute(ADD_RULE, {"rule": RULE}))["add_scoring_rule"]["ok"] is True
     assert emulator.stats()["api_requests"] == 2
 
 
-def test_reset_connection_retried_for_queries(emulator, client):
-    client.execute(FINDING_QUERY, {"id": 1})
+def test_reset_connection_retried_for_queries(emulator, either):
+    c, run = either.client, either.run
+    run(c.execute(FINDING_QUERY, {"id": 1}))
     emulator.inject("reset")
-    assert client.execute(FINDING_QUERY, {"id": 2})["finding"]["id_int"] == 2
+    assert run(c.execute(FINDING_QUERY, {"id": 2}))["finding"]["id_int"] == 2
 
 
-def test_reset_connection_not_retried_for_mutations(emulator, client):
-    client.execute(FINDING_QUERY, {"id": 1})
+def test_reset_connection_not_retried_for_mutations(emulator, either):
+    c, run = either.client, either.run
+    run(c.execute(FINDING_QUERY, {"id": 1}))
     emulator.inject("reset")
     with pytest.raises(TransportError):
-        client.execute(ADD_RULE, {"rule": RULE})
+        run(c.execute(ADD_RULE, {"rule": RULE}))
 
 
-def test_truncated_body_is_transport_error(emulator):
-    c = emulator.client(max_retries=0)
-    c.execute(FINDING_QUERY, {"id": 1})
+def test_truncated_body_is_transport_error(emulator, either):
+    c, run = either.make(max_retries=0), either.run
+    run(c.execute(FINDING_QUERY, {"id": 1}))
     emulator.inject("truncated")
     with pytest.raises(TransportError):
-        c.execute(FINDING_QUERY, {"id": 2})
+        run(c.execute(FINDING_QUERY, {"id": 2}))
 
 
-def test_timeout(emulator):
-    c = emulator.client(max_retries=0, timeout=0.2)
-    c.execute(FINDING_QUERY, {"id": 1})
+def test_timeout(emulator, either):
+    c, run = either.make(max_retries=0, timeout=0.2), either.run
+    run(c.execute(FINDING_QUERY, {"id": 1}))
     emulator.inject("delay", delay=5.0)
     with pytest.raises(TimeoutError):
-        c.execute(FINDING_QUERY, {"id": 2})
+        run(c.execute(FINDING_QUERY, {"id": 2}))
 
 
 def test_connection_refused_is_transport_error(emulator):
