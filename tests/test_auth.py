@@ -1,5 +1,6 @@
-"""Token exchange, expiry-driven and 401-driven refresh, single flight across threads/tasks; an
-identity provider that fails or hands out absurd lifetimes is not asked once per call."""
+"""Token exchange, expiry-driven and 401-driven refresh (for both clients: the `either` fixture,
+tests/clients.py), single flight across threads/tasks; an identity provider that fails or hands
+out absurd lifetimes is not asked once per call."""
 
 import asyncio
 import threading
@@ -15,9 +16,10 @@ import secfindings.testing
 from secfindings import AuthenticationError
 
 
-def test_exchange_once_then_reuse(emulator, client):
+def test_exchange_once_then_reuse(emulator, either):
+    c, run = either.client, either.run
     for i in range(1, 4):
-        assert client.execute(FINDING_QUERY, {"id": i})["finding"]["id_int"] == i
+        assert run(c.execute(FINDING_QUERY, {"id": i}))["finding"]["id_int"] == i
     s = emulator.stats()
     assert s["token_exchanges"] == 1
     assert s["api_requests"] == 3
@@ -43,53 +45,57 @@ def test_revoked_token(emulator):
     assert info.value.error_type == "NotAuthorizedException"
 
 
-def test_challenge_is_authentication_error(emulator, client):
+def test_challenge_is_authentication_error(emulator, either):
+    c, run = either.client, either.run
     emulator.inject("challenge", target="idp", error_type="NEW_PASSWORD_REQUIRED")
     with pytest.raises(AuthenticationError, match="NEW_PASSWORD_REQUIRED"):
-        client.execute(FINDING_QUERY, {"id": 1})
+        run(c.execute(FINDING_QUERY, {"id": 1}))
 
 
-def test_idp_throttling_is_retried(emulator, client):
+def test_idp_throttling_is_retried(emulator, either):
+    c, run = either.client, either.run
     emulator.inject("idp_error", target="idp", error_type="TooManyRequestsException", message="Rate exceeded")
-    assert client.execute(FINDING_QUERY, {"id": 1})["finding"]["id_int"] == 1
+    assert run(c.execute(FINDING_QUERY, {"id": 1}))["finding"]["id_int"] == 1
     s = emulator.stats()
     assert s["idp_requests"] == 2
     assert s["token_exchanges"] == 1
 
 
-def test_a_jwt_shorter_than_the_windows_serves_many_calls(emulator):
+def test_a_jwt_shorter_than_the_windows_serves_many_calls(emulator, either):
     # A 25 s JWT would be inside the 30 s mandatory window as soon as it arrives; the windows
     # scale down with the lifetime (at most half and a quarter of it), so it serves every call
     # instead of costing one exchange each (it used to: 40,489 exchanges for 40,489 calls).
     emulator.set_jwt_lifetime(25)
-    c = emulator.client()
+    c = either.make()
     for i in range(20):
-        c.execute(FINDING_QUERY, {"id": i + 1})
+        either.run(c.execute(FINDING_QUERY, {"id": i + 1}))
     assert emulator.stats()["token_exchanges"] == 1
 
 
-def test_custom_margins(emulator):
+def test_custom_margins(emulator, either):
     emulator.set_jwt_lifetime(25)
-    c = emulator.client(refresh_advisory=10, refresh_mandatory=5)
+    c = either.make(refresh_advisory=10, refresh_mandatory=5)
     for i in range(3):
-        c.execute(FINDING_QUERY, {"id": i + 1})
+        either.run(c.execute(FINDING_QUERY, {"id": i + 1}))
     assert emulator.stats()["token_exchanges"] == 1
 
 
-def test_401_refreshes_once_and_retries(emulator, client):
-    client.execute(FINDING_QUERY, {"id": 1})
+def test_401_refreshes_once_and_retries(emulator, either):
+    c, run = either.client, either.run
+    run(c.execute(FINDING_QUERY, {"id": 1}))
     emulator.expire_jwts()
-    assert client.execute(FINDING_QUERY, {"id": 2})["finding"]["id_int"] == 2
+    assert run(c.execute(FINDING_QUERY, {"id": 2}))["finding"]["id_int"] == 2
     s = emulator.stats()
     assert s["token_exchanges"] == 2
     assert s["unauthorized"] == 1
 
 
-def test_second_401_is_authentication_error(emulator, client):
-    client.execute(FINDING_QUERY, {"id": 1})
+def test_second_401_is_authentication_error(emulator, either):
+    c, run = either.client, either.run
+    run(c.execute(FINDING_QUERY, {"id": 1}))
     emulator.inject("status", 2, status=401)
     with pytest.raises(AuthenticationError, match="401"):
-        client.execute(FINDING_QUERY, {"id": 2})
+        run(c.execute(FINDING_QUERY, {"id": 2}))
     assert emulator.stats()["token_exchanges"] == 2
 
 
