@@ -12,6 +12,7 @@ from click.testing import CliRunner
 from tests.test_sync import assert_equal_to_server, fetch, pg, table_rows  # noqa: F401 (pg: a fixture)
 
 import secfindings
+import secfindings.sync
 from secfindings.cli import main
 from secfindings.sync import Destination, parse_destination
 from secfindings.testing import Emulator
@@ -227,3 +228,24 @@ def test_watch_polls_where_there_are_no_subscriptions(emulator: Emulator, tmp_pa
     dest = str(tmp_path / "f.duckdb")
     runs = list(sync.watch(client, dest, interval=0.05, subscribe=False, max_runs=3))
     assert [r.kind for r in runs] == ["first", "incremental", "incremental"]
+
+
+def test_a_second_sync_into_the_same_postgres_stops_at_once(
+    emulator: Emulator,
+    pg: Any,  # noqa: F811 (the fixture imported above)
+) -> None:
+    import adbc_driver_postgresql.dbapi as driver
+
+    from secfindings.sync._dest import ADVISORY_LOCK
+
+    url = pg.create_database("busy")
+    other = driver.connect(url, autocommit=True)
+    try:
+        with other.cursor() as cur:
+            cur.execute(f"SELECT pg_advisory_lock({ADVISORY_LOCK})")
+            cur.fetchall()
+        with pytest.raises(secfindings.sync.SyncBusyError, match="another sync is writing"):
+            emulator.client().sync(url)
+    finally:
+        other.close()
+    assert emulator.client().sync(url).created == emulator.findings

@@ -24,7 +24,14 @@ from collections.abc import Callable, Iterator, Sequence
 from typing import TYPE_CHECKING, Any
 
 from secfindings.errors import ValidationError
-from secfindings.sync._dest import DatabaseError, Destination, connect, parse_destination, secret_free
+from secfindings.sync._dest import (
+    DatabaseError,
+    Destination,
+    SyncBusyError,
+    connect,
+    parse_destination,
+    secret_free,
+)
 from secfindings.sync._engine import (
     FINDINGS,
     SNAPSHOTS,
@@ -43,6 +50,7 @@ __all__ = [
     "COLLECTIONS",
     "DatabaseError",
     "Destination",
+    "SyncBusyError",
     "SyncResult",
     "budget",
     "database_errors",
@@ -163,6 +171,7 @@ def _run(source: Source, dest: Destination, options: Options, collections: Seque
     with database_errors(dest):
         backend = connect(dest)
         try:
+            backend.lock()
             result = Engine(backend, source, options, FINDINGS).run()
             for name in collections:
                 result.collections[name] = Engine(backend, source, options, SNAPSHOTS[name]).snapshot()
@@ -292,6 +301,7 @@ def watch(
                 ids = sorted(i for i in pending if i is not None)
                 backend = connect(target)
                 try:
+                    backend.lock()
                     result = Engine(backend, ClientSource(client), options, FINDINGS).run_ids(ids)
                 finally:
                     backend.close()

@@ -29,11 +29,28 @@ from typing import Any
 from secfindings._shared import need
 from secfindings.errors import ConfigurationError, SecFindingsError
 
-__all__ = ["Backend", "DatabaseError", "Destination", "connect", "parse_destination", "quote", "secret_free"]
+__all__ = [
+    "Backend",
+    "DatabaseError",
+    "Destination",
+    "SyncBusyError",
+    "connect",
+    "parse_destination",
+    "quote",
+    "secret_free",
+]
 
 
 class DatabaseError(SecFindingsError):
     """The destination database failed (its driver's message, without a password)."""
+
+
+class SyncBusyError(DatabaseError):
+    """Another sync is writing into the same database."""
+
+
+#: The key of the PostgreSQL advisory lock a sync holds ("secfindings sync").
+ADVISORY_LOCK = 0x5EC_F1D_5C
 
 
 #: DuckDB's memory limit during a sync (its buffer pool; the first load's peak RSS stays under
@@ -250,6 +267,10 @@ class Backend:
         """A record batch in the form this database's loader takes."""
         return batch
 
+    def lock(self) -> None:
+        """Makes sure no other sync writes into this database meanwhile (held until close)."""
+        return None
+
 
 class DuckDB(Backend):
     scheme = "duckdb"
@@ -415,6 +436,15 @@ class Postgres(_Adbc):
 
     def list_type(self, arrow_type: Any) -> str:
         return f"{self.sql_type(arrow_type.value_type)}[]"
+
+    def lock(self) -> None:
+        # Two syncs into one database at once (an overlapping cron) would each write the same
+        # versions; a session advisory lock makes the second one stop at once instead. DuckDB
+        # (one writing process) and SQLite (one writer) refuse a second writer by themselves.
+        got = self.query(f"SELECT pg_try_advisory_lock({ADVISORY_LOCK})")
+        self.commit()
+        if not got or not got[0][0]:
+            raise SyncBusyError(f"another sync is writing into {self.dest} (its advisory lock is held)")
 
 
 class SQLite(_Adbc):
