@@ -1,4 +1,5 @@
-"""One test per catalog operation, on Client and on AsyncClient, over real HTTP to the emulator.
+"""One test per catalog operation, on Client and on AsyncClient, over real HTTP to the emulator
+(and the typed calls' errors, resumes and argument checks for both clients).
 
 Each scenario calls the typed method with arguments whose effect is visible (a filter narrows
 the result, an edit changes what a later read returns), checks that the variables reached the
@@ -7,7 +8,6 @@ server (the emulator's request log), and that the result comes back as the typed
 
 from __future__ import annotations
 
-import asyncio
 import inspect
 import re
 import subprocess
@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from tests.clients import Either
 
 import secfindings
 from secfindings import AsyncPaginator, ValidationError
@@ -34,14 +35,14 @@ OPS = {op["name"]: op for op in catalog()}
 class _Pager:
     """An AsyncPaginator driven from synchronous test code."""
 
-    def __init__(self, pager: AsyncPaginator[Any], loop: asyncio.AbstractEventLoop) -> None:
-        self._pager, self._loop = pager, loop
+    def __init__(self, pager: AsyncPaginator[Any], either: Either) -> None:
+        self._pager, self._either = pager, either
 
     def to_list(self) -> list[Any]:
-        return self._loop.run_until_complete(self._pager.to_list())
+        return self._either.run(self._pager.to_list())
 
     def __iter__(self) -> Iterator[Any]:
-        return iter(self.to_list())
+        return iter(self._either.items(self._pager))
 
     @property
     def cursor(self) -> str | None:
@@ -49,40 +50,27 @@ class _Pager:
 
 
 class Api:
-    """The same scenario code drives both clients: async calls are run to completion here."""
+    """The same scenario code drives both clients (the `either` fixture, tests/clients.py): calls
+    of the async client are run to completion here."""
 
-    def __init__(self, client: Any, loop: asyncio.AbstractEventLoop | None) -> None:
-        self.client, self._loop = client, loop
+    def __init__(self, either: Either) -> None:
+        self._either = either
 
     def __getattr__(self, name: str) -> Callable[..., Any]:
-        fn = getattr(self.client, name)
+        fn = getattr(self._either.client, name)
 
         def call(*args: Any, **kwargs: Any) -> Any:
             result = fn(*args, **kwargs)
-            if self._loop is None:
-                return result
-            if inspect.iscoroutine(result):
-                return self._loop.run_until_complete(result)
             if isinstance(result, AsyncPaginator):
-                return _Pager(result, self._loop)
-            return result
+                return _Pager(result, self._either)
+            return self._either.run(result)
 
         return call
 
 
-@pytest.fixture(params=["sync", "async"])
-def api(request: pytest.FixtureRequest, emulator: Emulator) -> Iterator[Api]:
-    if request.param == "sync":
-        with emulator.client() as c:
-            yield Api(c, None)
-        return
-    loop = asyncio.new_event_loop()
-    c = emulator.async_client()
-    try:
-        yield Api(c, loop)
-    finally:
-        loop.run_until_complete(c.aclose())
-        loop.close()
+@pytest.fixture
+def api(either: Either) -> Api:
+    return Api(either)
 
 
 def sent(emulator: Emulator, operation: str) -> list[dict[str, Any]]:
@@ -583,69 +571,70 @@ def test_signatures_follow_the_graphql_arguments() -> None:
     assert "DeprecationWarning" in (secfindings.Client.get_resources.__doc__ or "")
 
 
-def test_deprecation_warning_points_at_the_caller(client: secfindings.Client) -> None:
+def test_deprecation_warning_points_at_the_caller(either: Either) -> None:
     with pytest.warns(DeprecationWarning, match="get_resources_ch") as record:
-        client.get_resources(limit=1).to_list()
+        either.run(either.client.get_resources(limit=1).to_list())
     assert record[0].filename == __file__
 
 
-def test_bad_arguments_send_nothing(client: secfindings.Client, emulator: Emulator) -> None:
+def test_bad_arguments_send_nothing(either: Either, emulator: Emulator) -> None:
+    client, run = either.client, either.run
     emulator.clear_request_log()
     with pytest.raises(ValidationError, match=r"must be a bool"):
-        client.activate_scoring_rule("U2NvcmluZ1J1bGU6MQ==", "yes")  # type: ignore[arg-type]
+        run(client.activate_scoring_rule("U2NvcmluZ1J1bGU6MQ==", "yes"))
     with pytest.raises(ValidationError, match=r"Int range"):
-        client.add_sla_group("g", priority=2**31)
+        run(client.add_sla_group("g", priority=2**31))
     with pytest.raises(ValidationError, match=r"did you mean \"filtersjson\""):
         client.findings_view(filters_config={"filterjson": "{}"})
     with pytest.raises(ValidationError, match=r"timezone-aware"):
-        client.set_user_sla_and_comment(datetime(2027, 1, 1), "c", finding_ids=[1])
+        run(client.set_user_sla_and_comment(datetime(2027, 1, 1), "c", finding_ids=[1]))
     with pytest.raises(ValidationError, match=r"did you mean \"name\""):
-        client.add_scoring_rule({"nmae": "x"})  # type: ignore[typeddict-unknown-key]
+        run(client.add_scoring_rule({"nmae": "x"}))
     with pytest.raises(ValidationError, match=r"page_size must be between 1 and 100"):
         client.scoring_rules(page_size=101)
     with pytest.raises(ValidationError, match=r"fields=\.\.\.\) has unbalanced"):
-        client.finding(1, fields="id { title")
+        run(client.finding(1, fields="id { title"))
     with pytest.raises(ValidationError, match="not both"):
         client.findings_view(filters_config={"filtersjson": "{}"}, filters={"field": "id"})
     with pytest.raises(TypeError):
-        client.finding(1, nope=2)  # type: ignore[call-arg]
+        run(client.finding(1, nope=2))
     assert emulator.request_log() == []
 
 
-def test_unselected_field_says_how_to_select_it(client: secfindings.Client) -> None:
-    rule = client.scoring_rules(limit=1).to_list()[0]
+def test_unselected_field_says_how_to_select_it(either: Either) -> None:
+    client, run = either.client, either.run
+    rule = run(client.scoring_rules(limit=1).to_list())[0]
     assert isinstance(rule.id, str)
     with pytest.raises(AttributeError, match=r"ScoringRule\.name was not selected"):
         _ = rule.name
     # "*" is every scalar field of the server's type; objects are asked for by name.
-    full = client.scoring_rules(limit=1, fields="*").to_list()[0]
+    full = run(client.scoring_rules(limit=1, fields="*").to_list())[0]
     assert isinstance(full.name, str)
     assert "filters_config" not in full
-    nested = client.scoring_rules(limit=1, fields="name filters_config { filtersjson }").to_list()[0]
+    nested = run(client.scoring_rules(limit=1, fields="name filters_config { filtersjson }").to_list())[0]
     assert isinstance(nested.filters_config, m.FiltersConfigOutput)
 
 
-def test_fields_accepts_a_list_and_extra_fields_come_back_raw(client: secfindings.Client) -> None:
-    f = client.finding(2, fields=["id_int", "title", "finding_score { score }"])
+def test_fields_accepts_a_list_and_extra_fields_come_back_raw(either: Either) -> None:
+    f = either.run(either.client.finding(2, fields=["id_int", "title", "finding_score { score }"]))
     assert f.id_int == 2
     assert isinstance(f.finding_score.score, float)
     with pytest.raises(AttributeError, match="not selected"):
         _ = f.description
 
 
-def test_resume_a_typed_paginator_from_its_cursor(client: secfindings.Client) -> None:
-    first = client.findings_view(page_size=50, limit=50)
-    head = [f.id_int for f in first]
-    rest = [f.id_int for f in client.findings_view(after=first.cursor, fields="id_int")]
+def test_resume_a_typed_paginator_from_its_cursor(either: Either) -> None:
+    first = either.client.findings_view(page_size=50, limit=50)
+    head = [f.id_int for f in either.items(first)]
+    rest = [f.id_int for f in either.items(either.client.findings_view(after=first.cursor, fields="id_int"))]
     assert head + rest == list(range(1, 301))
 
 
-@pytest.mark.asyncio
-async def test_async_typed_paginator(async_client: secfindings.AsyncClient) -> None:
-    pager = async_client.scoring_rules(fields="id name")
-    names = [r.name async for r in pager]
+def test_a_typed_walk_and_a_typed_call(either: Either) -> None:
+    pager = either.client.scoring_rules(fields="id name")
+    names = [r.name for r in either.items(pager)]
     assert len(names) == 3
-    f = await async_client.finding(1)
+    f = either.run(either.client.finding(1))
     assert isinstance(f, m.Finding)
 
 
@@ -672,41 +661,35 @@ def test_default_selections_are_valid_against_the_emulator_schema(emulator: Emul
             assert op["selection"] == "ok", name
 
 
-def test_a_mutation_is_not_resent_after_a_5xx(client: secfindings.Client, emulator: Emulator) -> None:
+def test_a_mutation_is_not_resent_after_a_5xx(either: Either, emulator: Emulator) -> None:
+    client, run = either.client, either.run
     emulator.clear_request_log()
     emulator.inject("status", 1, status=503)
     with pytest.raises(secfindings.APIStatusError) as e:
-        client.activate_scoring_rule("U2NvcmluZ1J1bGU6MQ==", True)
+        run(client.activate_scoring_rule("U2NvcmluZ1J1bGU6MQ==", True))
     assert e.value.status_code == 503
     assert len(emulator.request_log()) == 1
     # A query is: the same fault, then the answer.
     emulator.inject("status", 1, status=503)
-    assert client.finding(1).id_int == 1
+    assert run(client.finding(1)).id_int == 1
 
 
-def test_resume_after_a_break_mid_page_loses_nothing(client: secfindings.Client) -> None:
-    pager = client.findings_view(page_size=50, fields="id_int")
-    head = [f.id_int for _, f in zip(range(11), pager, strict=False)]
-    assert head == list(range(1, 12))
-    rest = [f.id_int for f in client.findings_view(after=pager.cursor, fields="id_int", limit=5)]
-    assert rest == [12, 13, 14, 15, 16]
-    assert repr(pager).startswith("<Paginator[FindingsView] lazy, cursor=")
+@pytest.mark.parametrize(("page_size", "stop", "more"), [(50, 11, 5), (40, 55, 3)])
+def test_resume_after_a_break_mid_page_loses_nothing(
+    either: Either, page_size: int, stop: int, more: int
+) -> None:
+    pager = either.client.findings_view(page_size=page_size, fields="id_int")
+    head = [f.id_int for f in either.items(pager, limit=stop)]  # a break, mid-page
+    assert head == list(range(1, stop + 1))
+    rest = either.client.findings_view(after=pager.cursor, fields="id_int", limit=more)
+    assert [f.id_int for f in either.items(rest)] == list(range(stop + 1, stop + 1 + more))
+    assert repr(pager).startswith(f"<{type(pager).__name__}[FindingsView] lazy, cursor=")
+    assert type(pager).__name__ == ("Paginator" if either.kind == "sync" else "AsyncPaginator")
 
 
-@pytest.mark.asyncio
-async def test_async_resume_after_a_break_mid_page(async_client: secfindings.AsyncClient) -> None:
-    pager = async_client.findings_view(page_size=40, fields="id_int")
-    seen = []
-    async for f in pager:
-        seen.append(f.id_int)
-        if len(seen) == 55:
-            break
-    rest = await async_client.findings_view(after=pager.cursor, fields="id_int", limit=3).to_list()
-    assert [f.id_int for f in rest] == [56, 57, 58]
-
-
-def test_fields_star_in_a_list_and_bad_fields(client: secfindings.Client) -> None:
-    full = client.scoring_rules(fields=["*"], limit=1).to_list()[0]
+def test_fields_star_in_a_list_and_bad_fields(either: Either) -> None:
+    client = either.client
+    full = either.run(client.scoring_rules(fields=["*"], limit=1).to_list())[0]
     assert isinstance(full.name, str)
     with pytest.raises(ValidationError, match="do not combine"):
         client.scoring_rules(fields=["*", "id"])
@@ -714,30 +697,27 @@ def test_fields_star_in_a_list_and_bad_fields(client: secfindings.Client) -> Non
         client.scoring_rules(fields=[1])  # type: ignore[list-item]
 
 
-def test_a_finding_that_does_not_exist_is_not_found(client, emulator):
+def test_a_finding_that_does_not_exist_is_not_found(either, emulator):
     with pytest.raises(secfindings.NotFoundError, match="does not exist") as info:
-        client.finding(99999)
+        either.run(either.client.finding(99999))
     assert isinstance(info.value, secfindings.GraphQLError)
     assert info.value.errors[0]["path"] == ["finding"]
     # Other GraphQL errors from the server stay plain GraphQLErrors.
-    with emulator.client(schema="off") as raw, pytest.raises(secfindings.GraphQLError) as info:
-        raw.execute("{ no_such_field }")
+    raw = either.make(schema="off")
+    with pytest.raises(secfindings.GraphQLError) as info:
+        either.run(raw.execute("{ no_such_field }"))
     assert not isinstance(info.value, secfindings.NotFoundError)
 
 
-def test_a_misspelt_keyword_names_the_client_and_suggests_the_right_one(client):
-    with pytest.raises(TypeError, match=r"^Client\.findings_view\(\) .* \(did you mean 'filters'\?\)$"):
+def test_a_misspelt_keyword_names_the_client_and_suggests_the_right_one(either):
+    client, name = either.client, either.name
+    with pytest.raises(TypeError, match=rf"^{name}\.findings_view\(\) .* \(did you mean 'filters'\?\)$"):
         client.findings_view(filter={})
-    with pytest.raises(TypeError, match=r"^Client\.finding\(\) missing 1 required"):
-        client.finding()  # type: ignore[call-arg]
-    assert client.finding(1).id_int == 1
-
-
-@pytest.mark.asyncio
-async def test_a_misspelt_keyword_names_the_async_client(async_client):
-    with pytest.raises(TypeError, match=r"^AsyncClient\.findings_view\(\) .* \(did you mean 'sort'\?\)"):
-        async_client.findings_view(sortt="SCORE_DESC")
-    assert (await async_client.finding(1)).id_int == 1
+    with pytest.raises(TypeError, match=rf"^{name}\.findings_view\(\) .* \(did you mean 'sort'\?\)"):
+        client.findings_view(sortt="SCORE_DESC")
+    with pytest.raises(TypeError, match=rf"^{name}\.finding\(\) missing 1 required"):
+        either.run(client.finding())
+    assert either.run(client.finding(1)).id_int == 1
 
 
 def test_catalog_schema_tables_match_the_schema_file() -> None:
