@@ -2,11 +2,13 @@
 
 Every connection operation gives the same values through ``to_list()`` and ``to_arrow()`` /
 ``to_pandas()``; columns have real types; ``paginate`` infers and widens; exports stream and an
-interrupted export resumes with nothing lost or repeated.
+interrupted export resumes with nothing lost or repeated. The columns of the typed walks are
+checked for both clients (the `either` fixture, tests/clients.py).
 """
 
 from __future__ import annotations
 
+import asyncio
 import datetime as dt
 import json
 import os
@@ -74,18 +76,19 @@ def check_agree(models: list[Any], table: pa.Table) -> None:
 
 
 @pytest.mark.parametrize("name", CONNECTIONS)
-def test_every_connection_agrees_value_for_value(client, name):
-    method = getattr(client, name)
-    models = method(fields="*").to_list()
-    table = method(fields="*").to_arrow()
+def test_every_connection_agrees_value_for_value(either, name):
+    method, run = getattr(either.client, name), either.run
+    models = run(method(fields="*").to_list())
+    table = run(method(fields="*").to_arrow())
     check_agree(models, table)
-    frame = method(fields="*").to_pandas()
+    frame = run(method(fields="*").to_pandas())
     assert list(frame.columns) == table.schema.names
     assert len(frame) == table.num_rows
 
 
-def test_findings_view_columns_have_real_types(client):
-    table = client.findings_view(fields=ANALYST, limit=250).to_arrow()
+def test_findings_view_columns_have_real_types(either):
+    client, run = either.client, either.run
+    table = run(client.findings_view(fields=ANALYST, limit=250).to_arrow())
     types = {f.name: f.type for f in table.schema}
     assert types["id"] == pa.string()
     assert types["id_int"] == pa.int64()
@@ -96,24 +99,26 @@ def test_findings_view_columns_have_real_types(client):
     assert types["datasource_tags_values"] == pa.list_(pa.string())
     assert types["tickets"] == pa.string()  # a nested connection, as JSON text
     assert table.num_rows == 250
-    check_agree(client.findings_view(fields=ANALYST, limit=250).to_list(), table)
+    check_agree(run(client.findings_view(fields=ANALYST, limit=250).to_list()), table)
 
 
-def test_pandas_gets_nullable_ints_and_utc_timestamps(client):
-    frame = client.findings_view(fields=ANALYST, limit=300).to_pandas()
+def test_pandas_gets_nullable_ints_and_utc_timestamps(either):
+    client, run = either.client, either.run
+    frame = run(client.findings_view(fields=ANALYST, limit=300).to_pandas())
     assert str(frame["id_int"].dtype) == "Int64"
     assert str(frame["severity"].dtype) == "Int64"
     assert str(frame["due_date"].dtype) == "datetime64[us, UTC]"
     assert frame["due_date"].notna().all()
     assert frame.groupby("severity").size().sum() == 300
-    models = client.findings_view(fields=ANALYST, limit=300).to_list()
+    models = run(client.findings_view(fields=ANALYST, limit=300).to_list())
     for model, (_, row) in zip(models, frame.iterrows(), strict=True):
         assert row["id_int"] == model.id_int
         assert (pd.isna(row["due_date"]) and model.due_date is None) or row["due_date"] == model.due_date
 
 
-def test_polars_and_the_capsule_interface(client):
-    frame = client.findings_view(fields=ANALYST, limit=120).to_polars()
+def test_polars_and_the_capsule_interface(either):
+    client = either.client
+    frame = either.run(client.findings_view(fields=ANALYST, limit=120).to_polars())
     assert frame.schema["due_date"] == pl.Datetime("us", "UTC")
     assert frame.height == 120
     # Any Arrow consumer takes the paginator itself (__arrow_c_stream__), no pyarrow needed.
@@ -122,15 +127,20 @@ def test_polars_and_the_capsule_interface(client):
     assert pa.table(client.findings_view(fields=ANALYST, limit=120)).num_rows == 120
 
 
-def test_batches_stream_one_page_each_and_move_the_cursor(client):
-    pager = client.findings_view(fields="id id_int", page_size=50, limit=180)
-    sizes = []
-    for batch in pager.to_arrow_batches():
-        sizes.append(batch.num_rows)
+@pytest.mark.parametrize(
+    ("page_size", "limit", "sizes"), [(50, 180, [50, 50, 50, 30]), (100, 150, [100, 50])]
+)
+def test_batches_stream_one_page_each_and_move_the_cursor(either, page_size, limit, sizes):
+    client = either.client
+    pager = client.findings_view(fields="id id_int", page_size=page_size, limit=limit)
+
+    def moved(batch):
         assert pager.cursor is not None
-    assert sizes == [50, 50, 50, 30]
-    rest = client.findings_view(fields="id id_int", after=pager.cursor, limit=5).to_list()
-    assert rest[0].id_int == 181
+
+    batches = either.items(pager.to_arrow_batches(), each=moved)
+    assert [b.num_rows for b in batches] == sizes
+    rest = either.run(client.findings_view(fields="id id_int", after=pager.cursor, limit=5).to_list())
+    assert rest[0].id_int == limit + 1
 
 
 def test_paginate_infers_and_widens():
@@ -171,25 +181,20 @@ def test_columns_after_items_of_a_page_refuse_to_skip(client):
         pager.to_arrow()
 
 
-def test_a_missing_extra_is_named(client, monkeypatch):
+def test_a_missing_extra_is_named(either, monkeypatch):
+    client, run = either.client, either.run
     monkeypatch.setitem(sys.modules, "pyarrow", None)
     with pytest.raises(ImportError, match=r"secfindings\[arrow\]"):
-        client.findings_view(limit=1).to_arrow()
+        run(client.findings_view(limit=1).to_arrow())
     monkeypatch.setitem(sys.modules, "polars", None)
     with pytest.raises(ImportError, match=r"secfindings\[polars\]"):
-        client.findings_view(limit=1).to_polars()
+        run(client.findings_view(limit=1).to_polars())
 
 
-@pytest.mark.asyncio
-async def test_async_columns(async_client, client):
-    table = await async_client.findings_view(fields=ANALYST, limit=150).to_arrow()
+def test_async_columns_agree_with_the_sync_walk(async_client, client):
+    """The same walk through each client gives the same table."""
+    table = asyncio.run(async_client.findings_view(fields=ANALYST, limit=150).to_arrow())
     check_agree(client.findings_view(fields=ANALYST, limit=150).to_list(), table)
-    frame = await async_client.findings_view(fields=ANALYST, limit=150).to_pandas()
-    assert str(frame["due_date"].dtype) == "datetime64[us, UTC]"
-    pager = async_client.findings_view(page_size=100, limit=150)
-    sizes = [b.num_rows async for b in pager.to_arrow_batches()]
-    assert sizes == [100, 50]
-    assert (await async_client.findings_view(limit=10).to_polars()).height == 10
 
 
 def test_exports_write_every_row(client, tmp_path):
@@ -327,11 +332,13 @@ def test_parquet_widens_a_column_that_is_null_on_the_first_page(tmp_path):
     assert table.column("closed_at").to_pylist()[2:4] == [None, "day 3"]
 
 
-def test_the_cursor_follows_a_capsule_consumer(client):
+def test_the_cursor_follows_a_capsule_consumer(either):
+    client = either.client
     pager = client.findings_view(fields="id id_int", limit=150)
     assert pa.table(pager).num_rows == 150
     assert pager.cursor is not None
-    assert client.findings_view(fields="id_int", after=pager.cursor, limit=1).to_list()[0].id_int == 151
+    after = either.run(client.findings_view(fields="id_int", after=pager.cursor, limit=1).to_list())
+    assert after[0].id_int == 151
 
 
 def test_json_lines_keep_big_integers_exactly(tmp_path):
