@@ -21,7 +21,7 @@ import sys
 import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from secfindings.errors import ValidationError
 from secfindings.sync._dest import (
@@ -42,9 +42,7 @@ from secfindings.sync._engine import (
     budget,
     with_required,
 )
-
-if TYPE_CHECKING:
-    from secfindings._client import AsyncClient, Client
+from secfindings.sync._source import AnyAsyncClient, AnyClient
 
 __all__ = [
     "COLLECTIONS",
@@ -181,7 +179,7 @@ def _run(source: Source, dest: Destination, options: Options, collections: Seque
 
 
 def sync(
-    client: Client,
+    client: AnyClient,
     dest: str | os.PathLike[str] | Destination,
     *,
     fields: str | Sequence[str] = "analyst",
@@ -204,7 +202,7 @@ def sync(
 
 
 async def sync_async(
-    client: AsyncClient,
+    client: AnyAsyncClient,
     dest: str | os.PathLike[str] | Destination,
     *,
     fields: str | Sequence[str] = "analyst",
@@ -242,7 +240,7 @@ def _changed_id(event: Any) -> int | None:
 
 
 def watch(
-    client: Client,
+    client: AnyClient,
     dest: str | os.PathLike[str] | Destination,
     *,
     interval: float = 60.0,
@@ -314,7 +312,7 @@ def watch(
                 sub.close()
 
 
-def _subscribe(client: Client, events: queue.Queue[int | None]) -> list[Any]:
+def _subscribe(client: AnyClient, events: queue.Queue[int | None]) -> list[Any]:
     """Subscriptions to finding events whose ids go to ``events`` (from a thread each); none
     where the server has no subscriptions."""
     subs: list[Any] = []

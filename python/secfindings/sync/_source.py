@@ -6,15 +6,19 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Iterator
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from secfindings._shared import need
 from secfindings.sync._engine import Source
 
-if TYPE_CHECKING:
-    from secfindings._client import AsyncClient, Client
+__all__ = ["AnyAsyncClient", "AnyClient", "AsyncSource", "ClientSource"]
 
-__all__ = ["AsyncSource", "ClientSource"]
+#: A :class:`secfindings.Client`. Typed loosely on purpose: ``Client.sync`` calls this package,
+#: so this package must not import the client's module (no import circle, see
+#: docs/architecture.md); it uses the client's public methods only.
+AnyClient = Any
+#: A :class:`secfindings.AsyncClient` (typed loosely, as :data:`AnyClient`).
+AnyAsyncClient = Any
 
 
 def _walk_arguments(arguments: dict[str, Any]) -> dict[str, Any]:
@@ -22,14 +26,15 @@ def _walk_arguments(arguments: dict[str, Any]) -> dict[str, Any]:
 
 
 class ClientSource(Source):
-    def __init__(self, client: Client) -> None:
+    def __init__(self, client: AnyClient) -> None:
         self.client = client
 
     def schema(self) -> Any:
         return self.client.schema()
 
     def batches(self, **arguments: Any) -> Iterator[Any]:
-        return self.client.findings_view(**_walk_arguments(arguments)).to_arrow_batches()
+        batches: Iterator[Any] = self.client.findings_view(**_walk_arguments(arguments)).to_arrow_batches()
+        return batches
 
     def empty(self, fields: str) -> Any:
         return self.client.findings_view(fields=fields, limit=0).to_arrow().schema
@@ -44,7 +49,7 @@ class ClientSource(Source):
 class AsyncSource(Source):
     """An :class:`~secfindings.AsyncClient` seen from a worker thread."""
 
-    def __init__(self, client: AsyncClient, loop: asyncio.AbstractEventLoop) -> None:
+    def __init__(self, client: AnyAsyncClient, loop: asyncio.AbstractEventLoop) -> None:
         self.client = client
         self.loop = loop
 
