@@ -19,20 +19,42 @@ import asyncio
 import inspect
 from collections.abc import AsyncIterable, Awaitable, Callable, Iterable, Iterator
 from contextlib import contextmanager
-from typing import Any, Literal, TypeVar, cast
+from typing import Any, Literal, Protocol, TypeVar, cast
+
+from tests.servers import http as hostile
 
 from secfindings import AsyncClient, Client
-from secfindings.testing import Emulator
 
 T = TypeVar("T")
 Kind = Literal["sync", "async"]
 KINDS: list[Kind] = ["sync", "async"]
 
 
+class Source(Protocol):
+    """Where clients come from: an :class:`~secfindings.testing.Emulator`, or :class:`Hostile`."""
+
+    def client(self, **options: Any) -> Client: ...
+
+    def async_client(self, **options: Any) -> AsyncClient: ...
+
+
+class Hostile:
+    """Clients of a hostile server (tests/servers/http.py) as a :class:`Source`."""
+
+    def __init__(self, server: hostile.HostileServer) -> None:
+        self.server = server
+
+    def client(self, **options: Any) -> Client:
+        return hostile.client(self.server, **options)
+
+    def async_client(self, **options: Any) -> AsyncClient:
+        return hostile.async_client(self.server, **options)
+
+
 class Either:
     """A client of one kind for an emulator, with the helpers that make one test body drive both."""
 
-    def __init__(self, kind: Kind, emulator: Emulator, **options: Any) -> None:
+    def __init__(self, kind: Kind, emulator: Source, **options: Any) -> None:
         self.kind: Kind = kind
         self.emulator = emulator
         self._options = options
@@ -46,7 +68,8 @@ class Either:
         return "AsyncClient" if self._loop is not None else "Client"
 
     def make(self, **options: Any) -> Any:
-        """Another client of the same kind for the emulator (a new API token); closed with this one."""
+        """Another client of the same kind from the same source (a new API token); closed with this
+        one."""
         merged = {**self._options, **options}
         made: Client | AsyncClient = (
             self.emulator.async_client(**merged) if self._loop is not None else self.emulator.client(**merged)
@@ -109,8 +132,9 @@ class Either:
 
 
 @contextmanager
-def either_client(kind: Kind, emulator: Emulator, **options: Any) -> Iterator[Either]:
-    """An :class:`Either` for any emulator (the fixture's is for the test's own `emulator`)."""
+def either_client(kind: Kind, emulator: Source, **options: Any) -> Iterator[Either]:
+    """An :class:`Either` for any emulator or :class:`Hostile` server (the fixture's is for the
+    test's own `emulator`)."""
     either = Either(kind, emulator, **options)
     try:
         yield either

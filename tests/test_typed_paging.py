@@ -5,15 +5,13 @@ filters on every page, resume, the loop guard, 10,000 items; each walk for both 
 from __future__ import annotations
 
 import json
-import threading
 from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 import pytest
-from tests.clients import KINDS, Either, Kind, either_client
+from tests.clients import KINDS, Either, Hostile, Kind, either_client
+from tests.servers.http import HostileServer, Request, Response
 
-import secfindings
 from secfindings import PaginationError, ValidationError
 from secfindings.models import FindingsView
 from secfindings.testing import Emulator
@@ -88,36 +86,18 @@ def test_a_filtered_typed_walk_a_limit_and_pages(big: Emulator, kind: Kind) -> N
         assert pages == [2, 1]
 
 
-class _StuckServer(BaseHTTPRequestHandler):
+def stuck(req: Request) -> Response:
     """A GraphQL server that hands back the same cursor on every page."""
-
-    def do_POST(self) -> None:
-        self.rfile.read(int(self.headers["Content-Length"]))
-        page = {"edges": [{"node": {"id": "RmluZGluZ3NWaWV3OjE=", "id_int": 1}}]}
-        page["pageInfo"] = {"hasNextPage": True, "endCursor": "c2FtZQ=="}  # type: ignore[assignment]
-        body = json.dumps({"data": {"findings_view": page}}).encode()
-        self.send_response(200)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(body)))
-        self.end_headers()
-        self.wfile.write(body)
-
-    def log_message(self, *args: Any) -> None:
-        pass
+    page: dict[str, Any] = {"edges": [{"node": {"id": "RmluZGluZ3NWaWV3OjE=", "id_int": 1}}]}
+    page["pageInfo"] = {"hasNextPage": True, "endCursor": "c2FtZQ=="}
+    return Response.of_json({"data": {"findings_view": page}})
 
 
-def test_a_server_repeating_a_cursor_fails_the_paginator() -> None:
-    server = ThreadingHTTPServer(("127.0.0.1", 0), _StuckServer)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    try:
-        url = f"http://127.0.0.1:{server.server_address[1]}/api/v1"
-        with secfindings.Client(jwt="a.b.c", schema="off", base_url=url) as c:
-            pager = c.findings_view()
-            # The same node again, under the same cursor: either guard stops the walk.
-            with pytest.raises(PaginationError, match="stopping instead of looping"):
-                for _ in pager:
-                    pass
-    finally:
-        server.shutdown()
-        server.server_close()
+@pytest.mark.parametrize("kind", KINDS)
+def test_a_server_repeating_a_cursor_fails_the_paginator(server: HostileServer, kind: Kind) -> None:
+    server.api = stuck
+    with either_client(kind, Hostile(server), jwt="a.b.c") as either:
+        pager = either.client.findings_view()
+        # The same node again, under the same cursor: either guard stops the walk.
+        with pytest.raises(PaginationError, match="stopping instead of looping"):
+            either.items(pager)
