@@ -34,6 +34,7 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any, TypeVar
 
 import pytest
+from tests.clients import KINDS, Hostile, Kind, either_client
 from tests.servers import http as hostile
 from tests.servers.http import (
     HostileServer,
@@ -420,19 +421,13 @@ def hostile_lifetime(server: HostileServer, expires_in: Any, exp: float | None =
 @pytest.mark.reliability_hostile
 class TestHostileLifetimes:
     @pytest.mark.parametrize("answer", LIFETIMES)
-    def test_sync(self, server: HostileServer, answer: dict[str, Any]) -> None:
+    @pytest.mark.parametrize("kind", KINDS)
+    def test_either_client(self, server: HostileServer, kind: Kind, answer: dict[str, Any]) -> None:
         hostile_lifetime(server, **answer)
-        c = hostile.client(server)
-        assert no_panic(lambda: c.execute("{ a }")) == {}
-        assert no_panic(lambda: c.execute("{ a }")) == {}  # the cached token's expiry, read again
-
-    @pytest.mark.asyncio
-    @pytest.mark.parametrize("answer", LIFETIMES)
-    async def test_async(self, server: HostileServer, answer: dict[str, Any]) -> None:
-        hostile_lifetime(server, **answer)
-        async with hostile.async_client(server) as ac:
-            assert await no_panic_async(asyncio.wait_for(ac.execute("{ a }"), 10)) == {}
-            assert await no_panic_async(asyncio.wait_for(ac.execute("{ a }"), 10)) == {}
+        with either_client(kind, Hostile(server)) as either:
+            c, run = either.client, either.run
+            assert no_panic(lambda: run(c.execute("{ a }"))) == {}
+            assert no_panic(lambda: run(c.execute("{ a }"))) == {}  # the cached token's expiry, read again
 
     @pytest.mark.parametrize("exp", [1e300, 1e19])
     def test_a_static_jwt_that_never_expires(self, server: HostileServer, exp: float) -> None:
@@ -614,10 +609,11 @@ class TestFaults:
         assert hostile.client(server, max_retries=1).execute("{ a }") == {"a": 1}
         assert len(server.api_requests) == 2
 
-    def test_a_mutation_is_not_resent_after_a_reset(self, server: HostileServer) -> None:
+    @pytest.mark.parametrize("kind", KINDS)
+    def test_a_mutation_is_not_resent_after_a_reset(self, server: HostileServer, kind: Kind) -> None:
         server.api = lambda req: Response.reset()
-        with pytest.raises(TransportError):
-            hostile.client(server, max_retries=3).execute("mutation M { a }")
+        with either_client(kind, Hostile(server), max_retries=3) as either, pytest.raises(TransportError):
+            either.run(either.client.execute("mutation M { a }"))
         assert len(server.api_requests) == 1
 
     def test_a_gateway_page_after_retries(self, server: HostileServer) -> None:
@@ -638,10 +634,14 @@ class TestFaults:
             hostile.client(server, max_retries=1).execute("{ a }")
         assert len(server.api_requests) == 2
 
-    def test_429_with_a_long_wait_raises_at_once(self, server: HostileServer) -> None:
+    @pytest.mark.parametrize("kind", KINDS)
+    def test_429_with_a_long_wait_raises_at_once(self, server: HostileServer, kind: Kind) -> None:
         server.api = lambda req: Response.of_json({"message": "slow down"}, 429, [("Retry-After", "99999")])
-        with pytest.raises(RateLimitError) as info:
-            hostile.client(server, max_retries=3).execute("{ a }")
+        with (
+            either_client(kind, Hostile(server), max_retries=3) as either,
+            pytest.raises(RateLimitError) as info,
+        ):
+            either.run(either.client.execute("{ a }"))
         assert info.value.retry_after == 99999
         assert len(server.api_requests) == 1
 
@@ -657,10 +657,14 @@ class TestFaults:
             hostile.client(server).execute("{ a }")
         assert server.api_requests == []
 
-    def test_401_for_ever_refreshes_once(self, server: HostileServer) -> None:
+    @pytest.mark.parametrize("kind", KINDS)
+    def test_401_for_ever_refreshes_once(self, server: HostileServer, kind: Kind) -> None:
         server.api = lambda req: Response.of_json({"message": "Unauthorized"}, 401)
-        with pytest.raises(AuthenticationError):
-            hostile.client(server, max_retries=3).execute("{ a }")
+        with (
+            either_client(kind, Hostile(server), max_retries=3) as either,
+            pytest.raises(AuthenticationError),
+        ):
+            either.run(either.client.execute("{ a }"))
         assert len(server.idp_requests) == 2
         assert len(server.api_requests) == 2
 
