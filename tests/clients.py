@@ -128,6 +128,7 @@ class Either:
             else:
                 made.close()
         if self._loop is not None:
+            self._loop.run_until_complete(self._loop.shutdown_asyncgens())  # walks left by a break
             self._loop.close()
 
 

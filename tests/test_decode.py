@@ -13,6 +13,7 @@ import threading
 from typing import Any
 
 import pytest
+from tests.clients import Either
 from tests.conftest import FINDING_QUERY, PAGE_QUERY
 
 import secfindings
@@ -107,8 +108,8 @@ def test_malformed_json_is_a_transport_error() -> None:
             decode_json(bad)
 
 
-def test_page_items_share_their_keys(client: secfindings.Client) -> None:
-    page = next(client.paginate(PAGE_QUERY, page_size=5).pages())
+def test_page_items_share_their_keys(either: Either) -> None:
+    (page,) = either.items(either.client.paginate(PAGE_QUERY, page_size=5).pages(), limit=1)
     assert len(page.items) == 5
     first, second = (list(item) for item in page.items[:2])
     assert first == ["id", "id_int", "title"]
@@ -116,9 +117,9 @@ def test_page_items_share_their_keys(client: secfindings.Client) -> None:
     assert all(c is not None for c in page.cursors)
 
 
-def test_partial_data_with_errors_still_raises(client: secfindings.Client) -> None:
+def test_partial_data_with_errors_still_raises(either: Either) -> None:
     with pytest.raises(GraphQLError) as info:
-        client.execute("{ finding(id: 1) { nope } }")
+        either.run(either.client.execute("{ finding(id: 1) { nope } }"))
     assert "nope" in str(info.value)
 
 
