@@ -249,3 +249,40 @@ def test_a_second_sync_into_the_same_postgres_stops_at_once(
     finally:
         other.close()
     assert emulator.client().sync(url).created == emulator.findings
+
+
+# ------------------------------------------------------------------------------ plan
+
+
+def test_the_plan_says_what_the_next_run_does_and_costs_without_writing(
+    emulator: Emulator, tmp_path: Path
+) -> None:
+    import secfindings.sync as sync
+
+    client = emulator.client()
+    dest = str(tmp_path / "f.duckdb")
+    first = sync.plan(client, dest)
+    assert first.kinds == ["first"]
+    assert first.reconcile.rows == emulator.findings
+    assert not (tmp_path / "f.duckdb").exists()  # a plan writes nothing
+    assert first.requests == client.sync(dest).requests
+    for _ in range(30):
+        emulator.create_finding(severity=3)
+    emulator.reset_stats()
+    nxt = sync.plan(client, dest)
+    assert emulator.stats()["api_requests"] == 1  # the count of the incremental walk
+    assert nxt.kinds == ["incremental"]
+    assert nxt.reconcile is None
+    emulator.reset_stats()
+    ran = client.sync(dest)
+    assert ran.incremental_requests == nxt.requests == emulator.stats()["api_requests"]
+    assert "incremental + reconcile" in str(sync.plan(client, dest, reconcile=True))
+
+
+def test_the_command_dry_run_prints_the_plan(emulator: Emulator, tmp_path: Path) -> None:
+    dest = str(tmp_path / "f.duckdb")
+    result = CliRunner().invoke(main, ["sync", dest, "--dry-run"], env=_env(emulator))
+    assert result.exit_code == 0, result.output
+    assert "first" in result.stdout
+    assert f"{emulator.findings:,} findings" in result.stdout
+    assert not (tmp_path / "f.duckdb").exists()

@@ -489,6 +489,12 @@ def _seconds(name: str, text: str) -> float:
     default=None,
     help="Also snapshot these collections with history: 'all' or names (scoring_rules,sla_groups,...).",
 )
+@click.option(
+    "--dry-run",
+    is_flag=True,
+    help="Print what the next run would do and how many requests it would make (one request per "
+    "part, for its count), and write nothing.",
+)
 def sync_command(
     dest: str,
     fields: str,
@@ -500,6 +506,7 @@ def sync_command(
     interval: str,
     progress: bool,
     collections: str | None,
+    dry_run: bool,
 ) -> None:
     """Copy the findings into DEST and keep the copy current.
 
@@ -522,6 +529,10 @@ def sync_command(
     with _errors(), sync_module.database_errors(dest):
         sync_module.parse_destination(dest)  # a bad DEST fails before any prompt
         client = _client()
+        if dry_run:
+            planned = {k: v for k, v in options.items() if k not in ("progress", "collections")}
+            click.echo(str(sync_module.plan(client, dest, reconcile=reconcile, **planned)))
+            return
         if watch:
             for result in sync_module.watch(client, dest, interval=every, reconcile=reconcile, **options):
                 click.echo(result.summary())

@@ -21,6 +21,7 @@ import sys
 import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from secfindings.errors import ValidationError
@@ -49,10 +50,12 @@ __all__ = [
     "DatabaseError",
     "Destination",
     "SyncBusyError",
+    "SyncPlan",
     "SyncResult",
     "budget",
     "database_errors",
     "parse_destination",
+    "plan",
     "sync",
     "sync_async",
     "watch",
@@ -199,6 +202,106 @@ def sync(
     target = parse_destination(dest)
     options = _options(fields, lookback, reconcile, reconcile_every, page_size, progress)
     return _run(ClientSource(client), target, options, _collections(collections))
+
+
+@dataclass
+class SyncPlan:
+    """What the next :func:`sync` into a destination would do, and what it would cost
+    (:func:`plan`; ``secfindings sync DEST --dry-run``). ``incremental`` and ``reconcile`` are the
+    estimates of their walks (:class:`~secfindings.Estimate`), None for a part that will not run;
+    a reconcile's figure leaves out its one request for the newest time and the requests that
+    confirm findings that left."""
+
+    destination: str
+    kinds: list[str]
+    watermark: dt.datetime | None
+    since: dt.datetime | None
+    last_full_reconcile: dt.datetime | None
+    incremental: Any = None
+    reconcile: Any = None
+
+    @property
+    def requests(self) -> int | None:
+        """The requests of the run (None where the server gave no count)."""
+        total = 0
+        for part in (self.incremental, self.reconcile):
+            if part is not None:
+                if part.requests is None:
+                    return None
+                total += part.requests + (1 if part is self.reconcile else 0)
+        return total
+
+    def __str__(self) -> str:
+        lines = [f"next sync into {self.destination}: {' + '.join(self.kinds) or 'nothing'}"]
+        if self.watermark is not None:
+            lines.append(f"  watermark {self.watermark.isoformat()}, window from {self.since}")
+        if self.last_full_reconcile is not None:
+            lines.append(f"  last full reconcile {self.last_full_reconcile.isoformat()}")
+        full = "first load" if self.kinds == ["first"] else "reconcile"
+        for name, part in (("incremental", self.incremental), (full, self.reconcile)):
+            if part is not None:
+                rows = "?" if part.rows is None else f"{part.rows:,}"
+                asks = "?" if part.requests is None else f"{part.requests:,}"
+                when = "" if part.seconds is None else f", about {part.seconds:,.0f} s at the budget"
+                lines.append(f"  {name}: {rows} findings, {asks} requests{when}")
+        total = "?" if self.requests is None else f"{self.requests:,}"
+        lines.append(f"  requests in all: {total} (this estimate made one per part)")
+        return "\n".join(lines)
+
+
+def plan(
+    client: AnyClient,
+    dest: str | os.PathLike[str] | Destination,
+    *,
+    fields: str | Sequence[str] = "analyst",
+    lookback: dt.timedelta | float = dt.timedelta(minutes=15),
+    reconcile: bool | None = None,
+    reconcile_every: dt.timedelta | float = dt.timedelta(hours=24),
+    page_size: int = 100,
+) -> SyncPlan:
+    """What :func:`sync` would do now with these arguments and what it would cost, without
+    writing anything: it reads the destination's state and asks the server for the count of
+    each walk (one request each, see :meth:`~secfindings.Paginator.estimate`)."""
+    from secfindings.filters import field
+    from secfindings.sync._engine import _by_time, run_kinds
+    from secfindings.sync._source import ClientSource
+
+    target = parse_destination(dest)
+    options = _options(fields, lookback, reconcile, reconcile_every, page_size, None)
+    from secfindings.sync._engine import _State
+
+    state = _State()
+    # A file that does not exist yet is not created by a plan.
+    exists = target.path is None or os.path.exists(os.path.expanduser(target.path))
+    if exists:
+        with database_errors(target):
+            backend = connect(target)
+            try:
+                if backend.columns("sync_state") is not None:
+                    state = Engine(backend, ClientSource(client), options, FINDINGS).state()
+            finally:
+                backend.close()
+    now = dt.datetime.now(dt.timezone.utc)
+    by_time = _by_time(client.schema())
+    kinds = run_kinds(state, by_time, now, options)
+    since = state.watermark - options.lookback if state.watermark is not None else None
+    result = SyncPlan(str(target), kinds, state.watermark, since, state.last_full_reconcile)
+    if "incremental" in kinds and since is not None:
+        result.incremental = client.findings_view(
+            fields="id_int",
+            sort=["LAST_REPORTED_TIME_ASC", "ID_ASC"],
+            filters=field("last_reported_time").gte(since.isoformat()),
+            page_size=page_size,
+        ).estimate()
+    if "reconcile" in kinds or "first" in kinds:
+        after = state.reconcile_after_id
+        result.reconcile = client.findings_view(
+            fields="id_int",
+            sort=["ID_ASC"],
+            filters=None if after is None else field("id").gt(after),
+            page_size=page_size,
+        ).estimate()
+    return result
 
 
 async def sync_async(

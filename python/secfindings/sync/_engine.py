@@ -768,6 +768,10 @@ class Engine:
             raise
         return result
 
+    def kinds(self, state: _State, by_time: bool, now: dt.datetime) -> list[str]:
+        """What a run does now (see :func:`run_kinds`)."""
+        return run_kinds(state, by_time, now, self.opt)
+
     def run(self) -> SyncResult:
         """One sync run: the first load, or an incremental run and a reconcile when one is due."""
         started = _now()
@@ -782,27 +786,14 @@ class Engine:
             )
         state.fields = self.opt.fields
         by_time = _by_time(self.source.schema())
-        first = state.last_full_reconcile is None
+        kinds = self.kinds(state, by_time, started)
         try:
-            if first:
+            if kinds == ["first"]:
                 self.reconcile(state, started, result, by_time)
             else:
-                kinds = []
-                if by_time and state.watermark is not None:
-                    kinds.append("incremental")
+                if "incremental" in kinds:
                     self.incremental(state, started, result)
-                due = (
-                    not by_time
-                    or state.watermark is None
-                    or state.reconcile_after_id is not None
-                    or (
-                        self.opt.reconcile is None
-                        and state.last_full_reconcile is not None
-                        and started - state.last_full_reconcile >= self.opt.reconcile_every
-                    )
-                )
-                if self.opt.reconcile is True or (self.opt.reconcile is None and due):
-                    kinds.append("reconcile")
+                if "reconcile" in kinds:
                     self.reconcile(state, started, result, by_time)
                 result.kind = "+".join(kinds) or "nothing"
         except BaseException as exc:
@@ -872,6 +863,25 @@ class _Ahead(Iterator[Any]):
 
 def _ahead(source: Iterator[Any], size: int) -> _Ahead:
     return _Ahead(source, size)
+
+
+def run_kinds(state: _State, by_time: bool, now: dt.datetime, opt: Options) -> list[str]:
+    """What a run does now: ``["first"]`` (the first load, or its continuation), else
+    ``"incremental"`` and/or ``"reconcile"`` (when due, or asked for)."""
+    if state.last_full_reconcile is None:
+        return ["first"]
+    kinds = []
+    if by_time and state.watermark is not None:
+        kinds.append("incremental")
+    due = (
+        not by_time
+        or state.watermark is None
+        or state.reconcile_after_id is not None
+        or now - state.last_full_reconcile >= opt.reconcile_every
+    )
+    if opt.reconcile is True or (opt.reconcile is None and due):
+        kinds.append("reconcile")
+    return kinds
 
 
 def _by_time(schema: Any) -> bool:
