@@ -20,7 +20,23 @@ from pathlib import Path
 
 import pytest
 
-PG_BIN = Path(os.environ.get("SECFINDINGS_PG_BIN", "/usr/lib/postgresql/15/bin"))
+
+def _bin() -> Path:
+    """``$SECFINDINGS_PG_BIN``, else Debian's PostgreSQL 15, else the newest Debian version
+    installed (``.ci/run`` falls back to the distribution's default ``postgresql``)."""
+    if os.environ.get("SECFINDINGS_PG_BIN"):
+        return Path(os.environ["SECFINDINGS_PG_BIN"])
+    wanted = Path("/usr/lib/postgresql/15/bin")
+    if (wanted / "initdb").exists():
+        return wanted
+    found = sorted(
+        Path("/usr/lib/postgresql").glob("*/bin/initdb"),
+        key=lambda p: int(p.parent.parent.name) if p.parent.parent.name.isdigit() else 0,
+    )
+    return found[-1].parent if found else wanted
+
+
+PG_BIN = _bin()
 
 
 def _free_port() -> int:
