@@ -52,11 +52,12 @@ class Hostile:
 
 
 class Either:
-    """A client of one kind for an emulator, with the helpers that make one test body drive both."""
+    """A client of one kind from an emulator (or a :class:`Hostile` server), with the helpers that
+    make one test body drive both kinds."""
 
-    def __init__(self, kind: Kind, emulator: Source, **options: Any) -> None:
+    def __init__(self, kind: Kind, source: Source, **options: Any) -> None:
         self.kind: Kind = kind
-        self.emulator = emulator
+        self.source = source
         self._options = options
         self._loop = asyncio.new_event_loop() if kind == "async" else None
         self._made: list[Client | AsyncClient] = []
@@ -72,7 +73,7 @@ class Either:
         one."""
         merged = {**self._options, **options}
         made: Client | AsyncClient = (
-            self.emulator.async_client(**merged) if self._loop is not None else self.emulator.client(**merged)
+            self.source.async_client(**merged) if self._loop is not None else self.source.client(**merged)
         )
         self._made.append(made)
         return made
@@ -133,10 +134,10 @@ class Either:
 
 
 @contextmanager
-def either_client(kind: Kind, emulator: Source, **options: Any) -> Iterator[Either]:
+def either_client(kind: Kind, source: Source, **options: Any) -> Iterator[Either]:
     """An :class:`Either` for any emulator or :class:`Hostile` server (the fixture's is for the
     test's own `emulator`)."""
-    either = Either(kind, emulator, **options)
+    either = Either(kind, source, **options)
     try:
         yield either
     finally:
