@@ -60,9 +60,7 @@ def generate() -> str:
     for name, ty in sorted(schema.type_map.items()):
         if not isinstance(ty, GraphQLInputObjectType) or name.startswith("__"):
             continue
-        pairs = [
-            (f, "JSONText" if (name, f) in JSON_TEXT else str(v.type)) for f, v in ty.fields.items()
-        ]
+        pairs = [(f, "JSONText" if (name, f) in JSON_TEXT else str(v.type)) for f, v in ty.fields.items()]
         out.append(f'    ("{name}", {_args(pairs)}),')
     out.append("];")
     text = "\n".join(out) + "\n"
