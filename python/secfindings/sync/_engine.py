@@ -202,6 +202,7 @@ class Engine:
         self.fresh = False
         self._pc = need("pyarrow.compute", "arrow", "sync()")
         self._zeros: dict[int, Any] = {}
+        self._seq = 0
         if not self.opt.chunk_pages:
             self.opt.chunk_pages = backend.chunk_pages or CHUNK_PAGES
 
@@ -285,16 +286,22 @@ class Engine:
 
     # ------------------------------------------------------------------------------ batches
 
-    def _renamed(self, batch: Any, seq: int) -> Any:
-        """The batch with table column names and the staging sequence (later pages win)."""
-        pa = self.pa
+    def _renamed(self, batch: Any) -> Any:
+        """The batch with the table's column names (no copy)."""
         names = [column_name(n) for n in batch.schema.names]
+        return self.pa.RecordBatch.from_arrays(batch.columns, names=names)
+
+    def _sequenced(self, batch: Any) -> Any:
+        """The batch with the staging sequence: a later page wins over an earlier one of the
+        same finding (built in C from a cached array of zeros)."""
+        pa = self.pa
+        self._seq += 1
         n = batch.num_rows
         zeros = self._zeros.get(n)
         if zeros is None:
             zeros = self._zeros[n] = pa.array([0] * n, pa.int64())
-        arrays = [*batch.columns, self._pc.add(zeros, seq)]
-        return pa.RecordBatch.from_arrays(arrays, names=[*names, SEQ])
+        arrays = [*batch.columns, self._pc.add(zeros, self._seq)]
+        return pa.RecordBatch.from_arrays(arrays, names=[*batch.schema.names, SEQ])
 
     def _stopping(self) -> None:
         if self.opt.should_stop is not None and self.opt.should_stop():
@@ -308,18 +315,18 @@ class Engine:
         walk = self.source.batches(page_size=self.opt.page_size, **arguments)
         pages = _ahead(walk, min(2 * self.opt.chunk_pages, READ_AHEAD))
         try:
-            for seq, batch in enumerate(pages, 1):
+            for batch in pages:
                 self._stopping()
                 if self.opt.on_page is not None:
                     self.opt.on_page(batch.num_rows)
-                yield self._renamed(batch, seq)
+                yield self._renamed(batch)
         finally:
             pages.close()
 
     def _empty_schema(self) -> Any:
         """The schema of the selection when the walk had no page (a walk of zero rows)."""
         schema = self.source.empty(self.opt.fields)
-        return self._renamed(self.pa.RecordBatch.from_pylist([], schema=schema), 0).schema
+        return self._renamed(self.pa.RecordBatch.from_pylist([], schema=schema)).schema
 
     # ------------------------------------------------------------------------------ merge
 
@@ -440,7 +447,7 @@ class Engine:
     def _stage(self, batches: Sequence[Any], state: _State) -> None:
         if self.columns is None:
             self._check_columns(batches[0].schema, state)
-        self.db.ingest(STAGE, batches)
+        self.db.ingest(STAGE, [self._sequenced(b) for b in batches])
 
     def _watermark_of_stage(self) -> tuple[dt.datetime | None, int | None]:
         rows = self.db.query(
@@ -653,10 +660,8 @@ class Engine:
         if self.columns is None:
             self._check_columns(chunk[0].schema, state)
         assert self.columns is not None
-        pa = self.pa
-        plain = [pa.RecordBatch.from_arrays(b.columns[:-1], names=b.schema.names[:-1]) for b in chunk]
-        self.db.append(self.col.name, plain)
-        result.created += sum(b.num_rows for b in plain)
+        self.db.append(self.col.name, chunk)
+        result.created += sum(b.num_rows for b in chunk)
 
     def _first_versions(self, since: dt.datetime) -> None:
         """The first version of every row that has none yet (the rows of the first load)."""
@@ -738,9 +743,9 @@ class Engine:
         try:
             table = self.source.call(self.col.name, fields="*", page_size=self.opt.page_size)
             result.rows_read = table.num_rows
-            batches = [self._renamed(b, 1) for b in table.combine_chunks().to_batches()]
+            batches = [self._renamed(b) for b in table.combine_chunks().to_batches()]
             if not batches:
-                batches = [self._renamed(self.pa.RecordBatch.from_pylist([], schema=table.schema), 1)]
+                batches = [self._renamed(self.pa.RecordBatch.from_pylist([], schema=table.schema))]
             self.db.execute(f"DROP TABLE IF EXISTS {STAGE}")
             self._stage(batches, state)
             self._merge(started, result)
