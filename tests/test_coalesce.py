@@ -157,7 +157,9 @@ async def test_a_server_refusing_every_id_does_not_cost_a_request_per_id(emulato
     )
     assert all(isinstance(r, GraphQLError) for r in results)
     assert not any(isinstance(r, NotFoundError) for r in results)
-    assert len(emulator.request_log()) <= 1 + 8 * (200).bit_length()
+    # About 2 log2(n) requests per refused id, within the splitting budget; the core keeps up
+    # to 4 batches of one lookup in flight, so a failing lookup may have sent 3 more.
+    assert len(emulator.request_log()) <= 4 + 8 * (200).bit_length()
 
 
 @pytest.mark.asyncio

@@ -131,7 +131,8 @@ def test_empty_ids_make_no_request(emulator, both):
 def test_batch_size_splits_the_ids(emulator, both):
     result, log = sent(emulator, both, "findings", list(range(1, 251)), batch_size=100)
     assert [f.id_int for f in result] == list(range(1, 251))
-    assert [aliases(e) for e in log] == [100, 100, 50]
+    # The batches go out concurrently (up to 4 in flight): their order on the wire may vary.
+    assert sorted((aliases(e) for e in log), reverse=True) == [100, 100, 50]
 
 
 def test_batch_size_one_is_one_request_per_id(emulator, both):
@@ -285,3 +286,38 @@ def test_document_limits_set_when_the_emulator_starts():
         statuses = [e["status"] for e in emu.request_log()]
         assert statuses[0] == 413
         assert statuses[-1] == 200
+
+
+# ------------------------------------------------------------------------- batches in flight
+
+
+def test_the_batches_of_one_lookup_overlap_on_the_wire() -> None:
+    """The core keeps several batches of one lookup in flight: two requests of the same call
+    reach the server at once (a barrier of two in the server passes only then; sequential
+    batches would leave the first request waiting until the barrier times out)."""
+    import threading
+
+    from tests.servers.http import HostileServer, Response
+    from tests.servers.http import client as hostile_client
+
+    barrier = threading.Barrier(2, timeout=20)
+    passed: list[bool] = []
+
+    def api(req: Any) -> Response:
+        variables = req.json()["variables"]
+        if len(passed) < 2:
+            try:
+                barrier.wait()
+                passed.append(True)
+            except threading.BrokenBarrierError:
+                passed.append(False)
+        data = {f"f{k[1:]}": {"id_int": int(v)} for k, v in variables.items()}
+        return Response.of_json({"data": data})
+
+    with HostileServer() as server:
+        server.api = api
+        with hostile_client(server) as c:
+            found = c.findings(list(range(1, 301)), fields="id_int", batch_size=100)
+    assert [f.id_int for f in found] == list(range(1, 301))
+    assert passed[:2] == [True, True]
+    assert len(server.api_requests) == 3

@@ -4,7 +4,8 @@
 //! The API's limits count requests, so 1,000 findings by id cost 10 requests of 100 instead of
 //! 1,000. A server may refuse a large document (413, too many aliases, too complex or too deep, a
 //! timeout): the batch is halved and the lookup goes on, and the size that worked is remembered
-//! for the client (so the next lookup starts there). An id that names nothing comes back as
+//! for the client (so the next lookup starts there). Up to [`CONCURRENT`] batches are in flight
+//! at once: over a network, the round trips overlap. An id that names nothing comes back as
 //! `None` in its place without failing the others; any other error fails the lookup.
 //!
 //! Pure parts (the document, the split of an answer, what counts as a refusal) are unit-tested
@@ -13,6 +14,7 @@
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
+use futures_util::{StreamExt as _, TryStreamExt as _};
 use serde_json::{Map, Value};
 
 use super::error::{Error, Result};
@@ -23,6 +25,8 @@ use super::transport::Transport;
 
 /// The most selections one document carries, whatever the caller asks.
 pub const MAX_BATCH: usize = 1000;
+/// Batches of one lookup in flight at once.
+pub const CONCURRENT: usize = 4;
 
 /// The catalog entry `name`, if it is a query of one object by one `id: ID!`.
 pub fn lookup_operation(name: &str) -> Result<&'static Operation> {
@@ -194,30 +198,43 @@ impl Lookups {
             });
             slots.push(at);
         }
-        let mut found: Vec<Option<Value>> = Vec::with_capacity(unique.len());
-        let mut size = self.size_for(op.name, batch_size);
-        let mut start = 0;
-        while start < unique.len() {
-            let end = start.saturating_add(size).min(unique.len());
-            let chunk = unique.get(start..end).unwrap_or_default();
-            match self.one(transport, op, selection, chunk).await {
-                Ok(values) => {
-                    found.extend(values);
-                    start = end;
-                }
-                Err(e) if is_refusal(&e) && chunk.len() > 1 => {
-                    size = (chunk.len() / 2).max(1);
-                    self.refused(op.name, size);
-                    log::info!(
-                        "{}: the server refused {} lookups in one request; trying {size}",
-                        op.name,
-                        chunk.len()
-                    );
-                }
-                Err(e) => return Err(e),
-            }
-        }
+        // Up to CONCURRENT batches in flight (each through the budget, like any request), their
+        // answers put back in order; a refused batch is halved until it passes.
+        let size = self.size_for(op.name, batch_size);
+        let batches: Vec<_> =
+            unique.chunks(size).map(|chunk| self.chunk(transport, op, selection, chunk)).collect();
+        let found: Vec<Vec<Option<Value>>> =
+            futures_util::stream::iter(batches).buffered(CONCURRENT).try_collect().await?;
+        let found: Vec<Option<Value>> = found.into_iter().flatten().collect();
         Ok(slots.into_iter().map(|i| found.get(i).cloned().flatten()).collect())
+    }
+
+    /// One batch, halved (and the size remembered) while the server refuses it as too large.
+    fn chunk<'a>(
+        &'a self,
+        transport: &'a Transport,
+        op: &'static Operation,
+        selection: &'a str,
+        ids: &'a [Value],
+    ) -> futures_util::future::BoxFuture<'a, Result<Vec<Option<Value>>>> {
+        Box::pin(async move {
+            match self.one(transport, op, selection, ids).await {
+                Err(e) if is_refusal(&e) && ids.len() > 1 => {
+                    let half = ids.len().div_ceil(2);
+                    self.refused(op.name, half);
+                    log::info!(
+                        "{}: the server refused {} lookups in one request; trying {half}",
+                        op.name,
+                        ids.len()
+                    );
+                    let (first, second) = ids.split_at(half);
+                    let mut out = self.chunk(transport, op, selection, first).await?;
+                    out.extend(self.chunk(transport, op, selection, second).await?);
+                    Ok(out)
+                }
+                other => other,
+            }
+        })
     }
 
     async fn one(
