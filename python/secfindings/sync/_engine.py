@@ -20,6 +20,7 @@ from typing import Any
 
 from secfindings._shared import need
 from secfindings.errors import ConfigurationError, ValidationError
+from secfindings.sync._ahead import ReadAhead
 from secfindings.sync._dest import Backend, literal, quote, secret_free
 
 __all__ = ["Collection", "Engine", "Options", "Source", "SyncResult"]
@@ -313,7 +314,7 @@ class Engine:
         both wait outside the GIL (the native walk, the database's driver), so the network
         and the database overlap."""
         walk = self.source.batches(page_size=self.opt.page_size, **arguments)
-        pages = _ahead(walk, min(2 * self.opt.chunk_pages, READ_AHEAD))
+        pages = ReadAhead(walk, min(2 * self.opt.chunk_pages, READ_AHEAD))
         try:
             for batch in pages:
                 self._stopping()
@@ -814,60 +815,6 @@ class Engine:
             self.db.rollback()
             raise
         return result
-
-
-class _Ahead(Iterator[Any]):
-    """An iterator read ahead by a thread into a bounded queue; errors come out in order."""
-
-    _END = object()
-
-    def __init__(self, source: Iterator[Any], size: int) -> None:
-        import queue
-        import threading
-
-        self._queue: queue.Queue[Any] = queue.Queue(maxsize=max(1, size))
-        self._closed = threading.Event()
-        self._source = source
-        self._thread = threading.Thread(target=self._fill, name="secfindings-sync-walk", daemon=True)
-        self._thread.start()
-
-    def _fill(self) -> None:
-        import queue
-
-        try:
-            for item in self._source:
-                while not self._closed.is_set():
-                    try:
-                        self._queue.put((True, item), timeout=0.1)
-                        break
-                    except queue.Full:
-                        continue
-                if self._closed.is_set():
-                    return
-            self._queue.put((True, self._END))
-        except BaseException as exc:
-            self._queue.put((False, exc))
-
-    def __next__(self) -> Any:
-        ok, item = self._queue.get()
-        if not ok:
-            raise item
-        if item is self._END:
-            raise StopIteration
-        return item
-
-    def close(self) -> None:
-        """Stops reading ahead (the walk is dropped with what it fetched)."""
-        self._closed.set()
-        import queue
-
-        with contextlib.suppress(queue.Empty):
-            while True:
-                self._queue.get_nowait()
-
-
-def _ahead(source: Iterator[Any], size: int) -> _Ahead:
-    return _Ahead(source, size)
 
 
 def run_kinds(state: _State, by_time: bool, now: dt.datetime, opt: Options) -> list[str]:
