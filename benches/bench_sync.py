@@ -32,6 +32,7 @@ import argparse
 import json
 import os
 import resource
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -246,6 +247,7 @@ def main() -> None:
         server.stop()
         proc.terminate()
         proc.wait(timeout=30)
+        shutil.rmtree(folder, ignore_errors=True)
     _report(args, results)
 
 
