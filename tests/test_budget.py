@@ -67,7 +67,7 @@ def test_a_wait_longer_than_max_retry_wait_raises_without_sending(emu: Emulator,
     with pytest.raises(RateLimitError, match="budget of this API token") as err:
         first.finding(1)
     assert err.value.retry_after is not None
-    assert 55 < err.value.retry_after <= 60.1
+    assert 55 < err.value.retry_after <= 61.0  # a window, and 1 % of it (the slack for arrivals)
     assert emu.stats()["api_requests"] == 0
     # Without the shared budget, the client paces itself alone (and its own log is empty here).
     alone = _client(emu, token, False, rate_limit=(2, 60.0), max_retry_wait=1.0)
