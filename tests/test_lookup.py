@@ -300,12 +300,16 @@ def test_the_batches_of_one_lookup_overlap_on_the_wire() -> None:
     from tests.servers.http import HostileServer, Response
     from tests.servers.http import client as hostile_client
 
-    barrier = threading.Barrier(2, timeout=20)
+    barrier = threading.Barrier(2, timeout=5)
     passed: list[bool] = []
+    arrivals = iter(range(1_000))
+    lock = threading.Lock()
 
     def api(req: Any) -> Response:
         variables = req.json()["variables"]
-        if len(passed) < 2:
+        with lock:
+            arrival = next(arrivals)
+        if arrival < 2:  # only the first two requests meet at the barrier
             try:
                 barrier.wait()
                 passed.append(True)
@@ -321,3 +325,60 @@ def test_the_batches_of_one_lookup_overlap_on_the_wire() -> None:
     assert [f.id_int for f in found] == list(range(1, 301))
     assert passed[:2] == [True, True]
     assert len(server.api_requests) == 3
+
+
+# --------------------------------------------------------------- answers a server should not give
+
+
+def _hostile(answer: Any) -> tuple[Any, Any]:
+    from tests.servers.http import HostileServer, Response
+
+    server = HostileServer()
+    server.api = lambda req: Response.of_json(answer(req.json()))
+    return server, Response
+
+
+@pytest.mark.parametrize(
+    "data",
+    [{}, None, {"f0": {"id_int": 1}}],
+    ids=["no-aliases", "data-null", "one-alias-missing"],
+)
+def test_an_answer_without_an_alias_is_not_read_as_not_found(data: Any) -> None:
+    from tests.servers.http import client as hostile_client
+
+    from secfindings import TransportError
+
+    server, _ = _hostile(lambda body: {"data": data})
+    with server, hostile_client(server) as c:
+        with pytest.raises(TransportError, match=r"not the answer to the document sent|not a GraphQL answer"):
+            c.findings([1, 2], fields="id_int")
+        with pytest.raises(TransportError):
+            c.findings([1, 2], fields="id_int", missing="raise")
+
+
+@pytest.mark.parametrize(
+    "path",
+    [["f7"], [5], [None], "f1", {"0": "f1"}, ["f01"]],
+    ids=["other-alias", "int", "null", "string", "dict", "leading-zero"],
+)
+def test_a_merged_mutation_error_that_names_no_alias_fails_the_call(path: Any) -> None:
+    from tests.servers.http import client as hostile_client
+
+    from secfindings import GraphQLError
+
+    def answer(body: dict[str, Any]) -> dict[str, Any]:
+        return {
+            "data": {"f0": {"ok": True}, "f1": None},
+            "errors": [{"message": "permission denied", "path": path}],
+        }
+
+    server, _ = _hostile(answer)
+    with server, hostile_client(server) as c, pytest.raises(GraphQLError, match="permission denied"):
+        c.lookup("delete_finding_filter", [1, 2], mutations=True)
+
+
+def test_a_huge_batch_size_is_the_largest_batch() -> None:
+    from secfindings.testing import Emulator
+
+    with Emulator(findings=5) as emu, emu.client() as c:
+        assert [f.id_int for f in c.findings([1, 2], batch_size=2**70) if f] == [1, 2]

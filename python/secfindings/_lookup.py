@@ -142,10 +142,14 @@ def check_ids(ids: object) -> list[Id]:
     return out
 
 
+#: The most lookups one request carries (the core's cap too); a larger batch_size is this.
+MAX_BATCH = 1000
+
+
 def check_batch_size(batch_size: object) -> int:
     if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
         raise ValidationError(f"batch_size must be an int of at least 1, not {batch_size!r}")
-    return batch_size
+    return min(batch_size, MAX_BATCH)
 
 
 def check_missing(missing: object) -> Missing:
@@ -222,14 +226,24 @@ def _mutation_document(name: str, ids: list[Id], fields: str | None) -> tuple[st
 def _mutation_split(n: int, data: Any, error: GraphQLError | None) -> list[Any]:
     """Each alias's answer: its object, None (it named nothing: the core judged every error a
     not-found), or a GraphQLError of its own (the others went through, and are not resent)."""
-    if error is not None and (not error.errors or any(not e.get("path") for e in error.errors)):
-        raise error  # not about one alias: the document failed as a whole
+    aliases = {f"f{k}" for k in range(n)}
+
+    def alias_of(e: Any) -> str | None:
+        path = e.get("path") if isinstance(e, Mapping) else None
+        head = path[0] if isinstance(path, list) and path else None
+        return head if isinstance(head, str) and head in aliases else None
+
+    # An error that names no alias of this document (no path, another shape, an alias it does
+    # not have) is about the document as a whole: the call fails with it.
+    if error is not None and (not error.errors or any(alias_of(e) is None for e in error.errors)):
+        raise error
     own: dict[str, GraphQLError] = {}
     for e in error.errors if error is not None else []:
-        alias = str(e["path"][0])
-        own[alias] = (NotFoundError if isinstance(error, NotFoundError) else GraphQLError)(
-            f"GraphQL error: {e.get('message')}", errors=[e]
-        )
+        alias = alias_of(e)
+        if alias is not None:  # always, as checked above
+            own[alias] = (NotFoundError if isinstance(error, NotFoundError) else GraphQLError)(
+                f"GraphQL error: {e.get('message')}", errors=[e]
+            )
     if error is not None:
         data = error.data
     data = data if isinstance(data, Mapping) else {}

@@ -8,13 +8,15 @@
 //!
 //! - `<cache>/secfindings/budget/<key>.json`, where `key` is a SHA-256 of the API URL and the
 //!   credential (never the credential itself), holds `{"v": 1, "sends": [...], "blocked_until": t}`:
-//!   the unix times of the sends booked in the last window, and the end of the longest wait a
-//!   server asked for (`Retry-After`). It is replaced whole (write, then rename), so a reader
+//!   the unix times of the sends booked in the longest window any client of the token paces by
+//!   (`keep`), and the end of the longest wait a server asked for (`Retry-After`, shared up to
+//!   [`MAX_BLOCK`]). It is replaced whole (write, then rename), so a reader
 //!   never sees half of it.
 //! - `<key>.lock` is the lock, taken with `flock` (std's `File::lock`): the kernel drops it when
 //!   its holder dies, so a crashed process cannot hold it. A holder that hangs is waited for at
-//!   most [`LOCK_PATIENCE`]; then the request goes on unbooked (with one warning), as it would
-//!   without a shared budget.
+//!   most [`LOCK_PATIENCE`] (awaiting between tries: no thread is blocked); then the request goes
+//!   on unbooked (with one warning), as it would without a shared budget, and the file is left
+//!   alone for [`STUCK_COOLDOWN`].
 //! - A corrupt, oversized or hostile file is read as empty (one warning) and replaced: times that
 //!   are not numbers, or lie further ahead than a booking can, are dropped. The folder is used only
 //!   when it is private (not writable by group or others); files are created `0600`.
@@ -24,7 +26,7 @@
 //! `requests` is a window old; and never before `blocked_until`. A wait longer than
 //! `max_retry_wait` is not taken: the call fails with `RateLimit` and its `retry_after`.
 //!
-//! The rule (`book`) is pure and unit-tested without files or clocks.
+//! The rule (`slot`) is pure and unit-tested without files or clocks.
 
 use std::fs::{self, File, OpenOptions};
 use std::io::{Read as _, Write as _};
@@ -38,12 +40,18 @@ use sha2::{Digest, Sha256};
 
 /// How long a request waits for another process's lock before it goes on unbooked.
 pub const LOCK_PATIENCE: Duration = Duration::from_secs(2);
+/// After the lock stayed held that long, the file is left alone this long (the client paces
+/// itself), so a hung holder costs one wait, not one per request.
+pub const STUCK_COOLDOWN: Duration = Duration::from_secs(30);
 /// The largest state file read (bytes); a larger one is treated as corrupt.
 const MAX_FILE: u64 = 1 << 20;
 /// The most sends a state file keeps (a budget larger than this is paced per process).
 pub const MAX_SENDS: usize = 20_000;
-/// The furthest ahead a `blocked_until` is believed (a day): a larger one is hostile or broken.
-const MAX_BLOCK: f64 = 86_400.0;
+/// The longest server wait shared through the file (6 hours): a longer `Retry-After` still
+/// holds the call that got it, but is not imposed on every process for longer.
+pub const MAX_BLOCK: f64 = 6.0 * 3600.0;
+/// The longest window whose sends the file keeps (a day).
+const MAX_KEEP: f64 = 86_400.0;
 const FORMAT: u32 = 1;
 /// Added to a window-old send's time before the next may go (seconds).
 fn slack(window: f64) -> f64 {
@@ -59,20 +67,31 @@ pub struct State {
     pub sends: Vec<f64>,
     #[serde(default)]
     pub blocked_until: f64,
+    /// The longest window any client of the token paces by: sends are kept that long, so a
+    /// client with a shorter window never drops what another still counts.
+    #[serde(default)]
+    pub keep: f64,
 }
 
 impl State {
-    /// Drops what cannot be true at `now`: non-numbers, sends older than the window, times
-    /// further ahead than a booking (or a server's wait) can be. Keeps the sends sorted.
+    /// Drops what cannot be true at `now`: non-numbers, sends older than the longest window
+    /// (`window`, or a longer one another writer keeps), times further ahead than a booking (or
+    /// a server's wait) can be. Keeps the sends sorted.
     pub fn sanitize(&mut self, now: f64, window: f64) {
-        let horizon = now + MAX_BLOCK;
-        self.sends.retain(|t| t.is_finite() && *t > now - window && *t <= horizon);
+        let keep = if self.keep.is_finite() { self.keep.max(window) } else { window };
+        self.keep = keep.clamp(0.0, MAX_KEEP);
+        let horizon = now + MAX_BLOCK + self.keep;
+        let keep = self.keep;
+        self.sends.retain(|t| t.is_finite() && *t > now - keep && *t <= horizon);
         self.sends.sort_by(f64::total_cmp);
         if self.sends.len() > MAX_SENDS {
             let cut = self.sends.len() - MAX_SENDS;
             self.sends.drain(..cut);
         }
-        if !self.blocked_until.is_finite() || self.blocked_until <= now || self.blocked_until > horizon {
+        if !self.blocked_until.is_finite()
+            || self.blocked_until <= now
+            || self.blocked_until > now + MAX_BLOCK
+        {
             self.blocked_until = 0.0;
         }
         self.v = FORMAT;
@@ -102,7 +121,7 @@ pub fn slot(state: &State, now: f64, limit: Option<(u32, f64)>) -> f64 {
 pub struct View {
     /// The limit this client paces by: (requests, window seconds); `None` without `rate_limit=`.
     pub limit: Option<(u32, f64)>,
-    /// Sends booked in the window before now, by every process on this token.
+    /// Sends booked in this client's window before now, by every process on this token.
     pub used: u32,
     /// How many more may go now (`None` without a limit).
     pub remaining: Option<u32>,
@@ -110,29 +129,45 @@ pub struct View {
     pub resets_at: Option<f64>,
     /// Until when a server asked every client of this token to wait (unix seconds), if it did.
     pub blocked_until: Option<f64>,
-    /// The state file (for the curious; its name is a hash, never the token).
+    /// The state file, when the budget is shared through it (its name is a hash, never the token).
     pub path: Option<PathBuf>,
 }
 
-/// A wait the budget asks for, or why the request may not go.
+/// What the budget says of a request about to be sent.
 #[derive(Debug, Clone, Copy, PartialEq)]
-pub enum Grant {
-    /// Go after this wait (zero: now).
-    Wait(Duration),
+pub enum Booking {
+    /// Booked in the shared log: go after this wait (zero: now).
+    Booked(Duration),
+    /// Not booked (no limit to share, or the file could not be used): wait this long for what a
+    /// server asked, then the client's own pacing applies.
+    Unbooked(Duration),
     /// The wait would be longer than `max_retry_wait`: this many seconds.
     TooLong(f64),
 }
 
+/// One try at the lock.
+enum Locked<T> {
+    Done(T),
+    Busy,
+    Unusable,
+}
+
 /// One token's budget. Cheap when there is nothing to share: without `rate_limit=` a request only
 /// looks at the file's modification time (a `stat`), and reads it when another process changed it.
+/// Waiting for the lock never blocks a thread: the caller awaits between tries.
 #[derive(Debug)]
 pub struct Budget {
     dir: Option<PathBuf>,
     key: String,
+    /// What the client asked for (shown by `view`).
+    asked: Option<(u32, f64)>,
+    /// What it books by (`None` when there is no limit, or one too large to share).
     limit: Option<(u32, f64)>,
     max_wait: Duration,
     /// (modification time, blocked_until) of the state last read without a limit.
     seen: Mutex<Option<(SystemTime, f64)>>,
+    /// Until when the file is left alone after its lock stayed held.
+    stuck_until: Mutex<Option<Instant>>,
     warned: AtomicBool,
 }
 
@@ -171,20 +206,19 @@ impl Budget {
         limit: Option<(u32, Duration)>,
         max_wait: Duration,
     ) -> Self {
-        let limit = limit
-            .filter(|(n, _)| usize::try_from(*n).is_ok_and(|n| n <= MAX_SENDS))
-            .map(|(n, per)| (n, per.as_secs_f64()));
-        Self { dir, key, limit, max_wait, seen: Mutex::new(None), warned: AtomicBool::new(false) }
-    }
-
-    pub fn is_shared(&self) -> bool {
-        self.dir.is_some()
-    }
-
-    /// Whether this budget books sends (a `rate_limit=` it can share); else it only honours the
-    /// waits servers asked for.
-    pub fn books(&self) -> bool {
-        self.dir.is_some() && self.limit.is_some()
+        let asked = limit.map(|(n, per)| (n, per.as_secs_f64()));
+        let limit =
+            asked.filter(|(n, w)| usize::try_from(*n).is_ok_and(|n| n <= MAX_SENDS) && *w <= MAX_KEEP);
+        Self {
+            dir,
+            key,
+            asked,
+            limit,
+            max_wait,
+            seen: Mutex::new(None),
+            stuck_until: Mutex::new(None),
+            warned: AtomicBool::new(false),
+        }
     }
 
     fn state_path(&self) -> Option<PathBuf> {
@@ -201,30 +235,42 @@ impl Budget {
         self.limit.map_or(0.0, |(_, w)| w)
     }
 
-    /// Books a send now, or says how long to wait first. Blocking for at most [`LOCK_PATIENCE`]
-    /// (file I/O of a few hundred bytes under a lock held as briefly).
-    /// `None` when nothing was booked because the budget is not shared or its file could not be
-    /// used: the caller's own pacing applies.
-    pub fn reserve(&self) -> Option<Grant> {
-        let path = self.state_path()?;
-        if self.limit.is_none() {
-            return Some(self.blocked_only(&path));
-        }
-        self.locked(|state, now| {
-            let at = slot(state, now, self.limit);
-            let wait = (at - now).max(0.0);
-            if wait > self.max_wait.as_secs_f64() {
-                return (false, Grant::TooLong(wait));
-            }
-            state.sends.push(at);
-            (true, Grant::Wait(Duration::from_secs_f64(wait)))
-        })
+    fn stuck(&self) -> bool {
+        self.stuck_until.lock().ok().and_then(|g| *g).is_some_and(|until| Instant::now() < until)
     }
 
-    /// Without a limit: only a server's wait, read when the file changed since last time.
-    fn blocked_only(&self, path: &Path) -> Grant {
-        let Ok(meta) = fs::symlink_metadata(path) else { return Grant::Wait(Duration::ZERO) };
-        let Ok(modified) = meta.modified() else { return Grant::Wait(Duration::ZERO) };
+    /// Books a send now, or says how long to wait first (see [`Booking`]). Waits for another
+    /// process's lock at most [`LOCK_PATIENCE`], awaiting between tries.
+    pub async fn reserve(&self) -> Booking {
+        let Some(path) = self.state_path() else { return Booking::Unbooked(Duration::ZERO) };
+        if self.limit.is_none() || self.stuck() {
+            return self.blocked_only(&path);
+        }
+        let booked = self
+            .with_lock(|state, now| {
+                let at = slot(state, now, self.limit);
+                let wait = (at - now).max(0.0);
+                if wait > self.max_wait.as_secs_f64() {
+                    return (false, Booking::TooLong(wait));
+                }
+                state.sends.push(at);
+                (true, Booking::Booked(Duration::from_secs_f64(wait)))
+            })
+            .await;
+        match booked {
+            Some(b) => b,
+            None => self.blocked_only(&path),
+        }
+    }
+
+    /// Without booking: only a server's wait, read when the file changed since last time.
+    fn blocked_only(&self, path: &Path) -> Booking {
+        let none = Booking::Unbooked(Duration::ZERO);
+        if self.dir.as_deref().is_none_or(|d| check_dir(d, false).is_err()) {
+            return none;
+        }
+        let Ok(meta) = fs::symlink_metadata(path) else { return none };
+        let Ok(modified) = meta.modified() else { return none };
         let now = unix_now();
         let cached = self.seen.lock().ok().and_then(|g| *g).filter(|(m, _)| *m == modified).map(|(_, b)| b);
         let blocked = match cached {
@@ -240,41 +286,49 @@ impl Budget {
         };
         let wait = (blocked - now).max(0.0);
         if wait > self.max_wait.as_secs_f64() {
-            Grant::TooLong(wait)
+            Booking::TooLong(wait)
         } else {
-            Grant::Wait(Duration::from_secs_f64(wait))
+            Booking::Unbooked(Duration::from_secs_f64(wait))
         }
     }
 
-    /// A server answered 429 with `Retry-After: wait`: every client of this token waits for it.
-    pub fn blocked_for(&self, wait: Duration) {
-        if self.dir.is_none() {
+    /// A server answered 429 with `Retry-After: wait`: every client of this token waits for it
+    /// (up to [`MAX_BLOCK`]).
+    pub async fn blocked_for(&self, wait: Duration) {
+        if self.dir.is_none() || self.stuck() {
             return;
         }
-        let _ = self.locked(|state, now| {
-            let until = now + wait.as_secs_f64().min(MAX_BLOCK);
-            state.blocked_until = state.blocked_until.max(until);
-            (true, ())
-        });
+        let _ = self
+            .with_lock(|state, now| {
+                let until = now + wait.as_secs_f64().min(MAX_BLOCK);
+                state.blocked_until = state.blocked_until.max(until);
+                (true, ())
+            })
+            .await;
     }
 
     /// What `client.budget()` shows.
     pub fn view(&self) -> View {
         let now = unix_now();
-        let path = self.state_path();
+        // A folder not made yet is usable (the first booking makes it); a symlink or a folder
+        // others can write is not.
+        let usable = self
+            .dir
+            .as_deref()
+            .is_some_and(|d| fs::symlink_metadata(d).is_err() || check_dir(d, false).is_ok());
+        let path = self.state_path().filter(|_| usable);
         let mut state = path.as_deref().and_then(|p| self.read(p)).unwrap_or_default();
-        let window = self.window();
-        state.sanitize(now, window);
-        let used: Vec<f64> = state.sends.iter().copied().filter(|t| *t <= now).collect();
-        let used_n = u32::try_from(used.len()).unwrap_or(u32::MAX);
+        let window = self.asked.map_or(0.0, |(_, w)| w);
+        state.sanitize(now, window.min(MAX_KEEP));
+        let in_window: Vec<f64> = state.sends.iter().copied().filter(|t| *t > now - window).collect();
+        let used: Vec<f64> = in_window.iter().copied().filter(|t| *t <= now).collect();
         View {
-            limit: self.limit,
-            used: used_n,
-            remaining: self.limit.map(|(n, _)| {
-                let booked = u32::try_from(state.sends.len()).unwrap_or(u32::MAX);
-                n.saturating_sub(booked)
-            }),
-            resets_at: self.limit.and_then(|(_, w)| used.first().map(|t| t + w)),
+            limit: self.asked,
+            used: u32::try_from(used.len()).unwrap_or(u32::MAX),
+            remaining: self
+                .asked
+                .map(|(n, _)| n.saturating_sub(u32::try_from(in_window.len()).unwrap_or(u32::MAX))),
+            resets_at: self.asked.and_then(|(_, w)| used.first().map(|t| t + w)),
             blocked_until: (state.blocked_until > now).then_some(state.blocked_until),
             path,
         }
@@ -304,43 +358,67 @@ impl Budget {
         }
     }
 
-    /// Runs `f` on the state under the lock; writes it back when `f` says it changed. `None`
-    /// when the folder or the lock could not be had (the caller goes on unbooked).
-    fn locked<T>(&self, f: impl FnOnce(&mut State, f64) -> (bool, T)) -> Option<T> {
-        let dir = self.dir.as_deref()?;
-        if let Err(why) = private_dir(dir) {
+    /// Runs `f` on the state under the lock, trying again (awaiting a millisecond between tries)
+    /// while another process holds it, for at most [`LOCK_PATIENCE`]; then the file is left
+    /// alone for [`STUCK_COOLDOWN`]. `None` when the lock or the folder could not be had.
+    async fn with_lock<T>(&self, f: impl FnOnce(&mut State, f64) -> (bool, T)) -> Option<T> {
+        let started = Instant::now();
+        let mut f = Some(f);
+        loop {
+            let tried = self.try_locked(|state, now| match f.take() {
+                Some(g) => {
+                    let (changed, out) = g(state, now);
+                    (changed, Some(out))
+                }
+                None => (false, None),
+            });
+            match tried {
+                Locked::Done(out) => return out,
+                Locked::Unusable => return None,
+                Locked::Busy if started.elapsed() < LOCK_PATIENCE => {
+                    tokio::time::sleep(Duration::from_millis(1)).await;
+                }
+                Locked::Busy => {
+                    if let Ok(mut g) = self.stuck_until.lock() {
+                        *g = Instant::now().checked_add(STUCK_COOLDOWN);
+                    }
+                    self.warn(&format!(
+                        "another process held the lock of {}.json for {LOCK_PATIENCE:?}",
+                        self.key
+                    ));
+                    return None;
+                }
+            }
+        }
+    }
+
+    /// One try: runs `f` on the state under the lock, writing it back when `f` says it changed.
+    fn try_locked<T>(&self, f: impl FnOnce(&mut State, f64) -> (bool, T)) -> Locked<T> {
+        let Some(dir) = self.dir.as_deref() else { return Locked::Unusable };
+        if let Err(why) = check_dir(dir, true) {
             self.warn(&why);
-            return None;
+            return Locked::Unusable;
         }
         let lock_path = dir.join(format!("{}.lock", self.key));
         let lock = match open_private(&lock_path, false) {
             Ok(f) => f,
             Err(e) => {
                 self.warn(&format!("cannot open {}: {e}", lock_path.display()));
-                return None;
+                return Locked::Unusable;
             }
         };
-        let started = Instant::now();
-        loop {
-            match lock.try_lock() {
-                Ok(()) => break,
-                Err(fs::TryLockError::WouldBlock) if started.elapsed() < LOCK_PATIENCE => {
-                    std::thread::sleep(Duration::from_micros(200));
-                }
-                Err(fs::TryLockError::WouldBlock) => {
-                    self.warn(&format!("{} stayed locked for {LOCK_PATIENCE:?}", lock_path.display()));
-                    return None;
-                }
-                Err(fs::TryLockError::Error(e)) => {
-                    self.warn(&format!("cannot lock {}: {e}", lock_path.display()));
-                    return None;
-                }
+        match lock.try_lock() {
+            Ok(()) => {}
+            Err(fs::TryLockError::WouldBlock) => return Locked::Busy,
+            Err(fs::TryLockError::Error(e)) => {
+                self.warn(&format!("cannot lock {}: {e}", lock_path.display()));
+                return Locked::Unusable;
             }
         }
         let path = dir.join(format!("{}.json", self.key));
         let now = unix_now();
         let mut state = self.read(&path).unwrap_or_default();
-        state.sanitize(now, self.window().max(1.0));
+        state.sanitize(now, self.window());
         let (changed, out) = f(&mut state, now);
         if changed {
             if let Err(e) = write_atomic(dir, &path, &state) {
@@ -348,25 +426,28 @@ impl Budget {
             }
         }
         let _ = lock.unlock();
-        Some(out)
+        Locked::Done(out)
     }
 }
 
-/// The folder exists (created `0700`) and is not writable by group or others.
-fn private_dir(dir: &Path) -> Result<(), String> {
-    let mut builder = fs::DirBuilder::new();
-    builder.recursive(true);
-    #[cfg(unix)]
-    {
-        use std::os::unix::fs::DirBuilderExt as _;
-        builder.mode(0o700);
-    }
-    if let Err(e) = builder.create(dir) {
-        return Err(format!("cannot create {}: {e}", dir.display()));
+/// The folder (created `0700` when `create`) is a real folder, not a symlink, and not writable
+/// by group or others.
+fn check_dir(dir: &Path, create: bool) -> Result<(), String> {
+    if create {
+        let mut builder = fs::DirBuilder::new();
+        builder.recursive(true);
+        #[cfg(unix)]
+        {
+            use std::os::unix::fs::DirBuilderExt as _;
+            builder.mode(0o700);
+        }
+        if let Err(e) = builder.create(dir) {
+            return Err(format!("cannot create {}: {e}", dir.display()));
+        }
     }
     let meta = fs::symlink_metadata(dir).map_err(|e| format!("cannot inspect {}: {e}", dir.display()))?;
     if !meta.is_dir() {
-        return Err(format!("{} is not a folder", dir.display()));
+        return Err(format!("{} is not a folder (a symlink is not followed)", dir.display()));
     }
     #[cfg(unix)]
     {
@@ -415,7 +496,7 @@ mod tests {
     use super::*;
 
     fn state(sends: &[f64]) -> State {
-        State { v: FORMAT, sends: sends.to_vec(), blocked_until: 0.0 }
+        State { v: FORMAT, sends: sends.to_vec(), blocked_until: 0.0, keep: 0.0 }
     }
 
     #[test]
@@ -462,6 +543,7 @@ mod tests {
             v: 9,
             sends: vec![f64::NAN, f64::INFINITY, -1.0, 1e300, 99.5, 50.0, 98.0],
             blocked_until: 1e300,
+            keep: f64::NAN,
         };
         s.sanitize(100.0, 10.0);
         assert_eq!(s.sends, vec![98.0, 99.5]);
@@ -486,40 +568,67 @@ mod tests {
         d
     }
 
-    #[test]
-    fn books_through_the_file_and_refuses_a_long_wait() {
+    #[tokio::test]
+    async fn books_through_the_file_and_refuses_a_long_wait() {
         let dir = tempdir("book");
-        let b = Budget::new(
-            Some(dir.clone()),
-            "k".into(),
-            Some((2, Duration::from_secs(60))),
-            Duration::from_secs(5),
-        );
-        assert_eq!(b.reserve(), Some(Grant::Wait(Duration::ZERO)));
-        assert_eq!(b.reserve(), Some(Grant::Wait(Duration::ZERO)));
+        let minute = Some((2, Duration::from_secs(60)));
+        let b = Budget::new(Some(dir.clone()), "k".into(), minute, Duration::from_secs(5));
+        assert_eq!(b.reserve().await, Booking::Booked(Duration::ZERO));
+        assert_eq!(b.reserve().await, Booking::Booked(Duration::ZERO));
         // The third would wait about a minute: longer than max_wait.
-        assert!(matches!(b.reserve(), Some(Grant::TooLong(w)) if w > 55.0));
+        assert!(matches!(b.reserve().await, Booking::TooLong(w) if w > 55.0));
         // A second client of the same token sees the same log.
-        let other = Budget::new(
-            Some(dir.clone()),
-            "k".into(),
-            Some((2, Duration::from_secs(60))),
-            Duration::from_secs(5),
-        );
+        let other = Budget::new(Some(dir.clone()), "k".into(), minute, Duration::from_secs(5));
         assert_eq!(other.view().used, 2);
         assert_eq!(other.view().remaining, Some(0));
+        // A client with a shorter window books without dropping what the longer one counts.
+        let quick =
+            Budget::new(Some(dir.clone()), "k".into(), Some((100, Duration::from_secs(1))), Duration::ZERO);
+        assert_eq!(quick.reserve().await, Booking::Booked(Duration::ZERO));
+        assert!(matches!(b.reserve().await, Booking::TooLong(_)), "the minute's sends were kept");
+        assert_eq!(b.view().used, 3);
         // A corrupt file reads as empty.
         fs::write(dir.join("k.json"), b"{not json").unwrap();
-        assert_eq!(other.reserve(), Some(Grant::Wait(Duration::ZERO)));
-        // A server's wait reaches clients without a limit.
+        assert_eq!(other.reserve().await, Booking::Booked(Duration::ZERO));
+        // A server's wait reaches clients without a limit, capped at MAX_BLOCK.
         let plain = Budget::new(Some(dir.clone()), "k".into(), None, Duration::from_secs(5));
-        b.blocked_for(Duration::from_secs(3600));
-        assert!(matches!(plain.reserve(), Some(Grant::TooLong(w)) if w > 3500.0));
+        b.blocked_for(Duration::from_secs(3600)).await;
+        assert!(matches!(plain.reserve().await, Booking::TooLong(w) if w > 3500.0));
+        b.blocked_for(Duration::from_secs(1_000_000)).await;
+        assert!(matches!(plain.reserve().await, Booking::TooLong(w) if w <= MAX_BLOCK));
+        // A limit too large to share still honours the server's wait, unbooked.
+        let huge = Budget::new(
+            Some(dir.clone()),
+            "k".into(),
+            Some((30_000, Duration::from_secs(60))),
+            Duration::from_secs(5),
+        );
+        assert!(matches!(huge.reserve().await, Booking::TooLong(_)));
+        assert_eq!(huge.view().limit, Some((30_000, 60.0)));
         let _ = fs::remove_dir_all(&dir);
     }
 
-    #[test]
-    fn refuses_a_folder_others_can_write() {
+    #[tokio::test]
+    async fn a_held_lock_costs_one_wait_then_the_file_is_left_alone() {
+        let dir = tempdir("held");
+        let minute = Some((10, Duration::from_secs(60)));
+        let b = Budget::new(Some(dir.clone()), "k".into(), minute, Duration::from_secs(5));
+        assert_eq!(b.reserve().await, Booking::Booked(Duration::ZERO));
+        let holder = File::open(dir.join("k.lock")).unwrap();
+        holder.lock().unwrap();
+        let started = Instant::now();
+        assert_eq!(b.reserve().await, Booking::Unbooked(Duration::ZERO));
+        assert!(started.elapsed() >= LOCK_PATIENCE);
+        // Within the cooldown the next request does not wait for the lock again.
+        let again = Instant::now();
+        assert_eq!(b.reserve().await, Booking::Unbooked(Duration::ZERO));
+        assert!(again.elapsed() < LOCK_PATIENCE);
+        holder.unlock().unwrap();
+        let _ = fs::remove_dir_all(&dir);
+    }
+
+    #[tokio::test]
+    async fn refuses_a_folder_others_can_write_or_a_symlink() {
         let dir = tempdir("open");
         fs::create_dir_all(&dir).unwrap();
         #[cfg(unix)]
@@ -532,8 +641,28 @@ mod tests {
                 Some((1, Duration::from_secs(60))),
                 Duration::ZERO,
             );
-            assert_eq!(b.reserve(), None, "unbooked: the folder is not private");
+            assert_eq!(b.reserve().await, Booking::Unbooked(Duration::ZERO), "the folder is not private");
             assert!(!dir.join("k.json").exists());
+            assert_eq!(b.view().path, None);
+            let real = tempdir("real");
+            fs::create_dir_all(&real).unwrap();
+            let link = tempdir("link");
+            std::os::unix::fs::symlink(&real, &link).unwrap();
+            let b = Budget::new(
+                Some(link.clone()),
+                "k".into(),
+                Some((1, Duration::from_secs(60))),
+                Duration::ZERO,
+            );
+            assert_eq!(
+                b.reserve().await,
+                Booking::Unbooked(Duration::ZERO),
+                "a symlinked folder is not used"
+            );
+            assert!(!real.join("k.json").exists());
+            assert_eq!(b.view().path, None);
+            let _ = fs::remove_file(&link);
+            let _ = fs::remove_dir_all(&real);
         }
         let _ = fs::remove_dir_all(&dir);
     }

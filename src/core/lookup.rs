@@ -107,7 +107,8 @@ pub fn split(body: &[u8], n: usize) -> Result<Vec<Option<Value>>> {
     let (data, errors) = super::graphql::envelope(body)?;
     let mut data = match data {
         Some(Value::Object(m)) => m,
-        Some(Value::Null) | None => Map::new(),
+        // No data is "nothing found" only with the errors that say so (checked below).
+        Some(Value::Null) | None if !errors.is_empty() => Map::new(),
         other => return Err(super::graphql::bad_data(other.as_ref())),
     };
     let mut missing = vec![false; n];
@@ -119,7 +120,8 @@ pub fn split(body: &[u8], n: usize) -> Result<Vec<Option<Value>>> {
             .and_then(|p| p.first())
             .and_then(Value::as_str)
             .and_then(|alias| alias.strip_prefix('f'))
-            .and_then(|i| i.parse::<usize>().ok())
+            // Exactly the aliases this document has: `f7`, never `f07` or `f+7`.
+            .and_then(|i| i.parse::<usize>().ok().filter(|k| k.to_string() == i))
             .filter(|i| *i < n);
         let gone = Error::graphql(vec![err.clone()], None);
         match (index, gone) {
@@ -136,9 +138,19 @@ pub fn split(body: &[u8], n: usize) -> Result<Vec<Option<Value>>> {
     }
     let mut out = Vec::with_capacity(n);
     for (i, gone) in missing.into_iter().enumerate() {
-        let value = data.remove(&format!("f{i}")).filter(|v| !v.is_null());
-        // Without an error, a null answer is the server saying "nothing here" too.
-        out.push(if gone { None } else { value });
+        let alias = format!("f{i}");
+        match data.remove(&alias) {
+            _ if gone => out.push(None),
+            // A null without an error is the server saying "nothing here" too.
+            Some(Value::Null) => out.push(None),
+            Some(v) => out.push(Some(v)),
+            None => {
+                return Err(Error::Transport(format!(
+                    "the answer to a batched lookup has no {alias:?} and no error for it; it is \
+                     not the answer to the document sent"
+                )))
+            }
+        }
     }
     Ok(out)
 }
@@ -218,6 +230,15 @@ impl Lookups {
         ids: &'a [Value],
     ) -> futures_util::future::BoxFuture<'a, Result<Vec<Option<Value>>>> {
         Box::pin(async move {
+            // A size the server refused since this lookup began applies to its later batches.
+            let known = self.size_for(op.name, ids.len());
+            if ids.len() > known {
+                let mut out = Vec::with_capacity(ids.len());
+                for part in ids.chunks(known) {
+                    out.extend(self.chunk(transport, op, selection, part).await?);
+                }
+                return Ok(out);
+            }
             match self.one(transport, op, selection, ids).await {
                 Err(e) if is_refusal(&e) && ids.len() > 1 => {
                     let half = ids.len().div_ceil(2);
@@ -304,6 +325,14 @@ mod tests {
         let body = json!({"data": {}, "errors": [{"message": "Finding matching query does not exist.", "path": ["f7"]}]});
         assert!(split(body.to_string().as_bytes(), 2).is_err());
         assert!(split(b"<html>", 2).is_err());
+        // An alias missing without an error, or no data at all, is not "not found".
+        assert!(split(json!({"data": {"f0": {"id": "a"}}}).to_string().as_bytes(), 2).is_err());
+        assert!(split(json!({"data": null}).to_string().as_bytes(), 1).is_err());
+        assert!(split(json!({}).to_string().as_bytes(), 1).is_err());
+        // Only the aliases of the document count: `f01` is not `f1`.
+        let body = json!({"data": {"f0": {"id": "a"}, "f1": {"id": "b"}},
+            "errors": [{"message": "Finding matching query does not exist.", "path": ["f01"]}]});
+        assert!(split(body.to_string().as_bytes(), 2).is_err());
         assert!(split(br#"{"data": [1]}"#, 2).is_err());
     }
 

@@ -8,7 +8,7 @@ use bytes::Bytes;
 use reqwest::header::{HeaderMap, AUTHORIZATION, CONTENT_TYPE, RETRY_AFTER};
 
 use super::auth::TokenProvider;
-use super::budget::{Budget, Grant};
+use super::budget::{Booking, Budget};
 use super::config::{Credential, Settings};
 use super::error::{secs, Error, Result};
 use super::graphql::{decode_response, PreparedRequest};
@@ -200,9 +200,14 @@ impl Transport {
             status: 429,
             message: format!(
                 "the request budget of this API token (shared by every client of it on this machine) \
-                 allows the next request in {wait:.0}s, longer than max_retry_wait ({:.0}s); \
-                 see client.budget()",
-                self.policy.max_retry_wait.as_secs_f64()
+                 allows the next request in {wait:.0}s, longer than max_retry_wait ({:.0}s); see \
+                 client.budget(). A wait a server asked for is kept in {}: delete it, or pass \
+                 budget=False, to stop honouring it",
+                self.policy.max_retry_wait.as_secs_f64(),
+                self.budget
+                    .view()
+                    .path
+                    .map_or_else(|| "the budget file".to_string(), |p| p.display().to_string())
             ),
             body: String::new(),
             headers: Vec::new(),
@@ -220,19 +225,25 @@ impl Transport {
             Err(e) => return Attempt::Fatal(e),
         };
         // The shared budget books the send for every process of this token; when it cannot (no
-        // limit to share, or its folder is unusable), the client's own limiter paces it.
-        let waited = match self.budget.reserve() {
-            Some(Grant::TooLong(wait)) => return Attempt::Fatal(self.budget_spent(wait)),
-            Some(Grant::Wait(wait)) if self.budget.books() || self.limiter.is_none() => {
+        // limit to share, or its file is unusable), the client's own limiter paces it, after any
+        // wait a server asked every client of the token for.
+        let waited = match self.budget.reserve().await {
+            Booking::TooLong(wait) => return Attempt::Fatal(self.budget_spent(wait)),
+            Booking::Booked(wait) => {
                 if !wait.is_zero() {
                     tokio::time::sleep(wait).await;
                 }
                 wait
             }
-            _ => match &self.limiter {
-                Some(limiter) => limiter.acquire().await,
-                None => std::time::Duration::ZERO,
-            },
+            Booking::Unbooked(wait) => {
+                if !wait.is_zero() {
+                    tokio::time::sleep(wait).await;
+                }
+                match &self.limiter {
+                    Some(limiter) => wait + limiter.acquire().await,
+                    None => wait,
+                }
+            }
         };
         if !waited.is_zero() {
             self.stats.limiter_waits.fetch_add(1, Ordering::Relaxed);
@@ -334,7 +345,7 @@ impl Transport {
             self.stats.rate_limited.fetch_add(1, Ordering::Relaxed);
             // Every client of this token waits for what the server asked, not only this call.
             if let Some(wait) = retry_after.as_deref().and_then(|v| parse_retry_after(v, SystemTime::now())) {
-                self.budget.blocked_for(wait);
+                self.budget.blocked_for(wait).await;
             }
             Error::RateLimit {
                 status,

@@ -15,7 +15,12 @@ fn limit(v: Option<(u32, f64)>) -> PyResult<Option<RateLimit>> {
     match v {
         None => Ok(None),
         Some((requests, window)) if window.is_finite() && window > 0.0 => {
-            Ok(Some(RateLimit { requests, window: Duration::from_secs_f64(window) }))
+            match Duration::try_from_secs_f64(window) {
+                Ok(window) => Ok(Some(RateLimit { requests, window })),
+                Err(_) => {
+                    Err(PyValueError::new_err(format!("a rate-limit window of {window} s is too long")))
+                }
+            }
         }
         Some((_, window)) => {
             Err(PyValueError::new_err(format!("a rate-limit window must be > 0 s, got {window}")))
