@@ -161,3 +161,10 @@ def test_the_standalone_emulator_checks_its_new_options(flag: str) -> None:
     )
     assert proc.returncode == 2
     assert flag.split("=")[0] in proc.stderr
+
+
+def test_a_rate_limit_window_too_long_is_a_value_error_not_a_panic(emu: Emulator) -> None:
+    with pytest.raises(ValueError, match="too long"):
+        Emulator(findings=1, token_limit=(1, 1e300))
+    with pytest.raises(ValueError, match="too long"):
+        emu.set_rate_limit("token", (1, 1e20))
