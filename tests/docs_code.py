@@ -21,9 +21,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 DOCS = ROOT / "docs"
 
-# The README's code joins the checks once the README is cut to an overview whose snippets run
-# (issue 24); until then only the site's pages are checked.
-README_CHECKED = False
+# The README's code is checked with the site's (it was left out while the README was the manual).
+README_CHECKED = True
 
 _FENCE = re.compile(r"^(?P<indent>[ \t]*)(?P<ticks>`{3,}|~{3,})\s*(?P<info>[^\n`]*)$")
 _MARK = re.compile(r"^\s*<!--\s*(?P<kind>not run|not checked)\s*:\s*(?P<reason>.+?)\s*-->\s*$")

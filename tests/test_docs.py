@@ -162,7 +162,9 @@ def test_the_python_blocks_run_against_the_emulator(
     monkeypatch: pytest.MonkeyPatch,
     capsys: pytest.CaptureFixture[str],
 ) -> None:
-    for name in [n for n in os.environ if n.startswith("SECFINDINGS_") and n != "SECFINDINGS_SCHEMA_CACHE"]:
+    # The user's settings go; the run's own cache folders (conftest.py) stay.
+    keep = {"SECFINDINGS_SCHEMA_CACHE", "SECFINDINGS_BUDGET_DIR"}
+    for name in [n for n in os.environ if n.startswith("SECFINDINGS_") and n not in keep]:
         monkeypatch.delenv(name)
     monkeypatch.setenv("SECFINDINGS_API_TOKEN", docs_emulator.create_api_token("docs"))
     monkeypatch.setenv("SECFINDINGS_BASE_URL", docs_emulator.base_url)
@@ -247,3 +249,23 @@ def test_the_pytest_example_of_the_testing_guide_passes_under_pytest(tmp_path: P
     )
     assert out.returncode == 0, out.stdout + out.stderr
     assert re.search(r"^1 passed", out.stdout, re.M), out.stdout
+
+
+def test_the_readme_is_an_overview_with_the_two_commands_and_working_links() -> None:
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    assert len(readme.splitlines()) <= 300
+    # The install-and-demo and test commands (.ci/run runs scripts/test.sh) stay as they are.
+    assert re.search(
+        r"^\./scripts/demo\.sh +# installs into \.venv and runs examples/quickstart\.py$", readme, re.M
+    )
+    assert re.search(r"^\./scripts/test\.sh +# every test", readme, re.M)
+    assert "scripts/test.sh" in (ROOT / ".ci" / "run").read_text(encoding="utf-8")
+    links = re.findall(r"\]\(([^)#\s]+)(?:#[^)]*)?\)", readme)
+    local = [link for link in links if "://" not in link]
+    assert len(local) >= 10, local
+    for link in local:
+        assert (ROOT / link).exists(), link
+    # Every guide of the site is reachable from the README or from the page it links first.
+    index = (ROOT / "docs" / "index.md").read_text(encoding="utf-8")
+    for guide in sorted((ROOT / "docs" / "guides").glob("*.md")):
+        assert f"guides/{guide.name}" in readme + index, guide.name
