@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # `make reliability`: the hardening set. Hostile servers on loopback (tests/servers/http.py), property
 # tests (hypothesis), the emulator under 64 threads and 500 tasks with short-lived JWTs and 429s,
-# and the Rust fuzz test of the page scanner and response decoder. Prints the table the README
-# quotes (counts per kind, from this run). No test touches the internet.
+# and the Rust fuzz test of the page scanner and response decoder. Prints the table that
+# docs/guides/guarantees.md quotes (counts per kind, from this run). No test touches the internet.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 source scripts/_venv.sh

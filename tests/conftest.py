@@ -71,7 +71,7 @@ def pytest_configure(config: pytest.Config) -> None:
 
 # `make reliability` (scripts/reliability.sh) sets SECFINDINGS_RELIABILITY_REPORT: the outcome of
 # every reliability case (each parametrized case counts once) is tallied per marker and written
-# there as a Markdown table, the one the README quotes.
+# there as a Markdown table, the one docs/guides/guarantees.md quotes.
 _RELIABILITY_TALLY: dict[str, dict[str, int]] = {}
 
 
