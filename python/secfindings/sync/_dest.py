@@ -21,6 +21,7 @@ import datetime as dt
 import os
 import re
 import urllib.parse
+from abc import ABC, abstractmethod
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -169,7 +170,7 @@ def literal(value: Any) -> str:
     return "'" + str(value).replace("'", "''") + "'"
 
 
-class Backend:
+class Backend(ABC):
     """One open connection to the destination, with the SQL that differs between databases.
 
     Every write of a sync happens between :meth:`begin` and :meth:`commit`; :meth:`rollback`
@@ -189,36 +190,39 @@ class Backend:
         self.dest = dest
 
     # -- connection
-    def close(self) -> None:
-        raise NotImplementedError
+    @abstractmethod
+    def close(self) -> None: ...
 
-    def begin(self) -> None:
-        raise NotImplementedError
+    @abstractmethod
+    def begin(self) -> None: ...
 
-    def commit(self) -> None:
-        raise NotImplementedError
+    @abstractmethod
+    def commit(self) -> None: ...
 
-    def rollback(self) -> None:
-        raise NotImplementedError
+    @abstractmethod
+    def rollback(self) -> None: ...
 
-    def execute(self, sql: str) -> None:
-        raise NotImplementedError
+    @abstractmethod
+    def execute(self, sql: str) -> None: ...
 
-    def query(self, sql: str) -> list[tuple[Any, ...]]:
-        raise NotImplementedError
+    @abstractmethod
+    def query(self, sql: str) -> list[tuple[Any, ...]]: ...
 
+    @abstractmethod
     def ingest(self, table: str, batches: Sequence[Any]) -> None:
         """Appends record batches to the temporary table ``table`` (created by the first call
         from the batches' Arrow schema)."""
-        raise NotImplementedError
+        ...
 
+    @abstractmethod
     def columns(self, table: str) -> list[str] | None:
         """The columns of ``table`` in order, or None when there is no such table."""
-        raise NotImplementedError
+        ...
 
+    @abstractmethod
     def append(self, table: str, batches: Sequence[Any]) -> None:
         """Appends record batches (the table's columns, in order) to the existing ``table``."""
-        raise NotImplementedError
+        ...
 
     # -- dialect
     def sql_type(self, arrow_type: Any) -> str:
