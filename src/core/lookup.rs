@@ -28,11 +28,17 @@ pub const MAX_BATCH: usize = 1000;
 /// Batches of one lookup in flight at once.
 pub const CONCURRENT: usize = 4;
 
+/// Whether `op` is a query of one object by one `id: ID!` (what a batched lookup serves).
+fn serves(op: &Operation) -> bool {
+    op.kind == OperationKind::Query
+        && matches!(op.returns, Returns::Object(_))
+        && matches!(op.args, [a] if a.name == "id" && a.ty == "ID!")
+}
+
 /// The catalog entry `name`, if it is a query of one object by one `id: ID!`.
 pub fn lookup_operation(name: &str) -> Result<&'static Operation> {
     let op = operations::find(name)?;
-    let by_id = matches!(op.args, [a] if a.name == "id" && a.ty == "ID!");
-    if op.kind != OperationKind::Query || !matches!(op.returns, Returns::Object(_)) || !by_id {
+    if !serves(op) {
         return Err(Error::validation(format!(
             "{name}() is not a lookup of one object by id; batched lookups serve: {}",
             lookups().join(", ")
@@ -43,15 +49,7 @@ pub fn lookup_operation(name: &str) -> Result<&'static Operation> {
 
 /// The operations a batched lookup serves.
 pub fn lookups() -> Vec<&'static str> {
-    operations::catalog().into_iter().map(|op| op.name).filter(|n| lookup_operation_quiet(n)).collect()
-}
-
-fn lookup_operation_quiet(name: &str) -> bool {
-    operations::find(name).is_ok_and(|op| {
-        op.kind == OperationKind::Query
-            && matches!(op.returns, Returns::Object(_))
-            && matches!(op.args, [a] if a.name == "id" && a.ty == "ID!")
-    })
+    operations::catalog().into_iter().filter(|op| serves(op)).map(|op| op.name).collect()
 }
 
 /// The document for `n` lookups of `op` with `selection`.
