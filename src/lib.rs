@@ -21,6 +21,7 @@ fn _native(m: &pyo3::Bound<'_, pyo3::types::PyModule>) -> pyo3::PyResult<()> {
     m.add_class::<py::emulator::NativeEmulator>()?;
     m.add_function(wrap_pyfunction!(py::client::prepare_request, m)?)?;
     m.add_function(wrap_pyfunction!(py::client::decode_json, m)?)?;
+    m.add_function(wrap_pyfunction!(py::client::poll_backoff, m)?)?;
     m.add_function(wrap_pyfunction!(py::reset_log_cache, m)?)?;
     m.add_function(wrap_pyfunction!(py::operations::catalog, m)?)?;
     m.add_function(wrap_pyfunction!(py::operations::builtin_sdl, m)?)?;

@@ -477,3 +477,12 @@ class TestNaiveDateTimeText:
         assert hostile.client(server).execute(self.QUERY, {"t": "2024-01-01T00:00:00Z"}) == {}
         (req,) = server.api_requests
         assert req.json()["variables"] == {"t": "2024-01-01T00:00:00Z"}
+
+    @pytest.mark.parametrize(
+        "text", ["2024-02-30T00:00:00Z", "2024-01-01Tnoon+00:00", "2024-01-01T25:00:00Z", "2023-02-29"]
+    )
+    def test_text_that_only_looks_like_a_datetime_is_refused(self, server: HostileServer, text: str) -> None:
+        # Once the shape alone was checked: a day that does not exist went to the server.
+        with pytest.raises(ValidationError, match="DateTime"):
+            hostile.client(server).execute(self.QUERY, {"t": text})
+        assert server.api_requests == []

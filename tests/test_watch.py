@@ -178,6 +178,35 @@ def test_a_watch_waits_out_429s_without_spinning(monkeypatch):
     assert store.requests <= 12
 
 
+def test_a_short_interval_waits_the_cores_doubling_backoff_after_429s(monkeypatch):
+    # The waits come from the core's retry rule (0.5 s doubling), not from a copy in Python.
+    from secfindings import _watch
+
+    clock = FakeTime()
+    monkeypatch.setattr(_watch, "time", clock)
+    store = Findings([finding(1, 0)])
+
+    def new_and_throttled(s: Findings) -> None:
+        s.rows[2] = finding(2, 1)
+        s.fail_next = 3
+
+    store.script[2] = new_and_throttled
+    with HostileServer() as server:
+        server.api = store.api
+        with hostile.client(server, max_retries=0) as c:
+            watch = c.findings_view().watch(interval=0.01, max_polls=6)
+            assert [f.id_int for f in watch] == [2]
+    assert [w for w in clock.waits if w > 0.01] == [0.5, 1.0, 2.0], clock.waits
+
+
+@pytest.mark.parametrize("interval", [-1.0, float("nan"), float("inf")])
+def test_the_backoff_rule_refuses_an_interval_that_is_not_a_wait(interval):
+    from secfindings._native import poll_backoff
+
+    with pytest.raises(ValueError, match="interval"):
+        poll_backoff(1, None, interval)
+
+
 def test_findings_that_move_while_a_poll_walks_are_not_lost():
     # Offset cursors shift when a finding moves during a walk; the watch goes on from its
     # watermark instead, so the finding that would have been skipped still comes.

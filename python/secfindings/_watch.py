@@ -9,7 +9,7 @@ import time
 from collections.abc import AsyncIterator, Callable, Iterator
 from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
-from secfindings._native import catalog
+from secfindings._native import catalog, poll_backoff
 from secfindings.errors import RateLimitError, ValidationError
 from secfindings.filters import Filter, Tree, all_of, field, filter_tree
 
@@ -144,17 +144,13 @@ class _WatchState:
         return args
 
 
-#: The shortest wait after a 429 that gives no Retry-After (or 0), doubling per failure.
-_MIN_BACKOFF = 0.5
-
-
 def _backoff(exc: BaseException, failures: int, interval: float) -> float:
-    """How long a watch waits after a 429: what the server asks, never less than the polling
-    interval or a backoff that doubles with each failure in a row (so it cannot spin)."""
+    """How long a watch waits after its ``failures``-th 429 in a row: the core's rule (what the
+    server asks, never less than the polling interval or a backoff that doubles with each
+    failure, so it cannot spin)."""
     retry_after = getattr(exc, "retry_after", None)
-    asked = float(retry_after) if isinstance(retry_after, (int, float)) and retry_after > 0 else 0.0
-    grown = min(60.0, _MIN_BACKOFF * 2.0 ** max(0, failures - 1))
-    return max(asked, interval, grown)
+    asked = float(retry_after) if isinstance(retry_after, (int, float)) and retry_after > 0 else None
+    return poll_backoff(failures, asked, interval)
 
 
 _WATCH_DOC = """A live feed of findings by polling (for servers without subscriptions).

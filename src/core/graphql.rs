@@ -57,7 +57,7 @@ fn check_value(name: &str, ty: &TypeRef, value: &Value) -> Result<()> {
             ("Boolean", Value::Bool(_)) => Ok(()),
             ("Boolean", _) => bad("must be a bool"),
             ("DateTime", Value::String(t)) if !super::scalars::is_aware_datetime(t) => bad(&format!(
-                "must be a timezone-aware ISO 8601 datetime (with Z or +HH:MM), got {:?}",
+                "must be a timezone-aware ISO 8601 date-time that exists (with Z or +HH:MM), got {:?}",
                 t.chars().take(40).collect::<String>()
             )),
             _ => Ok(()),

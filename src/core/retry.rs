@@ -102,6 +102,20 @@ impl RetryPolicy {
     }
 }
 
+/// The shortest wait of a poller after a 429 that names none; it doubles per failure in a row.
+pub const POLL_BACKOFF_BASE: Duration = Duration::from_millis(500);
+/// The longest such wait.
+pub const POLL_BACKOFF_CAP: Duration = Duration::from_secs(60);
+
+/// How long a poller (the watch) waits after its `failures`-th 429 in a row (1 for the first):
+/// what the server asked, never less than the polling interval nor a backoff that doubles with
+/// each failure from [`POLL_BACKOFF_BASE`] to [`POLL_BACKOFF_CAP`], so it cannot spin.
+pub fn poll_backoff(failures: u32, asked: Option<Duration>, interval: Duration) -> Duration {
+    let doublings = failures.saturating_sub(1).min(16);
+    let grown = POLL_BACKOFF_BASE.saturating_mul(1u32 << doublings).min(POLL_BACKOFF_CAP);
+    asked.unwrap_or_default().max(interval).max(grown)
+}
+
 /// How an attempt failed, owned (a [`Outcome`] borrows its `Retry-After`).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Failure {
@@ -239,6 +253,18 @@ pub fn parse_retry_after(value: &str, now: SystemTime) -> Option<Duration> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_poller_waits_as_asked_but_never_less_than_its_interval_or_a_doubling_backoff() {
+        let s = Duration::from_secs_f64;
+        assert_eq!(poll_backoff(1, None, s(0.1)), s(0.5));
+        assert_eq!(poll_backoff(3, None, s(0.1)), s(2.0));
+        assert_eq!(poll_backoff(3, None, s(5.0)), s(5.0));
+        assert_eq!(poll_backoff(1, Some(s(30.0)), s(1.0)), s(30.0));
+        assert_eq!(poll_backoff(40, None, s(1.0)), POLL_BACKOFF_CAP);
+        assert_eq!(poll_backoff(u32::MAX, Some(s(7200.0)), s(1.0)), s(7200.0));
+        assert_eq!(poll_backoff(0, None, Duration::ZERO), s(0.5));
+    }
 
     fn policy() -> RetryPolicy {
         RetryPolicy::new(3, Duration::from_secs(120))

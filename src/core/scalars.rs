@@ -1,129 +1,112 @@
 //! Scalars on the ground floor: the GraphQL Int range and ISO 8601 dates and datetimes, parsed
 //! and checked in one place for the variable checks, the catalog's coercion and the columns.
-//! It imports nothing of ours.
+//! It imports nothing of ours. Dates and times are chrono's (its calendar and its RFC 3339
+//! parser, already in the build through arrow), not a parser of our own.
 
 /// The largest magnitude of a GraphQL Int: the spec's range is -(2^31 - 1) ..= 2^31 - 1.
 pub const INT_MAX: i64 = (1 << 31) - 1;
 
-/// Is `s` an ISO 8601 date, or a date-time that carries its UTC offset?
+/// Is `s` an ISO 8601 date, or a date-time that carries its UTC offset (and parses)?
 pub fn is_aware_datetime(s: &str) -> bool {
-    let b = s.as_bytes();
-    let digits = |r: std::ops::Range<usize>| b.get(r).is_some_and(|x| x.iter().all(u8::is_ascii_digit));
-    let date_ok =
-        digits(0..4) && b.get(4) == Some(&b'-') && digits(5..7) && b.get(7) == Some(&b'-') && digits(8..10);
-    if !date_ok {
-        return false;
+    if s.len() == 10 {
+        return parse_date(s).is_some();
     }
-    if b.len() == 10 {
-        return true;
-    }
-    if !matches!(b.get(10), Some(b'T' | b't' | b' ')) {
-        return false;
-    }
-    let rest = &s[11..];
-    if rest.ends_with('Z') || rest.ends_with('z') {
-        return true;
-    }
-    // An offset: the last '+' or '-' after the time, followed by hh:mm or hhmm.
-    match rest.rfind(['+', '-']) {
-        Some(i) if i >= 5 => {
-            let off = &rest[i + 1..];
-            let off: String = off.chars().filter(|c| *c != ':').collect();
-            off.len() == 4 && off.chars().all(|c| c.is_ascii_digit())
-        }
-        _ => false,
-    }
+    has_offset(s) && parse_datetime_us(s).is_some()
 }
 
-/// Days since 1970-01-01 of a proleptic Gregorian date (H. Hinnant's `days_from_civil`).
-fn days_from_civil(y: i64, m: i64, d: i64) -> i64 {
-    let y = if m <= 2 { y - 1 } else { y };
-    let era = y.div_euclid(400);
-    let yoe = y - era * 400;
-    let mp = (m + 9) % 12;
-    let doy = (153 * mp + 2) / 5 + d - 1;
-    let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
-    era * 146_097 + doe - 719_468
+/// Whether the time part of a date-time ends in `Z` or a numeric offset.
+fn has_offset(s: &str) -> bool {
+    let Some(time) = s.get(11..) else { return false };
+    time.ends_with(['Z', 'z']) || time.rfind(['+', '-']).is_some_and(|i| i >= 5)
 }
 
-fn digits(s: &str) -> Option<i64> {
-    (!s.is_empty() && s.bytes().all(|b| b.is_ascii_digit())).then(|| s.parse().ok()).flatten()
-}
+/// The calendar's day 0 (1970-01-01) counted from 0001-01-01, as chrono counts.
+const EPOCH_DAYS_FROM_CE: i64 = 719_163;
 
-/// `YYYY-MM-DD` as days since the epoch.
+/// `YYYY-MM-DD` as days since the epoch. The shape is checked here (chrono alone would take
+/// `2024-1-1` and signed years); the calendar (month lengths, leap years) is chrono's.
 pub fn parse_date(s: &str) -> Option<i64> {
     let b = s.as_bytes();
-    if b.len() != 10 || b[4] != b'-' || b[7] != b'-' {
+    let shaped = b.len() == 10
+        && b[4] == b'-'
+        && b[7] == b'-'
+        && b.iter().enumerate().all(|(i, c)| i == 4 || i == 7 || c.is_ascii_digit());
+    if !shaped {
         return None;
     }
-    let (y, m, d) = (digits(s.get(..4)?)?, digits(s.get(5..7)?)?, digits(s.get(8..10)?)?);
-    let leap = y % 4 == 0 && (y % 100 != 0 || y % 400 == 0);
-    let days_in_month = match m {
-        1 | 3 | 5 | 7 | 8 | 10 | 12 => 31,
-        4 | 6 | 9 | 11 => 30,
-        2 if leap => 29,
-        2 => 28,
-        _ => return None,
-    };
-    (1..=days_in_month).contains(&d).then(|| days_from_civil(y, m, d))
+    let n = |r: std::ops::Range<usize>| s.get(r).and_then(|d| d.parse::<u32>().ok());
+    let year = i32::try_from(n(0..4)?).ok()?;
+    let date = chrono::NaiveDate::from_ymd_opt(year, n(5..7)?, n(8..10)?)?;
+    Some(i64::from(chrono::Datelike::num_days_from_ce(&date)) - EPOCH_DAYS_FROM_CE)
 }
 
 /// An ISO 8601 datetime (`2024-05-01T12:30:00`, fractions, `Z` or `+HH:MM`; a space for the
-/// `T`; no offset means UTC) as microseconds since the epoch.
+/// `T`; no offset means UTC) as microseconds since the epoch, parsed by chrono's RFC 3339 parser.
+/// The ISO forms RFC 3339 lacks (no seconds, no offset, a comma before the fraction, `+HH` and
+/// `+HHMM` offsets) are rewritten into it first; a leap second (`:60`) is refused, as Python's
+/// `datetime` refuses it.
 pub fn parse_datetime_us(s: &str) -> Option<i64> {
     let s = s.trim();
     let days = parse_date(s.get(..10)?)?;
-    let rest = s.get(10..)?;
-    if rest.is_empty() {
+    if s.len() == 10 {
         return days.checked_mul(86_400_000_000);
     }
-    let rest = rest.strip_prefix(['T', 't', ' '])?;
-    let (h, mi) = (digits(rest.get(..2)?)?, digits(rest.get(3..5)?)?);
-    if rest.as_bytes().get(2) != Some(&b':') {
-        return None;
-    }
-    let mut tail = rest.get(5..)?;
-    let mut sec = 0;
-    if let Some(t) = tail.strip_prefix(':') {
-        sec = digits(t.get(..2)?)?;
-        tail = t.get(2..)?;
-    }
-    let mut micros = 0i64;
-    if let Some(t) = tail.strip_prefix(['.', ',']) {
-        let n = t.bytes().take_while(u8::is_ascii_digit).count();
-        if n == 0 {
-            return None;
-        }
-        let frac = t.get(..n)?;
-        let six: String = frac.chars().chain(std::iter::repeat('0')).take(6).collect();
-        micros = six.parse().ok()?;
-        tail = t.get(n..)?;
-    }
-    let offset_secs = match tail {
-        "" | "Z" | "z" => 0,
-        t if t.starts_with(['+', '-']) => {
-            let sign = if t.starts_with('-') { -1 } else { 1 };
-            let t = t.get(1..)?;
-            let (oh, om) = match t.len() {
-                2 => (digits(t)?, 0),
-                4 => (digits(t.get(..2)?)?, digits(t.get(2..)?)?),
-                5 if t.as_bytes().get(2) == Some(&b':') => (digits(t.get(..2)?)?, digits(t.get(3..)?)?),
-                _ => return None,
-            };
-            // As Python's datetime: an offset is less than a day and its minutes a valid count
-            // (`+99:99` would shift the time by more than four days).
-            if oh > 23 || om > 59 {
-                return None;
-            }
-            sign * (oh * 3600 + om * 60)
-        }
-        _ => return None,
+    let parsed = match chrono::DateTime::parse_from_rfc3339(s) {
+        Ok(t) => t,
+        Err(_) => chrono::DateTime::parse_from_rfc3339(&as_rfc3339(s)?).ok()?,
     };
-    if h > 23 || mi > 59 || sec > 59 {
+    if chrono::Timelike::nanosecond(&parsed) >= 1_000_000_000 {
         return None;
     }
-    let secs = days.checked_mul(86_400)? + h * 3600 + mi * 60 + sec - offset_secs;
-    secs.checked_mul(1_000_000)?.checked_add(micros)
+    Some(parsed.timestamp_micros())
+}
+
+/// `s` (a date and a time, both checked by the caller's parser) in RFC 3339's spelling, or
+/// `None` where no rewriting makes it one.
+fn as_rfc3339(s: &str) -> Option<String> {
+    if !matches!(s.as_bytes().get(10), Some(b'T' | b't' | b' ')) {
+        return None;
+    }
+    let (date, time) = (s.get(..10)?, s.get(11..)?);
+    // Where the offset starts: `Z`, or a sign after the `HH:MM`.
+    let at = time.find(['Z', 'z']).or_else(|| time.get(5..)?.find(['+', '-']).map(|i| i + 5));
+    let (clock, offset) = time.split_at(at.unwrap_or(time.len()));
+    let mut out = String::with_capacity(s.len() + 8);
+    out.push_str(date);
+    out.push('T');
+    // HH:MM, then :SS if given, then a fraction after '.' or ','.
+    let hm = clock.get(..5)?;
+    out.push_str(hm);
+    let mut rest = &clock[5..];
+    match rest.strip_prefix(':') {
+        Some(r) => {
+            out.push(':');
+            out.push_str(r.get(..2)?);
+            rest = &r[2..];
+        }
+        None => out.push_str(":00"),
+    }
+    if let Some(frac) = rest.strip_prefix([',', '.']) {
+        out.push('.');
+        out.push_str(frac);
+    } else if !rest.is_empty() {
+        return None;
+    }
+    match offset.len() {
+        0 => out.push('Z'),
+        // +HH, +HHMM, +HH:MM (and Z) after the sign.
+        3 => {
+            out.push_str(offset);
+            out.push_str(":00");
+        }
+        5 => {
+            out.push_str(offset.get(..3)?);
+            out.push(':');
+            out.push_str(offset.get(3..)?);
+        }
+        _ => out.push_str(offset),
+    }
+    Some(out)
 }
 
 #[cfg(test)]
@@ -137,7 +120,16 @@ mod tests {
         {
             assert!(is_aware_datetime(ok), "{ok}");
         }
-        for bad in ["2026-01-01T10:00:00", "yesterday", "2026-1-1", "2026-01-01T10:00:00+2"] {
+        for bad in [
+            "2026-01-01T10:00:00",
+            "yesterday",
+            "2026-1-1",
+            "2026-01-01T10:00:00+2",
+            // A shape alone was once enough: a date that does not exist, a time that is not one.
+            "2026-02-30",
+            "2026-01-01Tnoon+00:00",
+            "2026-01-01T25:00:00Z",
+        ] {
             assert!(!is_aware_datetime(bad), "{bad}");
         }
     }
@@ -166,9 +158,27 @@ mod tests {
             "2024-01-01T00:00:00+0099",
             "2024-01-01T00:00+€1",
             "é024-01-01",
+            "2024-01-01X10:00:00",
+            "2024-01-01T10:00:00.Z",
+            "2024-01-01T10:00:00junk",
+            "+2024-01-01T10:00:00Z",
+            "2024-01-01T10:00:00€",
         ] {
             assert_eq!(parse_datetime_us(bad), None, "{bad}");
         }
+    }
+
+    #[test]
+    fn the_iso_forms_rfc_3339_lacks_are_taken() {
+        assert_eq!(parse_datetime_us("1970-01-01T00:01"), Some(60_000_000));
+        assert_eq!(parse_datetime_us("1970-01-01t00:00:01,25z"), Some(1_250_000));
+        assert_eq!(parse_datetime_us("1970-01-01 01:00+01"), Some(0));
+        assert_eq!(parse_datetime_us("1970-01-01T00:00:00.1234567Z"), Some(123_456));
+        assert_eq!(parse_datetime_us("  1970-01-02T00:00:00Z "), Some(86_400_000_000));
+        assert_eq!(parse_date("1970-01-01"), Some(0));
+        assert_eq!(parse_date("1969-12-31"), Some(-1));
+        assert_eq!(parse_date("2000-02-29"), Some(11_016));
+        assert_eq!(parse_date("1900-02-29"), None);
     }
 
     #[test]

@@ -391,6 +391,22 @@ pub fn decode_json<'py>(py: Python<'py>, data: &[u8]) -> PyResult<Bound<'py, PyA
     decode::json(py, data)
 }
 
+/// Seconds a watch waits after its `failures`-th 429 in a row: the core's rule
+/// ([`crate::core::retry::poll_backoff`]). `retry_after`: the server's ask, if any.
+#[pyfunction]
+#[pyo3(signature = (failures, retry_after, interval))]
+pub fn poll_backoff(failures: u32, retry_after: Option<f64>, interval: f64) -> PyResult<f64> {
+    let secs = |v: f64, what: &str| {
+        std::time::Duration::try_from_secs_f64(v).map_err(|_| {
+            pyo3::exceptions::PyValueError::new_err(format!(
+                "{what} must be a number of seconds >= 0, not {v}"
+            ))
+        })
+    };
+    let asked = retry_after.map(|v| secs(v, "retry_after")).transpose()?;
+    Ok(crate::core::retry::poll_backoff(failures, asked, secs(interval, "interval")?).as_secs_f64())
+}
+
 /// Checks and converts variables without sending anything (used by typed operations' tests).
 #[pyfunction]
 #[pyo3(signature = (query, variables=None, operation_name=None))]
@@ -407,7 +423,6 @@ pub fn prepare_request(
     Ok(d.unbind())
 }
 
-/// `data[name]` of an answer (None when absent).
 /// A list of ids (str or int) as JSON values; anything else is a TypeError that says what to pass.
 fn id_list(ids: &Bound<'_, PyAny>) -> PyResult<Vec<serde_json::Value>> {
     use pyo3::types::{PyBool, PyInt, PyString};
