@@ -10,6 +10,7 @@ import contextlib
 import select
 import socket
 import threading
+import time
 from typing import Any
 
 import pytest
@@ -84,7 +85,11 @@ def test_close_ends_an_iteration_waiting_for_a_stalled_connect(where: str) -> No
             server.idp = stall
         try:
             with client(server, timeout=40.0) as c:
-                sub = c.subscribe(DOC)
+                # A position given: subscribe() returns without asking the (stalled) server for
+                # one, and the stall is met by the connect that follows.
+                started = time.monotonic()
+                sub = c.subscribe(DOC, {"after": "c0"})
+                assert time.monotonic() - started < 10, "subscribe() waited on the stalled server"
                 t, out = in_thread(lambda: list(sub))
                 wait_for(lambda: len(requests()) == 1, "the stalled request")
                 sub.close()
@@ -119,8 +124,14 @@ def test_a_cancelled_anext_does_not_lose_the_event_it_had_taken() -> None:
             sub = c.subscribe(DOC)
             try:
                 task = asyncio.ensure_future(sub.__anext__())
-                await asyncio.sleep(0)  # a yield, not a wait: the task starts its native next
-                completions = asyncio.get_running_loop()._secfindings_completions  # type: ignore[attr-defined]
+                loop = asyncio.get_running_loop()
+                # Yields, not waits, until the task has started its native wait (after a few
+                # turns of the loop it gives first): the loop then has its completion queue.
+                for _ in range(1000):
+                    await asyncio.sleep(0)
+                    if hasattr(loop, "_secfindings_completions"):
+                        break
+                completions = loop._secfindings_completions  # type: ignore[attr-defined]
                 go.set()
                 # The loop is busy (blocked here) when the event arrives and its Rust task ends.
                 ready, _, _ = select.select([completions.fileno()], [], [], DEADLINE)
