@@ -8,6 +8,10 @@ pub const INT_MAX: i64 = (1 << 31) - 1;
 
 /// Is `s` an ISO 8601 date, or a date-time that carries its UTC offset (and parses)?
 pub fn is_aware_datetime(s: &str) -> bool {
+    // Sent as given: no space around it (the columns' parser forgives one, a server may not).
+    if s.trim() != s {
+        return false;
+    }
     if s.len() == 10 {
         return parse_date(s).is_some();
     }
@@ -129,6 +133,8 @@ mod tests {
             "2026-02-30",
             "2026-01-01Tnoon+00:00",
             "2026-01-01T25:00:00Z",
+            " 2026-01-01T10:00:00Z",
+            "2026-01-01T10:00:00Z\n",
         ] {
             assert!(!is_aware_datetime(bad), "{bad}");
         }
