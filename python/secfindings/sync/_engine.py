@@ -9,6 +9,7 @@ the next run converges.
 
 from __future__ import annotations
 
+import abc
 import contextlib
 import datetime as dt
 import math
@@ -132,27 +133,30 @@ class SyncResult:
         )
 
 
-class Source:
+class Source(abc.ABC):
     """The client side of a sync: walks of ``findings_view`` as Arrow record batches, the live
     schema, and the client's request counter. :class:`~secfindings.Client` is used directly; the
     async client is driven from the sync's worker thread (see ``_api.py``)."""
 
+    @abc.abstractmethod
     def schema(self) -> Any:
-        raise NotImplementedError
+        """The client's live schema (None without one)."""
 
+    @abc.abstractmethod
     def batches(self, **arguments: Any) -> Iterator[Any]:
-        raise NotImplementedError
+        """A walk of ``findings_view`` with ``arguments``, as Arrow record batches."""
 
+    @abc.abstractmethod
     def empty(self, fields: str) -> Any:
         """The Arrow schema of a walk of ``fields`` (no request)."""
-        raise NotImplementedError
 
+    @abc.abstractmethod
     def call(self, name: str, **arguments: Any) -> Any:
         """Every item of the client's paginated method ``name``, as one Arrow table."""
-        raise NotImplementedError
 
+    @abc.abstractmethod
     def requests(self) -> int:
-        raise NotImplementedError
+        """Requests the client has sent so far."""
 
 
 @dataclass
