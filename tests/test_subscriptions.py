@@ -322,3 +322,55 @@ def test_a_server_that_is_gone_ends_with_a_subscription_error_after_the_retries(
             take(sub, 1)
     assert info.value.cursor == event.cursor
     assert "could not be resumed after 3 attempts" in str(info.value)
+
+
+def test_an_async_consumer_spinning_for_an_event_lets_the_loop_run_and_loses_nothing_when_cancelled(
+    emu: Emulator, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Before it waits on the I/O thread an async consumer gives the loop turns, looking for the
+    # event (SECFINDINGS_SPIN_US). Made long here: other tasks run meanwhile, an event that
+    # lands is taken by the spin itself, and a consumer cancelled mid-spin takes nothing.
+    from secfindings import _shared
+
+    monkeypatch.setattr(_shared, "SPIN_SECONDS", 60.0)
+
+    async def main() -> None:
+        async with emu.async_client() as c:
+            sub = c.subscribe("finding_created")
+            await sub.started()
+            spinning = asyncio.ensure_future(sub.__anext__())
+            # This task gets turns while the other spins (a spin that kept the loop would
+            # hold it here for a minute).
+            for _ in range(20):
+                await asyncio.sleep(0)
+            assert not spinning.done()
+            spinning.cancel()
+            with pytest.raises(asyncio.CancelledError):
+                await spinning
+            cursor = emu.create_finding(5)[1]
+            event = await asyncio.wait_for(sub.__anext__(), DEADLINE)
+            assert event.cursor == cursor
+            # An event that lands while the consumer spins is handed over by the spin.
+            spinning = asyncio.ensure_future(sub.__anext__())
+            await asyncio.sleep(0)
+            cursor = emu.create_finding(4)[1]
+            event = await asyncio.wait_for(spinning, DEADLINE)
+            assert event.cursor == cursor
+            await sub.aclose()
+
+    asyncio.run(main())
+
+
+@pytest.mark.parametrize(
+    ("given", "seconds"), [(None, 50e-6), ("0", 0.0), ("-5", 0.0), ("x", 50e-6), ("99999", 0.01)]
+)
+def test_the_async_spin_follows_secfindings_spin_us(
+    monkeypatch: pytest.MonkeyPatch, given: str | None, seconds: float
+) -> None:
+    from secfindings import _shared
+
+    if given is None:
+        monkeypatch.delenv("SECFINDINGS_SPIN_US", raising=False)
+    else:
+        monkeypatch.setenv("SECFINDINGS_SPIN_US", given)
+    assert _shared._spin_seconds() == pytest.approx(seconds)

@@ -19,7 +19,7 @@ from secfindings import _estimate, _partitions
 from secfindings._export import Export, ExportResult
 from secfindings._pages import Page, Position, Wrap, html_rows, make_page
 from secfindings._progress import Progress, Reporter
-from secfindings._shared import need
+from secfindings._shared import need, poll_briefly
 from secfindings._watch import AsyncWatch, Watch, watch_key
 from secfindings.errors import PaginationError, ValidationError
 
@@ -497,6 +497,9 @@ class AsyncPaginator(_Walk[T]):
     async def _next_raw(self) -> Any:
         self._check_usable()
         raw = self._pages.try_next_page()
+        if raw is False:
+            # A few turns of the loop first: a page on its way is taken as it lands.
+            raw = await poll_briefly(self._pages.try_next_page, False)
         return await self._wait(self._pages.next_page_async()) if raw is False else raw
 
     async def pages(self) -> AsyncIterator[Page[T]]:

@@ -7,22 +7,15 @@ native object a (sync or async) iterator.
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import Mapping
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
-from secfindings._shared import FieldTypes, did_you_mean
+from secfindings._shared import FieldTypes, did_you_mean, poll_briefly
 from secfindings.errors import ValidationError
 from secfindings.models import model_for
 
 __all__ = ["SUBSCRIPTIONS", "AsyncSubscription", "Subscription", "subscription_document"]
-
-#: Turns of the event loop an async consumer gives before it waits for the next event: the
-#: async form of the sync client's short spin (benches/events.py, one event at a time: p50 134-138
-#: -> 113-117 us, as the thread stays awake while the event is on its way; a burst drains at
-#: least as fast). Each turn lets the loop's other tasks run.
-_SPINS = 4
 
 _FINDING_EVENT = (
     "cursor kind occurred_at finding { id id_int finding_id title cloud_provider cloud_account "
@@ -173,19 +166,14 @@ class AsyncSubscription(_Base, Generic[T]):
             return None
 
     async def __anext__(self) -> T:
-        spins = _SPINS
-        while True:
-            ready = self._native.try_next()
-            if ready is not None:
-                break
-            if spins:
-                # One turn of the loop first (other tasks run): while events stream in, the next
-                # is often queued by then, which saves the hand-over of a wait.
-                spins -= 1
-                await asyncio.sleep(0)
-                continue
+        ready = self._native.try_next()
+        if ready is None:
+            # A few turns of the loop first: an event on its way is taken as it lands.
+            ready = await poll_briefly(self._native.try_next, None)
+        while ready is None:
             # Waits without taking: a cancelled wait leaves the event for the next call.
             await self._native.wait_async()
+            ready = self._native.try_next()
         if not ready:
             raise StopAsyncIteration
         event: T = _typed(ready[0], self._types)
