@@ -154,7 +154,9 @@ class FakeTime:
         return time.monotonic()
 
 
-def test_a_watch_waits_out_429s_without_spinning(monkeypatch):
+def _waits_around_three_429s(monkeypatch: pytest.MonkeyPatch, interval: float) -> tuple[list[float], int]:
+    """A watch polling every ``interval`` s meets three answers of 429 with Retry-After: 0 after
+    its first poll; the waits it took (recorded, not slept) and the requests it made."""
     from secfindings import _watch
 
     clock = FakeTime()
@@ -169,34 +171,24 @@ def test_a_watch_waits_out_429s_without_spinning(monkeypatch):
     with HostileServer() as server:
         server.api = store.api
         with hostile.client(server, max_retries=0) as c:
-            watch = c.findings_view().watch(interval=5, max_polls=6)
+            watch = c.findings_view().watch(interval=interval, max_polls=6)
             assert [f.id_int for f in watch] == [2]
+    return clock.waits, store.requests
+
+
+def test_a_watch_waits_out_429s_without_spinning(monkeypatch):
+    waits, requests = _waits_around_three_429s(monkeypatch, 5)
     # Retry-After: 0 is not a licence to spin: the waits grow and are never below the interval.
-    throttled = clock.waits[1:4]
-    assert all(w >= 5 for w in clock.waits), clock.waits
+    throttled = waits[1:4]
+    assert all(w >= 5 for w in waits), waits
     assert throttled == sorted(throttled)
-    assert store.requests <= 12
+    assert requests <= 12
 
 
 def test_a_short_interval_waits_the_cores_doubling_backoff_after_429s(monkeypatch):
     # The waits come from the core's retry rule (0.5 s doubling), not from a copy in Python.
-    from secfindings import _watch
-
-    clock = FakeTime()
-    monkeypatch.setattr(_watch, "time", clock)
-    store = Findings([finding(1, 0)])
-
-    def new_and_throttled(s: Findings) -> None:
-        s.rows[2] = finding(2, 1)
-        s.fail_next = 3
-
-    store.script[2] = new_and_throttled
-    with HostileServer() as server:
-        server.api = store.api
-        with hostile.client(server, max_retries=0) as c:
-            watch = c.findings_view().watch(interval=0.01, max_polls=6)
-            assert [f.id_int for f in watch] == [2]
-    assert [w for w in clock.waits if w > 0.01] == [0.5, 1.0, 2.0], clock.waits
+    waits, _ = _waits_around_three_429s(monkeypatch, 0.01)
+    assert [w for w in waits if w > 0.01] == [0.5, 1.0, 2.0], waits
 
 
 @pytest.mark.parametrize("interval", [-1.0, float("nan"), float("inf")])
