@@ -65,8 +65,9 @@ pub fn parse_datetime_us(s: &str) -> Option<i64> {
     Some(parsed.timestamp_micros())
 }
 
-/// `s` (a date and a time, both checked by the caller's parser) in RFC 3339's spelling, or
-/// `None` where no rewriting makes it one.
+/// `s` (its date checked by the caller; the rest is checked by chrono when it parses the
+/// result) in RFC 3339's spelling, or `None` where no rewriting makes it one. Only the forms
+/// RFC 3339 lacks come here, so a server that sends RFC 3339 pays no allocation.
 fn as_rfc3339(s: &str) -> Option<String> {
     if !matches!(s.as_bytes().get(10), Some(b'T' | b't' | b' ')) {
         return None;
