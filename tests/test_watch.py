@@ -99,14 +99,48 @@ def test_new_and_changed_findings_come_once_and_a_restart_goes_on(tmp_path):
             watch = c.findings_view().watch(interval=0, max_polls=3)
             got = [f.id_int for f in watch]
             assert got == [4, 2]  # oldest first, each once; nothing from before the watch
-            assert watch.watermark == finding(2, 4)["last_reported_time"]
+            assert watch.watermark == finding(2, 4)["last_reported_time"] + ";2"
             assert watch.polls == 3
             # A restart with the kept watermark: nothing older comes back.
             again = c.findings_view().watch(interval=0, max_polls=1, watermark=watch.watermark)
-            assert [f.id_int for f in again] in ([], [2])  # at most what is at the watermark itself
+            assert [f.id_int for f in again] == []  # nothing, not even what is at the watermark
             store.rows[5] = finding(5, 9)
             again = c.findings_view().watch(interval=0, max_polls=1, watermark=watch.watermark)
             assert [f.id_int for f in again][-1] == 5
+
+
+def test_a_restart_from_the_watermark_hands_out_nothing_twice_at_a_tie():
+    """Issue 31: a watch restarted from the watermark it handed out yielded again the findings
+    reported at exactly that instant, on every restart (a cron notifier paged them forever)."""
+    store = Findings([finding(1, 0), finding(2, 1)])
+    # Three findings reported at the same instant, ids apart, then nothing.
+    store.script[2] = lambda s: s.rows.update({n: finding(n, 5) for n in (3, 4, 9)})
+    with HostileServer() as server:
+        server.api = store.api
+        with hostile.client(server) as c:
+            watch = c.findings_view().watch(interval=0, max_polls=2)
+            assert [f.id_int for f in watch] == [3, 4, 9]
+            kept = watch.watermark
+            assert isinstance(kept, str)
+            assert kept == finding(3, 5)["last_reported_time"] + ";3-4,9"
+            for _ in range(3):  # restart after restart: nothing new, nothing again
+                again = c.findings_view().watch(interval=0, max_polls=1, watermark=kept)
+                assert [f.id_int for f in again] == []
+                assert again.watermark == kept
+            # A finding at the same instant that was not handed out yet comes, once.
+            store.rows[7] = finding(7, 5)
+            again = c.findings_view().watch(interval=0, max_polls=1, watermark=kept)
+            assert [f.id_int for f in again] == [7]
+            assert again.watermark == finding(3, 5)["last_reported_time"] + ";3-4,7,9"
+            # A plain time (no ids) still means "from this instant on".
+            plain = finding(3, 5)["last_reported_time"]
+            assert len(list(c.findings_view().watch(interval=0, max_polls=1, watermark=plain))) == 4
+
+
+@pytest.mark.parametrize("bad", ["2026-01-01T00:00:00+00:00;5-2", "2026-01-01T00:00:00+00:00;1-99999999"])
+def test_a_watermark_with_bad_ids_is_refused(client, bad):
+    with pytest.raises(ValidationError, match="run of ids"):
+        client.findings_view().watch(watermark=bad)
 
 
 def test_a_watch_combines_with_the_callers_filters():

@@ -37,9 +37,63 @@ def watch_key(schema: Schema | None) -> str:
     return "last_reported_time" if sortable and has else "id"
 
 
+#: Between a time watermark and the findings already handed out at that time.
+_TIE = ";"
+
+
+def _ident(item: Any) -> Any:
+    """What tells findings apart at a tie: the integer id, else the global id."""
+    ident = getattr(item, "id_int", None)
+    return ident if ident is not None else getattr(item, "id", None)
+
+
+def _aware(value: Any) -> Any:
+    """A time of a finding as an aware datetime (a lookup's model may hold the ISO text)."""
+    if isinstance(value, str):
+        try:
+            value = dt.datetime.fromisoformat(value.replace("Z", "+00:00"))
+        except ValueError:
+            return None
+    if isinstance(value, dt.datetime) and value.tzinfo is None:
+        return None  # a time that cannot be placed is not watched
+    return value
+
+
+def _tie_text(ids: set[Any]) -> str:
+    """The ids as text a user can store: integers as sorted runs (``3-7,9``), others as they are."""
+    runs: list[list[int]] = []
+    for i in sorted(i for i in ids if isinstance(i, int)):
+        if runs and i == runs[-1][1] + 1:
+            runs[-1][1] = i
+        else:
+            runs.append([i, i])
+    parts = [str(a) if a == b else f"{a}-{b}" for a, b in runs]
+    parts.extend(sorted(str(i) for i in ids if not isinstance(i, int)))
+    return ",".join(parts)
+
+
+def _tie_ids(text: str, given: Any) -> set[Any]:
+    """:func:`_tie_text` read back."""
+    out: set[Any] = set()
+    for part in text.split(","):
+        part = part.strip()
+        if not part:
+            continue
+        low, dash, high = part.partition("-")
+        if low.isdigit() and (not dash or high.isdigit()):
+            first, last = int(low), int(high) if dash else int(low)
+            if last < first or last - first > 1_000_000:
+                raise ValidationError(f"the watermark's ids are not a run of ids: {part!r} in {given!r}")
+            out.update(range(first, last + 1))
+        else:
+            out.add(part)
+    return out
+
+
 class _WatchState:
     """The watermark of a watch: the highest key seen (a finding's ``last_reported_time`` or its
-    integer id) and which findings were already yielded at exactly that key."""
+    integer id) and which findings were already yielded at exactly that key (their ``id_int``,
+    else their ``id``)."""
 
     def __init__(self, by: str, watermark: str | int | None) -> None:
         if by not in _WATCH_KEYS:
@@ -60,25 +114,30 @@ class _WatchState:
         if isinstance(value, dt.datetime):
             parsed = value
         else:
+            text, _, tie = str(value).partition(_TIE)
             try:
-                parsed = dt.datetime.fromisoformat(str(value).replace("Z", "+00:00"))
+                parsed = dt.datetime.fromisoformat(text.strip().replace("Z", "+00:00"))
             except ValueError:
                 raise ValidationError(f"the watermark is not an ISO 8601 datetime: {value!r}") from None
+            self.ids = _tie_ids(tie, value)
         if parsed.tzinfo is None:
             raise ValidationError("the watermark needs a timezone (e.g. 2026-01-01T00:00:00+00:00)")
         return parsed
 
     @property
     def value(self) -> str | int | None:
-        """The watermark to keep across restarts (pass it back as ``watermark=``)."""
+        """The watermark to keep across restarts (pass it back as ``watermark=``): by time, the
+        ISO 8601 time and, after ``;``, the findings already handed out at exactly that time,
+        so that a restart hands none of them out again."""
         if self.key is None:
             return None
         if self.by == "id":
             return int(self.key)
-        return str(self.key.isoformat())
+        text = str(self.key.isoformat())
+        return f"{text}{_TIE}{_tie_text(self.ids)}" if self.ids else text
 
     def of(self, item: Any) -> Any:
-        return item.id_int if self.by == "id" else item.last_reported_time
+        return item.id_int if self.by == "id" else _aware(item.last_reported_time)
 
     def begin(self, item: Any) -> bool:
         """Takes one item of the newest-first walk that starts a watch from now: the newest key
@@ -88,7 +147,7 @@ class _WatchState:
             return True  # no key: not watchable, and not where "now" is
         if self.key is None or key == self.key:
             self.key = key
-            self.ids.add(getattr(item, "id", None))
+            self.ids.add(_ident(item))
             return True
         return False
 
@@ -98,7 +157,7 @@ class _WatchState:
         key = self.of(item)
         if key is None:
             return True
-        ident = getattr(item, "id", None)
+        ident = _ident(item)
         if self.key is not None and key < self.key:
             return True
         if self.key is not None and key == self.key:
@@ -126,7 +185,7 @@ class _WatchState:
             if self.by == "id":
                 parts.append(field("id").gt(self.value))
             else:
-                parts.append(field("last_reported_time").gte(self.value))
+                parts.append(field("last_reported_time").gte(self.key.isoformat()))
         args["filters"] = all_of(*parts) if len(parts) > 1 else (parts[0] if parts else None)
         args["filters_config"] = config or None
         order = _WATCH_KEYS[self.by]
@@ -161,8 +220,10 @@ _WATCH_DOC = """A live feed of findings by polling (for servers without subscrip
     scanner saw them again; a status change alone does not move it); with ``by="id"``, new
     findings only. Within a poll it goes on from the moved watermark rather than from a page
     cursor, so findings that move while it walks are not skipped. ``watermark`` is where it
-    stands: keep it and pass it back as ``watermark=`` after a restart to go on from there
-    (by time, findings reported at exactly that instant come again once; by id, exactly).
+    stands: keep it (a str, or an int by id) and pass it back as ``watermark=`` after a restart
+    to go on exactly from there: by time it holds the time and the findings already handed out
+    at that instant (``2026-01-01T00:04:00+00:00;3-4,9``), so none comes twice; a plain time
+    means "from that instant on".
     Without one it starts, at the first iteration, from the newest finding then. Findings
     without the key are not watched. A 429 makes it wait as the server asks (at least
     ``interval``, and longer with each 429 in a row); other errors are raised. ``max_polls``
