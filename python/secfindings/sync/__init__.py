@@ -263,12 +263,12 @@ def plan(
     writing anything: it reads the destination's state and asks the server for the count of
     each walk (one request each, see :meth:`~secfindings.Paginator.estimate`)."""
     from secfindings.filters import field
-    from secfindings.sync._engine import _by_time, run_kinds
+    from secfindings.sync._model import _by_time, run_kinds
     from secfindings.sync._source import ClientSource
 
     target = parse_destination(dest)
     options = _options(fields, lookback, reconcile, reconcile_every, page_size, None)
-    from secfindings.sync._engine import _State
+    from secfindings.sync._model import _State
 
     state = _State()
     # A file that does not exist yet is not created by a plan.

@@ -9,22 +9,45 @@ the next run converges.
 
 from __future__ import annotations
 
-import abc
 import contextlib
 import datetime as dt
-import math
 import time
-import uuid
-from collections.abc import Callable, Iterator, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Iterator, Sequence
 from typing import Any
 
 from secfindings._shared import need
 from secfindings.errors import ConfigurationError, ValidationError
 from secfindings.sync._ahead import ReadAhead
 from secfindings.sync._dest import Backend, literal, quote, secret_free
+from secfindings.sync._model import (
+    FINDINGS,
+    SNAPSHOTS,
+    Collection,
+    Options,
+    Source,
+    SyncResult,
+    _by_time,
+    _now,
+    _State,
+    budget,
+    column_name,
+    run_kinds,
+    with_required,
+)
 
-__all__ = ["Collection", "Engine", "Options", "Source", "SyncResult"]
+__all__ = [
+    "FINDINGS",
+    "SNAPSHOTS",
+    "Collection",
+    "Engine",
+    "Options",
+    "Source",
+    "SyncResult",
+    "budget",
+    "column_name",
+    "run_kinds",
+    "with_required",
+]
 
 STATE = "sync_state"
 RUNS = "sync_runs"
@@ -36,160 +59,6 @@ CHUNK_PAGES = 100
 
 #: Pages read ahead of the database at most (memory: about this many pages).
 READ_AHEAD = 200
-
-#: Columns whose change alone is not a new version: they move on their own (a finding's age
-#: grows every day). They are updated in place; the history keeps the value of each version.
-VOLATILE = frozenset({"age"})
-
-
-@dataclass(frozen=True)
-class Collection:
-    """A synced collection: its table, history table and key column."""
-
-    name: str
-    key: str
-    volatile: frozenset[str] = VOLATILE
-
-    @property
-    def history(self) -> str:
-        return f"{self.name}_history"
-
-
-FINDINGS = Collection("findings", "id_int")
-
-#: Counters and times that move with the findings or the clock, not with an edit of the rule.
-SNAPSHOT_VOLATILE = frozenset({"affected_findings", "opened_tickets_count", "last_run_time"})
-
-#: The other collections, synced as full snapshots with history (table name: the client's
-#: method). Each is small: one walk of every item, ``fields="*"``, key ``id``.
-SNAPSHOTS: dict[str, Collection] = {
-    name: Collection(name, "id", SNAPSHOT_VOLATILE)
-    for name in (
-        "scoring_rules",
-        "status_rules",
-        "ticket_sla_rules",
-        "sla_groups",
-        "sla_preferences",
-        "remediation_queues",
-        "finding_filters",
-    )
-}
-
-
-@dataclass
-class Options:
-    """What a sync run does (see :func:`secfindings.sync.sync`)."""
-
-    fields: str = "analyst"
-    lookback: dt.timedelta = dt.timedelta(minutes=15)
-    reconcile: bool | None = None  # None: when due
-    reconcile_every: dt.timedelta = dt.timedelta(hours=24)
-    page_size: int = 100
-    chunk_pages: int = 0  # 0: CHUNK_PAGES
-    should_stop: Callable[[], bool] | None = None
-    on_page: Callable[[int], None] | None = None
-
-
-@dataclass
-class SyncResult:
-    """What one sync run did. ``requests`` counts API requests (every attempt, retries too):
-    ``incremental_requests`` for the incremental walk, ``reconcile_requests`` for the full
-    reconcile (or the first load)."""
-
-    destination: str
-    collection: str
-    kind: str
-    rows_read: int = 0
-    created: int = 0
-    updated: int = 0
-    removed: int = 0
-    incremental_requests: int = 0
-    reconcile_requests: int = 0
-    watermark: dt.datetime | None = None
-    reconciled: bool = False
-    seconds: float = 0.0
-    run_id: str = field(default_factory=lambda: uuid.uuid4().hex)
-    #: The snapshots of other collections made by the same call, by name.
-    collections: dict[str, SyncResult] = field(default_factory=dict)
-
-    @property
-    def requests(self) -> int:
-        """Every API request of the run: the incremental part's and the reconcile's."""
-        return self.incremental_requests + self.reconcile_requests
-
-    @property
-    def changed(self) -> int:
-        """Findings created, updated (a new version) or removed by the run."""
-        return self.created + self.updated + self.removed
-
-    def summary(self) -> str:
-        """One line for a log: what ran, what changed, what it cost."""
-        mark = self.watermark.isoformat() if self.watermark else "none"
-        return (
-            f"{self.collection} -> {self.destination}: {self.kind}, {self.rows_read} read, "
-            f"{self.created} created, {self.updated} updated, {self.removed} removed, "
-            f"{self.requests} requests ({self.incremental_requests} incremental, "
-            f"{self.reconcile_requests} reconcile), {self.seconds:.1f} s; watermark {mark}"
-        )
-
-
-class Source(abc.ABC):
-    """The client side of a sync: walks of ``findings_view`` as Arrow record batches, the live
-    schema, and the client's request counter. :class:`~secfindings.Client` is used directly; the
-    async client is driven from the sync's worker thread (see ``_api.py``)."""
-
-    @abc.abstractmethod
-    def schema(self) -> Any:
-        """The client's live schema (None without one)."""
-
-    @abc.abstractmethod
-    def batches(self, **arguments: Any) -> Iterator[Any]:
-        """A walk of ``findings_view`` with ``arguments``, as Arrow record batches."""
-
-    @abc.abstractmethod
-    def empty(self, fields: str) -> Any:
-        """The Arrow schema of a walk of ``fields`` (no request)."""
-
-    @abc.abstractmethod
-    def call(self, name: str, **arguments: Any) -> Any:
-        """Every item of the client's paginated method ``name``, as one Arrow table."""
-
-    @abc.abstractmethod
-    def requests(self) -> int:
-        """Requests the client has sent so far."""
-
-
-@dataclass
-class _State:
-    fields: str | None = None
-    columns: str | None = None
-    watermark: dt.datetime | None = None
-    watermark_id: int | None = None
-    lookback_seconds: float | None = None
-    last_full_reconcile: dt.datetime | None = None
-    reconcile_after_id: int | None = None
-    reconcile_mark: dt.datetime | None = None
-    reconcile_started: dt.datetime | None = None
-
-
-def _now() -> dt.datetime:
-    return dt.datetime.now(dt.timezone.utc)
-
-
-def column_name(arrow_name: str) -> str:
-    """A column of the table for a column of the batches: nested fields' dots become ``_``
-    (``actual_status.category`` -> ``actual_status_category``)."""
-    return arrow_name.replace(".", "_")
-
-
-def with_required(fields: str, needed: Sequence[str]) -> str:
-    """A selection with the fields the sync needs added (``analyst`` and ``*`` hold them)."""
-    text = fields.strip()
-    if text in ("analyst", "*"):
-        return text
-    have = set(text.replace("{", " ").replace("}", " ").split())
-    missing = [f for f in needed if f not in have]
-    return " ".join([text, *missing]) if missing else text
 
 
 class Engine:
@@ -819,34 +688,3 @@ class Engine:
             self.db.rollback()
             raise
         return result
-
-
-def run_kinds(state: _State, by_time: bool, now: dt.datetime, opt: Options) -> list[str]:
-    """What a run does now: ``["first"]`` (the first load, or its continuation), else
-    ``"incremental"`` and/or ``"reconcile"`` (when due, or asked for)."""
-    if state.last_full_reconcile is None:
-        return ["first"]
-    kinds = []
-    if by_time and state.watermark is not None:
-        kinds.append("incremental")
-    due = (
-        not by_time
-        or state.watermark is None
-        or state.reconcile_after_id is not None
-        or now - state.last_full_reconcile >= opt.reconcile_every
-    )
-    if opt.reconcile is True or (opt.reconcile is None and due):
-        kinds.append("reconcile")
-    return kinds
-
-
-def _by_time(schema: Any) -> bool:
-    """Whether the server can sort and filter findings by last_reported_time."""
-    from secfindings._watch import watch_key
-
-    return watch_key(schema) == "last_reported_time"
-
-
-def budget(changed: int, page_size: int = 100) -> int:
-    """The most requests an incremental run of ``changed`` findings makes."""
-    return math.ceil(changed / page_size) + 3

@@ -9,7 +9,7 @@ from collections.abc import Iterator
 from typing import Any
 
 from secfindings._shared import need
-from secfindings.sync._engine import Source
+from secfindings.sync._model import Source
 
 __all__ = ["AnyAsyncClient", "AnyClient", "AsyncSource", "ClientSource"]
 
