@@ -16,6 +16,7 @@ from typing import Any
 import jsonschema
 import pytest
 from click.testing import CliRunner
+from tests.servers.findings import findings_server
 
 import secfindings
 from secfindings.cli import main
@@ -149,9 +150,12 @@ def test_policies_over_snapshots_exit_exactly(snap, policy):
 
 
 def test_the_snapshots_differ_so_the_table_means_something():
-    # The policies are judged against counts that are not all the same across the snapshots.
-    assert len(SNAPSHOTS) == 3
-    assert len({seed for _, seed in SNAPSHOTS.values()}) == 3
+    # The policies are judged against counts that differ from one snapshot to the next.
+    counts = []
+    for findings, seed in SNAPSHOTS.values():
+        with Emulator(findings=findings, seed=seed) as emu:
+            counts.append(tuple(sorted(Snapshot(emu).open.items())))
+    assert len(set(counts)) == 3, counts
 
 
 def test_junit_is_valid_xml_with_one_failure_per_exceeded_limit(snap, tmp_path):
@@ -211,16 +215,22 @@ def test_new_only_ignores_every_finding_of_the_baseline(tmp_path):
         assert res.exit_code == 4, res.output
         got = json.loads(res.output)
         assert sorted(f["id_int"] for f in got["findings"]) == sorted(new)
-        assert got["counts"] == {"critical": 2, "high": 1, "medium": 0, "low": 0, "info": 0}
+        assert got["counts"] == {"critical": 2, "high": 1, "medium": 0, "low": 0, "info": 0, "unknown": 0}
         # A baseline of JSON lines keyed by the global id works the same.
         jsonl = tmp_path / "base.jsonl"
         with emu.client() as c:
             c.findings_view(fields="id title").write_jsonl(jsonl)
         res = gate(env, "--baseline", str(jsonl), "--new-only", "--format", "json")
         assert json.loads(res.output)["counted"] == 0
-        # Without --new-only the baseline only reports; everything counts.
-        res = gate(env, "--baseline", str(base), "--max", "critical=1", "--format", "json")
-        assert json.loads(res.output)["counted"] > 3
+        # --baseline implies --new-only (it was read for nothing without it, and said nothing).
+        res = gate(env, "--baseline", str(base), "--max", "critical=1,high=1", "--format", "json")
+        assert res.exit_code == 4, res.output
+        assert sorted(f["id_int"] for f in json.loads(res.output)["findings"]) == sorted(new)
+        assert "implies --new-only" in " ".join(CliRunner().invoke(main, ["gate", "--help"]).output.split())
+        with emu.client() as c:
+            with pytest.raises(secfindings.ValidationError, match="drop new_only=False"):
+                secfindings.gate(c, baseline=base, new_only=False)
+            assert secfindings.gate(c, baseline=base, max="critical=1,high=1").new_only
 
 
 def test_outputs_markdown_sarif_json_and_the_step_summary(snap, tmp_path):
@@ -241,7 +251,7 @@ def test_outputs_markdown_sarif_json_and_the_step_summary(snap, tmp_path):
     assert not list(jsonschema.Draft4Validator(schema).iter_errors(log))
     res = gate(snap.env, "--max", "high=0", "--format", "json")
     got = json.loads(res.output)
-    assert got["counts"] == {s: snap.open[s] for s in ALL5}
+    assert got["counts"] == {**{s: snap.open[s] for s in ALL5}, "unknown": 0}
     assert got["thresholds"] == [
         {"severity": "high", "max": 0, "count": snap.open["high"], "exceeded": snap.open["high"] > 0}
     ]
@@ -261,6 +271,21 @@ def test_outputs_markdown_sarif_json_and_the_step_summary(snap, tmp_path):
         (["--filter", "{nope"], "not JSON"),
         (["--filter", '{"field":"severity","condition":"equal","value":"5"}'], "did you mean 'equals'"),
         (["--format", "xml"], "'xml' is not one of"),
+        (["--max", "unknwn=0"], "unknown severity 'unknwn'"),
+        (["--severity", "critcal"], "did you mean 'critical'"),
+        (["--status", "open", "--all-statuses"], "contradict"),
+        (["--filter", "[" * 50_000 + "]" * 50_000], "nests too deeply"),
+        (
+            ["--filter", '{"field":"severity","condition":"in","value":["critical"]}'],
+            "did you mean '5' (critical)",
+        ),
+        (["--filter", '{"field":"severity","condition":"equals","value":"High"}'], "did you mean '4' (high)"),
+        (["--filter", '{"field":"severity","condition":"in","value":["0"]}'], "'0' is not a severity"),
+        (
+            ["--filter", '{"field":"sla_status","condition":"in","value":["overdue"]}'],
+            "did you mean 'OVERDUE'",
+        ),
+        (["--filter", '{"field":"cloud_provider","condition":"in","value":["aws"]}'], "did you mean 'AWS'"),
     ],
 )
 def test_usage_errors_exit_2_and_say_what_is_accepted(emulator, args, message):
@@ -272,6 +297,9 @@ def test_usage_errors_exit_2_and_say_what_is_accepted(emulator, args, message):
     res = gate(env, *args)
     assert res.exit_code == 2, res.output
     assert message in res.output
+    assert "Traceback" not in res.output
+    # One line says what is wrong (after click's usage lines).
+    assert len([line for line in res.output.splitlines() if line.lower().startswith("error")]) == 1
 
 
 def test_authentication_and_api_failures_keep_their_exit_codes(emulator):
@@ -315,3 +343,218 @@ def test_an_async_client_is_refused_with_what_to_do(async_client):
 def test_one_limit_is_named_in_the_singular(client):
     result = secfindings.gate(client, max="critical=100000")
     assert result.to_text().startswith("secfindings gate: passed (1 limit held)")
+    one = secfindings.gate(
+        client, filters={"field": "id", "condition": "in", "value": [result.findings[0]["id_int"]]}
+    )
+    assert "counted 1 open finding of filter" in one.to_text()
+    (t,) = one.exceeded
+    assert t.message == f"1 {t.severity} finding, at most 0 allowed"
+
+
+# ------------------------------------------------------------------ findings the gate cannot place
+
+
+def node(i: int, **kw: Any) -> dict[str, Any]:
+    return {"id": f"f{i}", "id_int": i, "title": f"finding {i}", "actual_status": {"category": "OPEN"}, **kw}
+
+
+@pytest.mark.parametrize("severity", [None, 0, 6, 99, "high", True, 4.5])
+def test_a_finding_of_no_severity_fails_the_gate(severity):
+    """No --max means no finding may be counted: one whose severity is null or not 1..5 is
+    counted as unknown and fails the gate (it passed, exit 0, before)."""
+    with findings_server([node(1, severity=severity, score=5.0)]) as (_, env):
+        res = gate(env, "--format", "json")
+        assert res.exit_code == 4, res.output
+        got = json.loads(res.output)
+        assert got["counts"]["unknown"] == 1
+        assert got["thresholds"][-1] == {"severity": "unknown", "max": 0, "count": 1, "exceeded": True}
+        # Limits on the five severities do not let it through either; its own limit does.
+        assert gate(env, "--max", "critical=0,high=0").exit_code == 4
+        res = gate(env, "--max", "critical=0,unknown=1")
+        assert res.exit_code == 0, res.output
+        assert "  unknown        1      1" in res.output
+
+
+def test_null_nodes_and_scores_that_are_not_numbers_are_counted_not_tracebacks():
+    nodes = [
+        None,
+        node(2, severity=5, score="high"),
+        node(3, severity=4, score=None),
+        node(4, severity=5, score=9.1),
+    ]
+    with findings_server(nodes) as (_, env):
+        for fmt in ("text", "markdown", "json", "junit", "sarif"):
+            res = gate(env, "--format", fmt)
+            assert res.exit_code == 4, (fmt, res.output)
+            assert "Traceback" not in res.output
+        res = gate(env, "--max", "critical=5,high=5,unknown=0")
+        assert res.exit_code == 4  # the null node: a finding the server sent nothing of
+        lines = res.output.splitlines()
+        assert lines[lines.index("worst:") + 1 :] == [
+            "  critical   9.1 #4  finding 4",
+            "  critical     0 #2  finding 2",
+            "  high         0 #3  finding 3",
+            "  ?            0 #?",
+        ]
+
+
+# ------------------------------------------------------------------ reports a title cannot forge
+
+FORGED = "x\r\r### secfindings gate: passed (9 limits held)\r\r<!--"
+HOSTILE_TITLES = [
+    FORGED,
+    'see <img src="https://tracker.example/p.gif"> here',
+    "a | b \\| c \\\\| d",
+    "line one\nline two\u2028line three\x85four",
+    "![pixel](https://tracker.example/p.gif) [click](javascript:alert(1)) `code` *em*",
+    "\x1b[31mred\x1b[0m \x0c feed \x00 nul \ufffe \uffff",
+]
+
+
+def markdown_rows(text: str) -> list[str]:
+    return text.splitlines()  # every Unicode line end (a superset of CommonMark's)
+
+
+def unescaped_pipes(line: str) -> int:
+    import re
+
+    return len(re.findall(r"(?<!\\)(?:\\\\)*\|", line))
+
+
+def test_markdown_outputs_escape_every_vector(tmp_path):
+    nodes = [
+        node(i, severity=5, score=9.0, title=t, resource_name=t) for i, t in enumerate(HOSTILE_TITLES, 1)
+    ]
+    summary = tmp_path / "summary.md"
+    with findings_server(nodes) as (_, env):
+        res = CliRunner().invoke(
+            main,
+            [
+                "gate",
+                "--format",
+                "markdown",
+                "--filter",
+                json.dumps({"field": "title", "condition": "contains", "value": "<img>|x"}),
+            ],
+            env={**env, "GITHUB_STEP_SUMMARY": str(summary)},
+        )
+    assert res.exit_code == 4, res.output
+    for text in (res.output, summary.read_text()):
+        lines = markdown_rows(text)
+        assert [line for line in lines if line.startswith("#")] == [
+            "### secfindings gate: FAILED (1 of 5 limits exceeded)"
+        ]
+        assert "<" not in text
+        assert "](" not in text.replace("\\](", "")
+        assert "\r" not in text
+        assert "\x1b" not in text
+        rows = [line for line in lines if line.startswith("| critical | 9.0 |")]
+        assert len(rows) == len(HOSTILE_TITLES)
+        assert all(unescaped_pipes(r) == 6 for r in rows), rows
+        # Rendered (Python-Markdown with tables): one heading, no HTML of the titles, no image.
+        import markdown
+
+        html = markdown.markdown(text, extensions=["tables"])
+        assert html.count("<h3>") == 1
+        assert "<img" not in html
+        assert "<!--" not in html
+        assert html.count("<tr>") == 1 + 5 + 1 + len(HOSTILE_TITLES)
+
+
+def test_junit_holds_only_what_xml_can_hold():
+    nodes = [node(i, severity=5, title=t) for i, t in enumerate(HOSTILE_TITLES, 1)]
+    with findings_server(nodes) as (_, env):
+        res = gate(env, "--format", "junit")
+    assert res.exit_code == 4
+    root = ET.fromstring(res.output.encode("utf-8"))  # parses: no ESC, NUL, form feed, U+FFFE
+    (failure,) = root.iter("failure")
+    assert failure.text is not None
+    assert "\ufffd[31mred" in failure.text
+    assert "\ufffd nul" in failure.text
+    assert len(failure.text.splitlines()) == len(HOSTILE_TITLES)
+
+
+def test_a_baseline_whose_ids_are_not_ids_is_a_usage_error(emulator, tmp_path):
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    env = {
+        "SECFINDINGS_API_TOKEN": emulator.create_api_token(),
+        "SECFINDINGS_BASE_URL": emulator.base_url,
+        "SECFINDINGS_AUTH_URL": emulator.auth_url,
+    }
+    for name, table in {
+        "lists": pa.table({"id_int": [[1, 2], [3]]}),
+        "floats": pa.table({"id_int": [1.5]}),
+        "ids-as-numbers": pa.table({"id": [1, 2]}),
+    }.items():
+        path = tmp_path / f"{name}.parquet"
+        pq.write_table(table, path)
+        res = gate(env, "--baseline", str(path))
+        assert res.exit_code == 2, (name, res.output)
+        assert res.output.startswith(f"error: the baseline {path}: its id")
+        assert len(res.output.splitlines()) == 1
+
+
+def test_a_baseline_without_pyarrow_names_the_extra_and_the_gate(client, monkeypatch, tmp_path):
+    import sys
+
+    monkeypatch.setitem(sys.modules, "pyarrow", None)
+    with pytest.raises(ImportError) as caught:
+        secfindings.gate(client, baseline=tmp_path / "base.parquet")
+    assert "diff()" not in str(caught.value)
+    assert str(caught.value) == "the gate's baseline needs pyarrow: pip install 'secfindings[arrow]'"
+
+
+# ------------------------------------------------------------------ plain flags
+
+
+def test_severity_and_status_flags_count_what_they_name(snap):
+    res = gate(snap.env, "--severity", "critical,HIGH", "--format", "json")
+    got = json.loads(res.output)
+    assert got["counts"] == {
+        "critical": snap.open["critical"],
+        "high": snap.open["high"],
+        "medium": 0,
+        "low": 0,
+        "info": 0,
+        "unknown": 0,
+    }
+    res = gate(snap.env, "--severity", "5", "--status", "open,fixed,ignored", "--format", "json")
+    assert json.loads(res.output)["counts"]["critical"] == snap.all["critical"]
+    res = gate(
+        snap.env, "--status", "Open", "--max", f"critical={snap.open['critical']}", "--severity", "critical"
+    )
+    assert res.exit_code == 0, res.output
+
+
+# ------------------------------------------------------------------ the documented workflow
+
+
+def test_the_documented_workflow_saves_the_baseline_when_the_gate_fails():
+    """GitHub skips a step whose `if` has no status function once a step failed (it reads as
+    `success() && ...`): the export and the cache save after the gate must say they run anyway,
+    or the first run (which always fails: no baseline) never saves one and CI never goes green."""
+    import re
+
+    import yaml
+
+    guide = (Path(__file__).parent.parent / "docs" / "guides" / "ci-and-siem.md").read_text()
+    (block,) = re.findall(r"### GitHub Actions\s+```yaml\n(.*?)```", guide, re.S)
+    steps = yaml.safe_load(block)["jobs"]["gate"]["steps"]
+    at = next(i for i, s in enumerate(steps) if "secfindings gate" in s.get("run", ""))
+    after = steps[at + 1 :]
+    saves = [s for s in after if str(s.get("uses", "")).startswith("actions/cache/save")]
+    exports = [s for s in after if "secfindings export" in s.get("run", "")]
+    assert len(saves) == 1
+    assert len(exports) == 1
+    runs_after_failure = ("always()", "failure()", "!cancelled()")
+    for step in (*exports, *saves):
+        condition = str(step.get("if", ""))
+        assert any(f in condition for f in runs_after_failure), step
+    (restore,) = [s for s in steps[:at] if str(s.get("uses", "")).startswith("actions/cache/restore")]
+    saved = saves[0]["with"]
+    assert saved["path"] in exports[0]["run"]
+    assert saved["path"] == restore["with"]["path"]
+    assert saved["key"].startswith(restore["with"]["restore-keys"])
+    assert restore["with"]["path"] in steps[at]["run"]  # the gate reads the restored baseline

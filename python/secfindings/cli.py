@@ -133,6 +133,54 @@ def _value(name: str, text: str) -> Any:
         return text
 
 
+def _filter_json(text: str | None, option: str = "--filter") -> Any:
+    """A --filter value as JSON, or a usage error (also for JSON nested past the parser)."""
+    if text is None:
+        return None
+    try:
+        return json.loads(text)
+    except RecursionError:
+        raise click.BadParameter("it nests too deeply (does it contain itself?)", param_hint=option) from None
+    except ValueError as exc:
+        raise click.BadParameter(f"not JSON: {exc}", param_hint=option) from None
+
+
+def _findings_filter(filter_json: str | None, severity: str | None, status: str | None) -> Any:
+    """--filter ANDed with the plain --severity and --status (checked here), or None."""
+    from secfindings._plain import severity_filter, status_filter
+    from secfindings.filters import filter_tree
+
+    trees = []
+    try:
+        tree = _filter_json(filter_json)
+        if tree is not None:
+            trees.append(filter_tree(tree))
+        if severity is not None:
+            trees.append(severity_filter(severity))
+        if status is not None:
+            trees.append(status_filter(status))
+    except ValidationError as exc:
+        raise click.UsageError(str(exc)) from None
+    if not trees:
+        return None
+    return trees[0] if len(trees) == 1 else {"operator": "and", "operands": trees}
+
+
+def _plain_options(f: F) -> F:
+    """--severity and --status: the filters everyone writes, in plain words (findings only)."""
+    f = click.option(
+        "--status",
+        metavar="CATEGORY,...",
+        help="Findings of these status categories only: open, fixed, ignored (ANDed with --filter).",
+    )(f)
+    return click.option(
+        "--severity",
+        metavar="NAME,...",
+        help="Findings of these severities only: critical, high, medium, low, info (or 5..1); "
+        "ANDed with --filter.",
+    )(f)
+
+
 class _Main(click.Group):
     """The command group. Ctrl-C is exit 130 wherever it comes, also while the arguments are
     read (a FILE that is a FIFO nobody writes) or at a prompt, where click would exit 1."""
@@ -193,6 +241,7 @@ def query(file: Any, variables: tuple[str, ...], operation: str | None) -> None:
     "and sarif (SARIF 2.1.0) are for findings only.",
 )
 @click.option("--filter", "filter_json", help="A filter tree in the API's filter JSON (findings only).")
+@_plain_options
 @click.option("--fields", help="The fields to select (GraphQL selection text, or '*').")
 @click.option("--sort", help="A sort value, e.g. SCORE_DESC.")
 @click.option("--after", help="Resume after this cursor (printed by an interrupted export).")
@@ -230,6 +279,8 @@ def export(
     out: Path,
     fmt: str | None,
     filter_json: str | None,
+    severity: str | None,
+    status: str | None,
     fields: str | None,
     sort: str | None,
     after: str | None,
@@ -252,8 +303,12 @@ def export(
     csv, ocsf, sarif), or with --out naming a new part file (Parquet); with nothing lost or repeated.
     With --partitions, that command carries --resume STATE instead of --after.
     """
+    plain = filter_json is not None or severity is not None or status is not None
+    if plain and EXPORTS[what] != "findings_view":
+        raise click.BadParameter("--filter, --severity and --status apply to findings only")
+    tree = _findings_filter(filter_json, severity, status)
     if dry_run:
-        _dry_run(what, filter_json, fields, sort, after, limit, page_size, partitions)
+        _dry_run(what, tree, fields, sort, after, limit, page_size, partitions)
         return
     if out is None:
         raise click.UsageError("Missing option '--out'.")
@@ -284,27 +339,18 @@ def export(
     if after is not None:
         _check_cursor(after)
     operation = EXPORTS[what]
-    if fmt in FINDINGS_FORMATS:
-        if operation != "findings_view":
-            raise click.BadParameter(f"{fmt} is a format of findings only", param_hint="--format")
-        if fields is None:
-            from secfindings.formats import FIELDS
-
-            fields = FIELDS
+    if fmt in FINDINGS_FORMATS and operation != "findings_view":
+        raise click.BadParameter(f"{fmt} is a format of findings only", param_hint="--format")
     kwargs: dict[str, Any] = {"after": after, "limit": limit, "page_size": page_size, "fields": fields}
-    if filter_json is not None:
-        if operation != "findings_view":
-            raise click.BadParameter("--filter applies to findings only")
-        try:
-            kwargs["filters"] = json.loads(filter_json)
-        except ValueError as exc:
-            raise click.BadParameter(f"not JSON: {exc}", param_hint="--filter") from None
+    if tree is not None:
+        kwargs["filters"] = tree
     if sort is not None:
         kwargs["sort"] = sort
     pager = None
     with _errors():
         try:
             with _client() as client:
+                _checked_findings(client, operation, fmt, kwargs)
                 pager = getattr(client, operation)(**kwargs)
                 writer = getattr(pager, f"write_{fmt}")
                 split: dict[str, Any] = {}
@@ -328,16 +374,32 @@ def export(
         except BaseException:
             _hint(ctx, pager, fmt)
             raise
+    from secfindings._plain import plural
+
     click.echo(
-        f"wrote {result.rows} rows in {result.pages} pages to {result.path}"
+        f"wrote {plural(result.rows, 'row')} in {plural(result.pages, 'page')} to {result.path}"
         + (f"; last cursor {result.cursor}" if result.cursor else ""),
         err=True,
     )
 
 
+def _checked_findings(client: Any, operation: str, fmt: str, kwargs: dict[str, Any]) -> None:
+    """Findings: the filter's values checked (a severity by name matches nothing), and for OCSF
+    and SARIF without --fields their whole mapping, less what the server's schema lacks."""
+    if operation != "findings_view":
+        return
+    from secfindings._plain import check_values
+    from secfindings.formats import FIELDS, selection
+
+    if kwargs.get("filters") is not None:
+        check_values(client, kwargs["filters"])
+    if fmt in FINDINGS_FORMATS and kwargs["fields"] is None:
+        kwargs["fields"] = selection(client, FIELDS, f"export --format {fmt}")
+
+
 def _dry_run(
     what: str,
-    filter_json: str | None,
+    tree: Any,
     fields: str | None,
     sort: str | None,
     after: str | None,
@@ -350,14 +412,12 @@ def _dry_run(
     if operation != "findings_view":
         raise click.BadParameter("--dry-run estimates findings only (from their total_count)")
     kwargs: dict[str, Any] = {"after": after, "limit": limit, "page_size": page_size, "fields": fields}
-    if filter_json is not None:
-        try:
-            kwargs["filters"] = json.loads(filter_json)
-        except ValueError as exc:
-            raise click.BadParameter(f"not JSON: {exc}", param_hint="--filter") from None
+    if tree is not None:
+        kwargs["filters"] = tree
     if sort is not None:
         kwargs["sort"] = sort
     with _errors(), _client() as client:
+        _checked_findings(client, operation, "", kwargs)
         estimate = client.findings_view(**kwargs).estimate(partitions=partitions)
     click.echo(str(estimate))
 
@@ -436,6 +496,8 @@ def _hint(ctx: click.Context, pager: Any, fmt: str) -> None:
     for name, option in (
         ("fmt", "--format"),
         ("filter_json", "--filter"),
+        ("severity", "--severity"),
+        ("status", "--status"),
         ("fields", "--fields"),
         ("sort", "--sort"),
         ("limit", "--limit"),
@@ -545,16 +607,24 @@ def sync_command(
 
 @main.command("gate")
 @click.option("--filter", "filter_json", help="A filter tree in the API's filter JSON, as for export.")
+@_plain_options
 @click.option(
     "--max",
     "max_spec",
     metavar="SEVERITY=COUNT,...",
-    help="Limits per severity, e.g. critical=0,high=5 (critical, high, medium, low, info); "
-    "a severity not named is not limited. Default: no finding at all.",
+    help="Limits per severity, e.g. critical=0,high=5 (critical, high, medium, low, info, and "
+    "unknown: a severity missing or not 1..5); a severity not named is not limited, but for "
+    "unknown, which is 0 unless named. Default: no finding at all.",
 )
-@click.option("--baseline", type=click.Path(dir_okay=True, path_type=Path), help="An earlier export file.")
-@click.option("--new-only", is_flag=True, help="Count only findings not in --baseline.")
-@click.option("--all-statuses", is_flag=True, help="Count closed findings too (default: open ones only).")
+@click.option(
+    "--baseline",
+    type=click.Path(dir_okay=True, path_type=Path),
+    help="An earlier export file: its findings are not counted (implies --new-only).",
+)
+@click.option("--new-only", is_flag=True, help="Count only findings not in --baseline (implied by it).")
+@click.option(
+    "--all-statuses", is_flag=True, help="Count closed findings too (default: open ones only, or --status)."
+)
 @click.option(
     "--format",
     "fmt",
@@ -566,6 +636,8 @@ def sync_command(
 @click.option("--page-size", type=click.IntRange(1, 100), default=100, show_default=True)
 def gate_command(
     filter_json: str | None,
+    severity: str | None,
+    status: str | None,
     max_spec: str | None,
     baseline: Path | None,
     new_only: bool,
@@ -576,8 +648,10 @@ def gate_command(
 ) -> None:
     """Fail a CI job on findings over limits: exit 0 passed, 4 a limit was exceeded.
 
-    Counts the open findings of --filter per severity against --max. With --baseline FILE
-    --new-only, findings in that earlier export are not counted. Prints a one-screen summary;
+    Counts the open findings of --filter per severity against --max. With --baseline FILE,
+    findings in that earlier export are not counted (--baseline implies --new-only). A finding
+    of no severity 1..5 counts as unknown, limited to 0 unless --max names it. --status counts
+    the findings of those status categories instead of the open ones. Prints a one-screen summary;
     --format markdown, junit, sarif or json writes that to --out (or stdout). When
     $GITHUB_STEP_SUMMARY is set, the Markdown summary is appended to it. Exit codes: 0 passed,
     4 exceeded, 1 the API or network failed, 2 bad usage, 3 authentication failed.
@@ -586,12 +660,9 @@ def gate_command(
 
     if new_only and baseline is None:
         raise click.UsageError("--new-only needs --baseline FILE (the export of an earlier run)")
-    filters = None
-    if filter_json is not None:
-        try:
-            filters = json.loads(filter_json)
-        except ValueError as exc:
-            raise click.BadParameter(f"not JSON: {exc}", param_hint="--filter") from None
+    if status is not None and all_statuses:
+        raise click.UsageError("--status and --all-statuses contradict each other: give one of them")
+    filters = _findings_filter(filter_json, severity, status)
     try:
         limits = parse_max(max_spec)
     except ValidationError as exc:
@@ -602,8 +673,7 @@ def gate_command(
             filters=filters,
             max=limits,
             baseline=baseline,
-            new_only=new_only,
-            open_only=not all_statuses,
+            open_only=not all_statuses and status is None,
             page_size=page_size,
         )
     summary = os.environ.get("GITHUB_STEP_SUMMARY")

@@ -7,19 +7,38 @@ lines of :meth:`secfindings.Paginator.write_jsonl`), a page at a time, by
 --format ocsf|sarif``. They map what the walk selected: select :data:`FIELDS` (the command does
 when ``--fields`` is not given) for the whole mapping. Neither needs an optional dependency.
 
-What is shared here: the severity names (:data:`SEVERITIES`), the selection (:data:`FIELDS`), and
-how a value is read from a node (:func:`value`, :func:`epoch_ms`, :func:`cve_of`).
+What is shared here: the severity names (:data:`SEVERITIES`), the selection (:data:`FIELDS`) and
+its part that a server has (:func:`selection`), how a value is read from a node (:func:`value`,
+:func:`epoch_ms`, :func:`cve_of`), strict JSON text (:func:`compact`, :func:`strict_dumps`: a
+non-finite number is written as null) and text made safe for Markdown (:func:`markdown_text`).
 """
 
 from __future__ import annotations
 
 import datetime as dt
+import html
 import json
+import logging
+import math
 import re
 from collections.abc import Mapping
 from typing import Any
 
-__all__ = ["FIELDS", "SEVERITIES", "SEVERITY_OF", "cve_of", "epoch_ms", "severity_name", "value"]
+__all__ = [
+    "FIELDS",
+    "SEVERITIES",
+    "SEVERITY_OF",
+    "compact",
+    "cve_of",
+    "epoch_ms",
+    "markdown_text",
+    "selection",
+    "severity_name",
+    "strict_dumps",
+    "value",
+]
+
+log = logging.getLogger("secfindings.formats")
 
 SEVERITIES: dict[int, str] = {5: "critical", 4: "high", 3: "medium", 2: "low", 1: "info"}
 """Severity names by the API's severity (1..5), as ``gate --max`` and the formats name them."""
@@ -38,9 +57,88 @@ when ``--fields`` is not given): pass it as ``fields=`` to ``findings_view`` bef
 ``write_ocsf`` / ``write_sarif``. A field not selected is left out of the records."""
 
 _MISSING = object()
-#: Compact JSON text, one encoder for every record (``json.dumps`` with options makes one a call).
-compact = json.JSONEncoder(ensure_ascii=False, separators=(",", ":")).encode
+#: Compact strict JSON, one encoder for every record (``json.dumps`` with options makes one a call).
+_compact = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"), allow_nan=False).encode
 _CVE = re.compile(r"\bCVE-\d{4}-\d{4,}\b", re.IGNORECASE)
+
+
+def finite(obj: Any) -> Any:
+    """``obj`` with every non-finite float (``1e999`` reads as infinity, NaN) as None, at any
+    depth of its dicts and lists: JSON has no such numbers, so they are written as null."""
+    if isinstance(obj, float):
+        return obj if math.isfinite(obj) else None
+    if isinstance(obj, dict):
+        return {k: finite(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return [finite(v) for v in obj]
+    return obj
+
+
+def compact(obj: Any) -> str:
+    """Compact JSON text that any JSON parser reads: a non-finite number (``Infinity``,
+    ``NaN``, which Python's json would write) is null."""
+    try:
+        return _compact(obj)
+    except ValueError:  # a non-finite float somewhere: rare, so looked for only then
+        return _compact(finite(obj))
+
+
+def strict_dumps(obj: Any, **kwargs: Any) -> str:
+    """``json.dumps(obj, **kwargs)`` with non-finite numbers as null (strict JSON, always)."""
+    kwargs["allow_nan"] = False
+    try:
+        return json.dumps(obj, **kwargs)
+    except ValueError:
+        return json.dumps(finite(obj), **kwargs)
+
+
+#: What Markdown (CommonMark and GitHub's) reads as structure inside a line: cell ends, escapes,
+#: code spans, emphasis, links and images; each gets a backslash. HTML is escaped as entities.
+_MD_SPECIAL = re.compile(r"([\\`*_\[\]!|~])")
+#: Line ends (CR, LF, and the Unicode ones a renderer may honour) and other control characters.
+_MD_BREAKS = re.compile(r"[\x00-\x1f\x7f\x85\u2028\u2029]+")
+
+
+def markdown_text(text: Any, limit: int | None = None) -> str:
+    """``text`` as plain text inside one line of Markdown (a table cell or a heading): every
+    line end (CR, LF, U+2028, ...) and control character is a space, HTML is escaped (``<img>``
+    shows as text), and backslashes, ``|`` and Markdown's punctuation are escaped, so a finding's
+    title cannot end its cell, start a heading or hide what follows. Cut to ``limit``
+    characters first (before escaping)."""
+    s = "" if text is None else str(text)
+    s = _MD_BREAKS.sub(" ", s)
+    if limit is not None and len(s) > limit:
+        s = s[:limit]
+    s = _MD_SPECIAL.sub(r"\\\1", s)
+    return html.escape(s, quote=False)
+
+
+def selection(client: Any, wanted: str, what: str, type_name: str = "FindingsView") -> str:
+    """``wanted`` (a selection on ``type_name``) less the fields the server's live schema lacks,
+    with one WARNING on the ``secfindings.formats`` logger naming them (``what`` says who
+    asked). Unchanged when the client checks nothing (``schema="off"``)."""
+    schema = client.schema() if hasattr(client, "schema") else None
+    if schema is None:
+        return wanted
+    trimmed: str = schema.trim(type_name, wanted)
+    missing = _top_names(wanted) - _top_names(trimmed)
+    if missing:
+        log.warning("%s: the server's %s has no %s; left out", what, type_name, ", ".join(sorted(missing)))
+    return trimmed
+
+
+def _top_names(selection_text: str) -> set[str]:
+    """The field names at the top level of a selection text (``a b { c } d`` -> a, b, d)."""
+    names: set[str] = set()
+    depth = 0
+    for token in re.findall(r"[{}]|[A-Za-z_][A-Za-z0-9_]*", selection_text):
+        if token == "{":
+            depth += 1
+        elif token == "}":
+            depth -= 1
+        elif depth == 0:
+            names.add(token)
+    return names
 
 
 def value(node: Mapping[str, Any], name: str) -> Any:
@@ -100,9 +198,10 @@ def cve_of(node: Mapping[str, Any]) -> str | None:
 
 
 def nodes(page: bytes) -> list[Any]:
-    """The nodes of a page of JSON lines, parsed in one call."""
+    """The nodes of a page of JSON lines, parsed in one call (null ones left out)."""
     lines = [line for line in page.splitlines() if line.strip()]
     if not lines:
         return []
     parsed: list[Any] = json.loads(b"[" + b",".join(lines) + b"]")
-    return parsed
+    # A null node (a server may send one for a row it could not resolve) is no finding: skipped.
+    return [n for n in parsed if isinstance(n, dict)]

@@ -96,7 +96,7 @@ def result_of(node: Mapping[str, Any]) -> dict[str, Any]:
     category = value(node, "actual_status.category")
     result: dict[str, Any] = {
         "ruleId": rule_id_of(node),
-        "message": {"text": str(title) if title else f"finding {uid}"},
+        "message": {"text": str(title) if title else ("finding" if uid is None else f"finding {uid}")},
     }
     if category == "FIXED":
         result["kind"] = "pass"
