@@ -12,7 +12,9 @@ prints at start (``Authorization: Bearer <key>``); the answer is ``{"result": ..
     {"result": [5001, "1"]}
 
 It listens on 127.0.0.1 only, is off unless asked for, compares keys in constant time, and takes
-bodies of at most 64 KiB.
+bodies of at most 64 KiB, with a ``Content-Length`` or chunked (a body nested too deep for
+Python's JSON parser is a 400). A connection that stalls for ``read_timeout`` seconds (10) is
+closed, and up to 128 connections wait to be accepted at once.
 """
 
 from __future__ import annotations
@@ -58,19 +60,50 @@ HOOKS: dict[str, str] = {
 """The hooks served: name -> the one-line description that ``GET /`` shows."""
 
 MAX_BODY = 64 * 1024
+#: Connections the kernel keeps waiting to be accepted (socketserver's default is 5).
+BACKLOG = 128
+
+
+class _BadBody(ValueError):
+    """A body that cannot be read: the message is the client's answer."""
+
+
+def _read_chunked(rfile: Any) -> bytes:
+    """A ``Transfer-Encoding: chunked`` body, at most MAX_BODY bytes."""
+    body = b""
+    while True:
+        line = rfile.readline(MAX_BODY + 2)
+        try:
+            size = int(line.split(b";", 1)[0].strip(), 16)
+        except ValueError:
+            raise _BadBody("a malformed chunk size") from None
+        if size < 0 or len(body) + size > MAX_BODY:
+            raise _BadBody(f"a body of 0 to {MAX_BODY} bytes is required")
+        if size == 0:
+            while rfile.readline(MAX_BODY + 2) not in (b"\r\n", b"\n", b""):
+                pass  # trailers
+            return body
+        chunk = rfile.read(size + 2)
+        if len(chunk) != size + 2 or chunk[size:] != b"\r\n":
+            raise _BadBody("a truncated chunk")
+        body += chunk[:size]
 
 
 class ControlServer:
     """Serves ``HOOKS`` of ``target`` (an :class:`~secfindings.testing.Emulator`) on
     127.0.0.1 in a background thread, behind a random key."""
 
-    def __init__(self, target: Any, port: int = 0, key: str | None = None) -> None:
+    def __init__(
+        self, target: Any, port: int = 0, key: str | None = None, read_timeout: float = 10.0
+    ) -> None:
         self.key = key or secrets.token_urlsafe(24)
         hooks: dict[str, Callable[..., Any]] = {name: getattr(target, name) for name in HOOKS}
         key_bytes = self.key.encode()
 
         class Handler(BaseHTTPRequestHandler):
             server_version = "secfindings-emulator-control"
+            # A stalled peer's connection is closed after this long, not held by a thread forever.
+            timeout = read_timeout
 
             def log_message(self, format: str, *args: Any) -> None:
                 return None  # quiet: the emulator prints what matters
@@ -93,6 +126,17 @@ class ControlServer:
                 )
                 return False
 
+            def _body(self) -> bytes:
+                if "chunked" in self.headers.get("Transfer-Encoding", "").lower():
+                    return _read_chunked(self.rfile)
+                try:
+                    length = int(self.headers.get("Content-Length") or 0)
+                except ValueError:
+                    length = -1
+                if not 0 <= length <= MAX_BODY:
+                    raise _BadBody(f"a body of 0 to {MAX_BODY} bytes is required")
+                return bytes(self.rfile.read(length))
+
             def do_GET(self) -> None:
                 if not self._authorised():
                     return
@@ -110,18 +154,21 @@ class ControlServer:
                     self._answer(HTTPStatus.NOT_FOUND, {"error": f"no hook {name!r}; GET / lists them"})
                     return
                 try:
-                    length = int(self.headers.get("Content-Length") or 0)
-                except ValueError:
-                    length = -1
-                if not 0 <= length <= MAX_BODY:
-                    self._answer(
-                        HTTPStatus.BAD_REQUEST, {"error": f"a body of 0 to {MAX_BODY} bytes is required"}
-                    )
+                    body = self._body()
+                except _BadBody as exc:
+                    self.close_connection = True  # what is left of the body is not read
+                    self._answer(HTTPStatus.BAD_REQUEST, {"error": str(exc)})
                     return
                 try:
-                    kwargs = json.loads(self.rfile.read(length) or b"{}")
+                    kwargs = json.loads(body or b"{}")
                 except ValueError as exc:
                     self._answer(HTTPStatus.BAD_REQUEST, {"error": f"the body is not JSON: {exc}"})
+                    return
+                except RecursionError:
+                    self._answer(
+                        HTTPStatus.BAD_REQUEST,
+                        {"error": "the body nests too deep; hooks take flat arguments"},
+                    )
                     return
                 if not isinstance(kwargs, dict):
                     self._answer(
@@ -142,7 +189,10 @@ class ControlServer:
                     return
                 self._answer(HTTPStatus.OK, {"result": result})
 
-        self._server = ThreadingHTTPServer(("127.0.0.1", port), Handler)
+        class Server(ThreadingHTTPServer):
+            request_queue_size = BACKLOG
+
+        self._server = Server(("127.0.0.1", port), Handler)
         self._server.daemon_threads = True
         self._thread = threading.Thread(
             target=self._server.serve_forever, name="emulator-control", daemon=True
