@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import random
+import re
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -121,10 +122,12 @@ def test_a_folder_of_parts_is_one_snapshot(edited, tmp_path):
     pq.write_table(table.slice(0, 150), parts / "base.parquet")
     pq.write_table(table.slice(150), parts / "base.part2.parquet")
     result = secfindings.diff(parts, edited.folder / "head.parquet")
-    assert (
-        result.counts
-        == secfindings.diff(edited.folder / "base.parquet", edited.folder / "head.parquet").counts
-    )
+    # The edits made, not another diff, say what must come out.
+    assert result.counts["base_rows"] == 400
+    assert sorted(result.new) == sorted(edited.new)
+    assert sorted(result.resolved) == sorted(edited.closed + edited.removed)
+    assert sorted(result.reopened) == sorted(edited.reopened)
+    assert sorted(result.changed) == sorted(edited.severity)
 
 
 def test_what_counts_as_which_change():
@@ -271,3 +274,85 @@ def test_optional_libraries_stay_optional(monkeypatch, tmp_path):
     res = CliRunner().invoke(main, ["diff", str(tmp_path / "a.parquet"), str(tmp_path / "b.parquet")])
     assert res.exit_code == 2
     assert "secfindings[arrow]" in res.output
+
+
+HOSTILE = [
+    "x\r\r### secfindings gate: passed\r\r<!--",
+    '<img src="https://tracker.example/p.gif">',
+    "a | b \\| c",
+    "one\ntwo\u2028three",
+    "![p](https://tracker.example/p.gif)",
+]
+
+
+def test_markdown_escapes_every_vector(tmp_path):
+    """A title (a severity, a status key) from a snapshot cannot add a line, a heading, HTML, an
+    image or a cell to the Markdown (only | was escaped before)."""
+    n = len(HOSTILE)
+    base = pa.table({"id_int": list(range(n)), "title": HOSTILE, "actual_status.key": HOSTILE})
+    head = pa.table({"id_int": list(range(n)), "title": HOSTILE, "actual_status.key": ["ok"] * n})
+    pq.write_table(base, tmp_path / "base.parquet")
+    pq.write_table(head, tmp_path / "head.parquet")
+    text = secfindings.diff(base, head).to_markdown()
+    res = CliRunner().invoke(
+        main, ["diff", str(tmp_path / "base.parquet"), str(tmp_path / "head.parquet"), "--format", "markdown"]
+    )
+    assert res.exit_code == 0, res.output
+    assert res.output == text
+    lines = text.splitlines()  # every Unicode line end
+    assert not [line for line in lines if line.startswith("#")]
+    assert "<" not in text
+    assert "\r" not in text
+    rows = [line for line in lines if "| changed | status |" in line]
+    assert len(rows) == n
+    assert all(len(re.findall(r"(?<!\\)(?:\\\\)*\|", r)) == 5 for r in rows), rows
+    import markdown
+
+    html = markdown.markdown(text, extensions=["tables"])
+    assert "<h" not in html.replace("<hr", "")
+    assert "<img" not in html
+    assert html.count("<tr>") == 1 + 4 + 1 + n
+
+
+@pytest.mark.parametrize(
+    ("ids", "message"),
+    [
+        (pa.array(["a", "b"]), "BASE's id_int column holds string, not whole numbers"),
+        (pa.array([1.0, 2.5]), "BASE's id_int column holds double, not whole numbers"),
+        (pa.array([[1], [2, 3]]), "BASE's id_int column holds list<"),
+    ],
+)
+def test_ids_that_are_not_ids_are_clear_errors(tmp_path, ids, message):
+    base = pa.table({"id_int": ids})
+    with pytest.raises(secfindings.ValidationError, match=re.escape(message)):
+        secfindings.diff(base, pa.table({"id_int": [1]}))
+    pq.write_table(base, tmp_path / "base.parquet")
+    pq.write_table(pa.table({"id_int": [1]}), tmp_path / "head.parquet")
+    res = CliRunner().invoke(main, ["diff", str(tmp_path / "base.parquet"), str(tmp_path / "head.parquet")])
+    assert res.exit_code == 2
+    assert res.output.startswith(f"error: {message}")
+    assert res.output.endswith(": one id per finding\n")
+    assert len(res.output.splitlines()) == 1
+    # Whole numbers read as floats (JSON lines with a gap) are ids.
+    ok = secfindings.diff(pa.table({"id_int": [1.0, 2.0, None][:2]}), pa.table({"id_int": [2]}))
+    assert ok.counts["resolved"] == 1
+
+
+@pytest.mark.parametrize("kind", ["parquet", "csv", "jsonl"])
+def test_titles_that_are_not_utf8_are_clear_errors(tmp_path, kind):
+    bad = b"caf\xe9 \xff"
+    base, head = tmp_path / f"base.{kind}", tmp_path / f"head.{kind}"
+    if kind == "parquet":
+        pq.write_table(pa.table({"id_int": [1], "title": pa.array([bad], pa.binary())}), base)
+        pq.write_table(pa.table({"id_int": [2], "title": pa.array([bad], pa.binary())}), head)
+    elif kind == "csv":
+        base.write_bytes(b"id_int,title\n1," + bad + b"\n")
+        head.write_bytes(b"id_int,title\n2," + bad + b"\n")
+    else:
+        base.write_bytes(b'{"id_int": 1, "title": "' + bad + b'"}\n')
+        head.write_bytes(b'{"id_int": 2, "title": "' + bad + b'"}\n')
+    res = CliRunner().invoke(main, ["diff", str(base), str(head)])
+    assert res.exit_code == 2, res.output
+    assert res.output.startswith("error: ")
+    assert len(res.output.splitlines()) == 1
+    assert "Traceback" not in res.output

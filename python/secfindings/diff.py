@@ -40,6 +40,7 @@ from typing import Any, Protocol, runtime_checkable
 
 from secfindings._shared import need
 from secfindings.errors import ValidationError
+from secfindings.formats import markdown_text
 
 __all__ = ["CHANGES", "DiffResult", "Snapshot", "diff", "read_snapshot"]
 
@@ -80,8 +81,8 @@ class Snapshot(Protocol):
 Source = str | os.PathLike[str] | Snapshot | Any
 
 
-def _pa() -> Any:
-    return need("pyarrow", "arrow", "secfindings.diff()")
+def _pa(what: str = "secfindings.diff()") -> Any:
+    return need("pyarrow", "arrow", what)
 
 
 def _files(path: Path) -> list[tuple[Path, str]]:
@@ -133,14 +134,17 @@ def _read_file(path: Path, kind: str) -> Any:
         table = pajson.read_json(path)
         while any(pa.types.is_struct(f.type) for f in table.schema):
             table = table.flatten()
-        return table.select([n for n in table.column_names if n in wanted])
+        table = table.select([n for n in table.column_names if n in wanted])
+        table.validate(full=True)  # the JSON reader takes text that is not UTF-8 as it is
+        return table
     except (pa.ArrowInvalid, pa.ArrowTypeError) as exc:
         raise ValidationError(f"cannot read {path} as {kind}: {exc}") from None
 
 
-def read_snapshot(source: Source) -> Any:
-    """A snapshot as a ``pyarrow.Table`` of the columns a diff uses (see the module)."""
-    pa = _pa()
+def read_snapshot(source: Source, what: str = "secfindings.diff()") -> Any:
+    """A snapshot as a ``pyarrow.Table`` of the columns a diff uses (see the module). ``what``
+    names the caller in the error of an install without pyarrow."""
+    pa = _pa(what)
     if isinstance(source, pa.Table):
         table = source
     elif isinstance(source, (str, os.PathLike)):
@@ -280,7 +284,7 @@ class DiffResult:
         if rows:
             out += [f"| {self.key} | change | fields | detail |", "|---|---|---|---|"]
             for r in rows:
-                key, change, fields, detail = (x.replace("|", "\\|") for x in self._shown(r))
+                key, change, fields, detail = (markdown_text(x) for x in self._shown(r))
                 out.append(f"| {key} | {change} | {fields} | {detail} |")
             if self.table.num_rows > limit:
                 out.append(f"\n... and {self.table.num_rows - limit} more.")
@@ -343,7 +347,21 @@ def diff(base: Source, head: Source) -> DiffResult:
     id_type = pa.int64() if key == "id_int" else pa.string()
 
     def ids(table: Any, which: str) -> Any:
-        col = table.column(key).cast(id_type).combine_chunks()
+        col = table.column(key)
+        if pa.types.is_dictionary(col.type):
+            col = col.cast(col.type.value_type)
+        fits = pa.types.is_integer(col.type) if key == "id_int" else _is_text(pa, col.type)
+        if not fits and key == "id_int" and pa.types.is_floating(col.type):
+            # JSON lines may read whole numbers as floats; 1.5 is no id.
+            whole = pc.all(pc.equal(pc.floor(col), col)).as_py()
+            fits = whole is not False
+        if not fits:
+            what = "whole numbers" if key == "id_int" else "text"
+            raise ValidationError(f"{which}'s {key} column holds {col.type}, not {what}: one id per finding")
+        try:
+            col = col.cast(id_type).combine_chunks()
+        except (pa.ArrowInvalid, pa.ArrowNotImplementedError) as exc:
+            raise ValidationError(f"{which}'s {key} column cannot be read as ids: {exc}") from None
         if col.null_count:
             raise ValidationError(f"{which} has {col.null_count} rows without {key}")
         # Duplicates by sorting (a distinct count's hash table would take more memory).
@@ -433,7 +451,7 @@ def diff(base: Source, head: Source) -> DiffResult:
         "changed_fields": pc.take(lists, code),
     }
     titles = [
-        pc.take(t.column(c), rows).cast(pa.string())
+        _text(pa, pc.take(t.column(c), rows), c)
         for t, rows in ((h, sub_h), (b, sub_b))
         if (c := _column(t, _TITLE)) is not None
     ]
@@ -446,6 +464,14 @@ def diff(base: Source, head: Source) -> DiffResult:
     out = out.append_column("_order", kind_code)
     out = out.sort_by([("_order", "ascending"), (key, "ascending")]).drop_columns(["_order"])
     return DiffResult(table=out, counts=counts, key=key, fields=fields)
+
+
+def _text(pa: Any, column: Any, name: str) -> Any:
+    """A column as text; bytes that are not UTF-8 (a Parquet binary column) are refused."""
+    try:
+        return column.cast(pa.string())
+    except (pa.ArrowInvalid, pa.ArrowNotImplementedError) as exc:
+        raise ValidationError(f"column {name!r} cannot be read as text: {exc}") from None
 
 
 def _arange(n: int) -> Any:
@@ -464,6 +490,10 @@ def _zeros(n: int) -> Any:
     except ImportError:  # pragma: no cover
         return [False] * n
     return np.zeros(n, dtype=bool)
+
+
+def _is_text(pa: Any, t: Any) -> bool:
+    return bool(pa.types.is_string(t) or pa.types.is_large_string(t))
 
 
 def _is_open(pa: Any, pc: Any, column: Any) -> Any:
