@@ -14,8 +14,6 @@ import pytest
 from tests.servers import http as hostile
 from tests.servers.http import HostileServer, Response
 
-import secfindings
-
 
 def run(args: list[str], env: dict[str, str] | None = None, stdin: str | None = None) -> Any:
     base = {k: v for k, v in os.environ.items() if not k.startswith("SECFINDINGS_")}
@@ -56,7 +54,7 @@ def test_query_prints_json(creds, tmp_path):
     assert json.loads(out.stdout)["finding"]["id_int"] == 8
 
 
-def test_bad_usage_and_missing_credentials_exit_2(creds, tmp_path):
+def test_bad_usage_and_missing_credentials_exit_2(emulator, creds, tmp_path):
     doc = tmp_path / "q.graphql"
     doc.write_text("{ a }")
     out = run(["query", str(doc)])
@@ -67,8 +65,14 @@ def test_bad_usage_and_missing_credentials_exit_2(creds, tmp_path):
     # Credentials are never taken from the command line.
     out = run(["query", str(doc), "--api-token", "x"], creds)
     assert out.returncode == 2
+    # A value that is not JSON (colons, a date) is sent as the text given, whole.
+    doc.write_text("query Q($t: String) { scoring_rules(name: $t) { edges { node { id } } } }")
+    emulator.clear_request_log()
     out = run(["query", str(doc), "--var", "t=2024-01-01T00:00:00"], creds)
-    assert out.returncode == 0 or "error" in out.stderr
+    assert out.returncode == 0, out.stderr
+    assert json.loads(out.stdout) == {"scoring_rules": {"edges": []}}
+    sent = [r["variables"] for r in emulator.request_log() if r["operation_name"] == "Q"]
+    assert sent == [{"t": "2024-01-01T00:00:00"}]
 
 
 def test_authentication_failure_exits_3(emulator, creds, tmp_path):
@@ -207,10 +211,17 @@ def test_progress_without_tqdm_prints_to_stderr(client, monkeypatch, capsys):
     assert "300 items, 3 pages" in capsys.readouterr().err
 
 
-def test_progress_with_tqdm(client, capsys):
+def test_progress_with_tqdm(client, capsys, monkeypatch):
+    """On a terminal with tqdm installed, progress is tqdm's bar (redrawn with CRs, a rate),
+    not the plain lines of the fallback."""
     pytest.importorskip("tqdm")
+    monkeypatch.setattr(sys.stderr, "isatty", lambda: True)
     client.findings_view().to_list(progress=True)
-    assert "300" in capsys.readouterr().err
+    err = capsys.readouterr().err
+    assert "\r" in err, err  # a bar redrawn in place
+    assert "300 items [" in err, err  # tqdm's "N items [elapsed, rate]"
+    assert " items/s]" in err, err
+    assert "3 pages" not in err, err  # the plain fallback's line
 
 
 def test_html_reprs_fetch_nothing(emulator, client):
@@ -238,7 +249,6 @@ def test_sync_client_works_inside_a_running_event_loop(client):
         return client.finding(2).id_int
 
     assert asyncio.run(in_kernel()) == 2
-    assert isinstance(secfindings.Client, type)
 
 
 def test_progress_gives_the_total_when_the_query_selects_the_count():
