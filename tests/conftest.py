@@ -7,11 +7,14 @@ from __future__ import annotations
 import os
 import tempfile
 from collections.abc import Iterator
-from typing import Any
+from typing import Any, Literal
 
 import pytest
 from tests.clients import KINDS, Either
 from tests.servers.http import HostileServer
+
+from secfindings import AsyncClient, Client
+from secfindings.testing import PROFILES, Emulator
 
 # The live schema's disk cache goes to a folder of this run, never the user's cache.
 os.environ.setdefault("SECFINDINGS_SCHEMA_CACHE", tempfile.mkdtemp(prefix="secfindings-schema-"))
@@ -51,6 +54,35 @@ def server() -> Iterator[HostileServer]:
 @pytest.fixture
 def secfindings_emulator_options() -> dict[str, object]:
     return {"findings": 300, "seed": 7}
+
+
+@pytest.fixture(params=PROFILES)
+def profile(request: pytest.FixtureRequest) -> Literal["default", "known"]:
+    """The emulator's model: "default" (ours) and "known" (only what the public facts show).
+    A suite that takes the ``profiled_*`` fixtures runs once against each."""
+    name: Literal["default", "known"] = request.param
+    return name
+
+
+@pytest.fixture
+def profiled_emulator(
+    profile: Literal["default", "known"], secfindings_emulator_options: dict[str, Any]
+) -> Iterator[Emulator]:
+    with Emulator(**secfindings_emulator_options, profile=profile) as emu:
+        yield emu
+
+
+@pytest.fixture
+def profiled_client(profiled_emulator: Emulator) -> Iterator[Client]:
+    with profiled_emulator.client() as c:
+        yield c
+
+
+@pytest.fixture
+def profiled_async_client(profiled_emulator: Emulator) -> Iterator[AsyncClient]:
+    c = profiled_emulator.async_client()
+    yield c
+    c.close()
 
 
 RELIABILITY_MARKERS = {

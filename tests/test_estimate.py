@@ -1,26 +1,46 @@
-"""``paginator.estimate()`` and ``secfindings export --dry-run`` against the emulator: the
-requests it predicts are within 10% of the requests the walk then makes (counted by the
-emulator), the estimate itself costs one request, and the time follows the budget and the
-latency it measured."""
+"""``paginator.estimate()`` and ``secfindings export --dry-run`` against both profiles of the
+emulator: the requests it predicts are within 10% of the requests the walk then makes (counted by
+the emulator), what the estimate itself costs is what the emulator saw (one request where the
+server gives ``total_count``; ``first: 1`` probes by offset where it does not, reported on the
+estimate), and the time follows the budget and the latency it measured. Servers that answer
+bounds or counts that cannot be true are in tests/test_partitions_hostile.py."""
 
 from __future__ import annotations
 
 import inspect
+import math
 import os
+import re
 import subprocess
 import sys
+from pathlib import Path
 from typing import Any
 
 import pytest
 
-from secfindings import field
+from secfindings import _plan, field
 from secfindings._estimate import _Budget, schedule
 from secfindings.errors import ValidationError
 
+#: A filter both profiles take, by severity level (values as strings).
+LEVELS = {None: None, 3: ["3", "4", "5"], 2: ["2", "3", "4", "5"]}
+
+
+@pytest.fixture(autouse=True)
+def fresh_probes(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Each test finds out what its server offers (a port may be reused by the next emulator)."""
+    monkeypatch.setenv("SECFINDINGS_SCHEMA_CACHE", str(tmp_path / "cache"))
+    _plan.forget()
+
+
+@pytest.fixture
+def emulator(profiled_emulator: Any) -> Any:
+    return profiled_emulator
+
 
 @pytest.fixture(params=["Client", "AsyncClient"])
-def any_client(request: pytest.FixtureRequest, client: Any, async_client: Any) -> Any:
-    return client if request.param == "Client" else async_client
+def any_client(request: pytest.FixtureRequest, profiled_client: Any, profiled_async_client: Any) -> Any:
+    return profiled_client if request.param == "Client" else profiled_async_client
 
 
 async def settle(value: Any) -> Any:
@@ -31,6 +51,19 @@ def within(predicted: int | None, actual: int) -> bool:
     return predicted is not None and abs(predicted - actual) <= 0.1 * actual
 
 
+def severity_of(emulator: Any) -> dict[int, int]:
+    """Each finding's severity, read from the emulator with a walk per level (``in`` on
+    ``severity`` is a condition both profiles take): the expected counts do not come from the
+    code under test's own count."""
+    found: dict[int, int] = {}
+    with emulator.client(schema="off") as c:
+        for level in range(1, 6):
+            walk = c.findings_view(fields="id_int", filters=field("severity").in_([str(level)]))
+            for f in walk.to_list():
+                found[f.id_int] = level
+    return found
+
+
 @pytest.mark.asyncio
 @pytest.mark.parametrize(
     ("page_size", "severity", "partitions"),
@@ -39,16 +72,24 @@ def within(predicted: int | None, actual: int) -> bool:
 async def test_the_estimate_is_within_ten_percent_of_the_requests_made(
     any_client: Any, emulator: Any, page_size: int, severity: int | None, partitions: int
 ) -> None:
-    filters = None if severity is None else field("severity").gte(severity)
+    levels = LEVELS[severity]
+    filters = None if levels is None else field("severity").in_(levels)
+    expected_rows = sum(1 for s in severity_of(emulator).values() if levels is None or str(s) in levels)
     pager = any_client.findings_view(fields="id id_int", filters=filters, page_size=page_size)
     emulator.reset_stats()
     estimate = await settle(pager.estimate(partitions=partitions))
-    assert estimate.cost == 1
-    assert emulator.stats()["api_requests"] == 1  # the estimate's own request, and no more
+    assert emulator.stats()["api_requests"] == estimate.cost  # what it says it cost, no more
+    if emulator.profile == "default":
+        assert (estimate.counted_by, estimate.probes) == ("total_count", 0 if partitions == 1 else 1)
+    else:  # no total_count: counted by first: 1 probes by offset, about 2 log2(rows) of them
+        assert estimate.counted_by == "offset probes"
+        assert 2 <= estimate.probes <= 2 * math.log2(expected_rows) + 4
+        assert estimate.probe_seconds > 0
+    assert estimate.rows == expected_rows
     emulator.reset_stats()
     table = await settle(pager.to_arrow(partitions=partitions))
     made = emulator.stats()["api_requests"]
-    assert estimate.rows == table.num_rows
+    assert table.num_rows == expected_rows
     assert within(estimate.requests, made), (estimate.requests, made)
     assert estimate.page_size == page_size
     assert estimate.partitions == partitions
@@ -61,7 +102,7 @@ async def test_limit_and_after_are_counted(any_client: Any, emulator: Any) -> No
     # A graphql-relay cursor says where the walk starts (index 99: 200 rows after it).
     after = await settle(any_client.findings_view(page_size=50, after="YXJyYXljb25uZWN0aW9uOjk5").estimate())
     assert (after.rows, after.requests) == (200, 4)
-    nothing = await settle(any_client.findings_view(filters=field("id").gt(10_000)).estimate())
+    nothing = await settle(any_client.findings_view(filters=field("id").in_([10_000_001])).estimate())
     assert (nothing.rows, nothing.requests) == (0, 1)  # an empty walk still asks once
 
 
@@ -95,20 +136,27 @@ def test_the_schedule_follows_a_sliding_window() -> None:
     assert schedule(10, 1, 0.05, _Budget(None, None, None, 3.0)) == pytest.approx(3.5)
 
 
-def test_the_time_follows_the_latency(client: Any, emulator: Any) -> None:
+def test_the_time_follows_the_latency(profiled_client: Any, emulator: Any) -> None:
+    # 300 findings in pages of 10: 30 pages in one walk; in 3 partitions of 100 rows (id ranges
+    # of 100 ids, or offset slices of 100 rows with a probe before each of the last two), 10
+    # pages each, 3 pages in flight at a time. Worked out here, not read off the estimate.
+    pages = 3 * math.ceil(100 / 10)
+    split = {"default": pages, "known": pages + 2}[emulator.profile]
     emulator.set_latency(20)  # ms per request, as a network would add
     try:
-        one = client.findings_view(page_size=10).estimate()
-        eight = client.findings_view(page_size=10).estimate(partitions=3)
+        one = profiled_client.findings_view(page_size=10).estimate()
+        three = profiled_client.findings_view(page_size=10).estimate(partitions=3)
     finally:
         emulator.set_latency(0)
+    assert one.requests == 30
     assert one.latency is not None
     assert one.latency >= 0.02
     assert one.seconds is not None
-    assert one.seconds >= one.requests * 0.02  # one page in flight at a time
-    assert eight.seconds is not None
-    assert eight.latency is not None
-    assert eight.seconds == pytest.approx(eight.requests * eight.latency / 3)
+    assert one.seconds >= 30 * 0.02  # one page in flight at a time
+    assert three.requests == split
+    assert three.latency is not None
+    assert three.latency >= 0.02
+    assert three.seconds == pytest.approx(split * three.latency / 3)
 
 
 @pytest.mark.asyncio
@@ -133,7 +181,7 @@ def run(args: list[str], env: dict[str, str]) -> Any:
     )
 
 
-def test_export_dry_run_prints_the_estimate_and_walks_nothing(emulator: Any, tmp_path: Any) -> None:
+def test_export_dry_run_prints_the_estimate_and_walks_nothing(emulator: Any, tmp_path: Path) -> None:
     env = {
         "SECFINDINGS_API_TOKEN": emulator.create_api_token(),
         "SECFINDINGS_BASE_URL": emulator.base_url,
@@ -144,31 +192,51 @@ def test_export_dry_run_prints_the_estimate_and_walks_nothing(emulator: Any, tmp
     out = run(["export", "--dry-run", "--page-size", "20", "--partitions", "4"], env)
     assert out.returncode == 0, out.stderr
     lines = dict(
-        line.split(None, 1) for line in out.stdout.splitlines() if line.startswith(("rows", "requests"))
+        re.split(r"\s{2,}", line, maxsplit=1)
+        for line in out.stdout.splitlines()
+        if line.startswith(("rows", "requests", "partitions", "counted by"))
     )
-    assert lines == {"rows": "300", "requests": "16"}
-    assert "cost of this estimate  1 request" in out.stdout
-    sent = [r["operation_name"] for r in emulator.request_log()]
+    sent = [
+        r["operation_name"] for r in emulator.request_log() if r["operation_name"] != "IntrospectionQuery"
+    ]
     assert sent.count("findings_bounds") == 1
     assert "findings_view" not in sent  # no walk
+    if emulator.profile == "default":
+        # 4 id ranges of 75 ids, 4 pages of 20 each.
+        assert lines == {
+            "rows": "300",
+            "requests": "16",
+            "partitions": "4 (id ranges)",
+            "counted by": "total_count",
+        }
+        assert "cost of this estimate  2 requests" in out.stdout  # the count, the id range probe
+    else:
+        # 4 slices of 75 rows, 4 pages each, and a probe for the cursor before each of 3.
+        assert lines == {
+            "rows": "300",
+            "requests": "19",
+            "partitions": "4 (offset slices)",
+            "counted by": "offset probes",
+        }
+        assert f"cost of this estimate  {len(sent)} requests" in out.stdout
     assert not list(tmp_path.glob("*.jsonl"))
+    # The probes are remembered beside the schema cache: a second estimate asks only for the count.
+    emulator.clear_request_log()
+    again = run(["export", "--dry-run", "--page-size", "20", "--partitions", "4"], env)
+    assert again.returncode == 0, again.stderr
+    names = [r["operation_name"] for r in emulator.request_log()]
+    assert not [n for n in names if n.startswith("probe_")]
     refused = run(["export", "resources", "--dry-run"], env)
     assert refused.returncode == 2
     assert "findings only" in refused.stderr
 
 
-def test_a_server_without_total_count(client: Any, emulator: Any, monkeypatch: pytest.MonkeyPatch) -> None:
-    from secfindings import _partitions
+def test_the_estimate_of_a_facts_only_server_is_printed(tmp_path: Path) -> None:
+    from secfindings.testing import Emulator
 
-    monkeypatch.setattr(_partitions, "_has_total", lambda client: False)  # as its schema would say
-    emulator.clear_request_log()
-    pager = client.findings_view(fields="id_int", page_size=50)
-    estimate = pager.estimate(partitions=2)
-    assert (estimate.rows, estimate.requests, estimate.seconds) == (None, None, None)
-    assert estimate.note is not None
-    assert "total_count" in estimate.note
-    assert "unknown" in str(estimate)
-    (sent,) = [r for r in emulator.request_log() if r["operation_name"] == "findings_bounds"]
-    assert "total_count" not in sent["query"]
-    # The split needs only the bounds: the partitioned walk goes on.
-    assert pager.to_arrow(partitions=2).column("id_int").to_pylist() == list(range(1, 301))
+    with Emulator(1_000, seed=7, profile="known") as emu, emu.client() as client:
+        estimate = client.findings_view(page_size=100).estimate()
+    assert (estimate.rows, estimate.requests, estimate.counted_by) == (1_000, 10, "offset probes")
+    text = str(estimate)
+    assert "counted by             offset probes" in text
+    assert f"of which probes        {estimate.probes} requests" in text

@@ -47,6 +47,8 @@ pub struct EmulatorConfig {
     pub max_aliases: Option<u32>,
     /// Refuse a request body larger than this many bytes (413).
     pub max_document_bytes: Option<usize>,
+    /// The model served: ours (`Default`) or only what the public facts show (`Known`).
+    pub profile: crate::graphql::Profile,
 }
 
 impl Default for EmulatorConfig {
@@ -66,6 +68,7 @@ impl Default for EmulatorConfig {
             latency: Duration::ZERO,
             max_aliases: None,
             max_document_bytes: None,
+            profile: crate::graphql::Profile::Default,
         }
     }
 }

@@ -33,7 +33,7 @@ use tokio::sync::watch;
 pub use crate::caller::Caller;
 pub use crate::config::{EmulatorConfig, LimitScope, RateLimit};
 pub use crate::fault::{Fault, FaultTarget};
-pub use crate::graphql::FindingUpdate;
+pub use crate::graphql::{FindingUpdate, Profile};
 pub use crate::stats::{LoggedRequest, Stats};
 pub use crate::ws::WsProtocols;
 
@@ -78,6 +78,7 @@ pub struct Emulator {
     addr: SocketAddr,
     stop: watch::Sender<bool>,
     runtime: Mutex<Option<tokio::runtime::Runtime>>,
+    profile: Profile,
 }
 
 /// Shutdown waits this long at most for the runtime's threads to finish.
@@ -89,7 +90,8 @@ impl Emulator {
     /// Builds the store, starts the runtime and binds; the server accepts connections as soon as
     /// this returns.
     pub fn start(config: EmulatorConfig) -> Result<Emulator, EmulatorError> {
-        let graphql = GraphqlService::new(config.findings, config.seed).map_err(EmulatorError::Schema)?;
+        let graphql = GraphqlService::with_profile(config.findings, config.seed, config.profile)
+            .map_err(EmulatorError::Schema)?;
         let shared = Arc::new(Shared {
             graphql,
             auth: Auth::new(config.jwt_lifetime),
@@ -119,7 +121,7 @@ impl Emulator {
         let addr = listener.local_addr().map_err(EmulatorError::Bind)?;
         let (stop, stopped) = watch::channel(false);
         runtime.spawn(http::accept_loop(listener, shared.clone(), stopped));
-        Ok(Emulator { shared, addr, stop, runtime: Mutex::new(Some(runtime)) })
+        Ok(Emulator { shared, addr, stop, runtime: Mutex::new(Some(runtime)), profile: config.profile })
     }
 
     /// The API's base URL, `http://HOST:PORT/api/v1`.
@@ -213,9 +215,21 @@ impl Emulator {
     }
 
     /// Test hook: a new finding of `severity` (1-5), published to `finding_created`
-    /// subscribers. Returns the finding's id and the event's cursor.
-    pub fn create_finding(&self, severity: u8) -> Result<(u64, String), String> {
-        self.shared.graphql.create_finding(severity)
+    /// subscribers: OPEN (status New) and due as the seeded SLA groups say, unless `status` (a
+    /// status key or category) or `due` (unix seconds) say otherwise. Returns the finding's id
+    /// and the event's cursor.
+    pub fn create_finding(
+        &self,
+        severity: u8,
+        status: Option<&str>,
+        due: Option<i64>,
+    ) -> Result<(u64, String), String> {
+        self.shared.graphql.create_finding(severity, status, due)
+    }
+
+    /// The model this emulator serves.
+    pub fn profile(&self) -> Profile {
+        self.profile
     }
 
     /// Test hook: publishes a `finding_changed` event of `kind` for finding `id`; returns its cursor.

@@ -3,12 +3,18 @@ current budget, before it is made (``secfindings export --dry-run`` prints it).
 
 The count comes from the connection's ``total_count`` in one request, which also asks for the
 lowest and highest id the filters select (the split of ``partitions=``, kept for the walk that
-follows, so a partitioned walk after its estimate does not ask again). That request is timed:
-its round trip is the latency the time is worked out with. The time follows the walk step by
-step (:func:`schedule`): each partition sends its next page when the one before is answered, and
-a send waits for room in the budget, a sliding window of ``limit`` requests per ``window``
-seconds (``client.budget()`` says what is booked in it already; with only ``rate_limit=`` known,
-it is taken as empty), after any wait a server's ``Retry-After`` imposed.
+follows, so a partitioned walk after its estimate does not ask again). Where the server gives no
+``total_count`` (its schema says so), the rows are counted with ``first: 1`` probes by offset,
+where the connection takes ``offset`` (exponential, then a binary search: about 2 log2 of the
+rows, 25 requests for 100,000); their number and time are on the estimate (``probes``,
+``probe_seconds``). With ``partitions=N`` the walk plan (:mod:`secfindings._plan`) also says how
+the walk will be split (``strategy``), which costs a probe the first time a server is asked, and
+the requests of the split (one probe per slice boundary for offset slices) are counted in. The
+count's request is timed: its round trip is the latency the time is worked out with. The time
+follows the walk step by step (:func:`schedule`): each partition sends its next page when the
+one before is answered, and a send waits for room in the budget, a sliding window of ``limit``
+requests per ``window`` seconds (``client.budget()`` says what is booked in it already; with only
+``rate_limit=`` known, it is taken as empty), after any wait a server's ``Retry-After`` imposed.
 """
 
 from __future__ import annotations
@@ -16,13 +22,12 @@ from __future__ import annotations
 import asyncio
 import datetime as dt
 import heapq
-import time
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from secfindings import _partitions
+from secfindings import _partitions, _plan
 from secfindings._export import relay_index
 from secfindings.errors import ValidationError
 
@@ -40,12 +45,20 @@ class Estimate:
             once); None when ``rows`` is unknown.
         page_size: rows per page.
         partitions: how many id ranges the walk is read in at once.
-        cost: requests this estimate made itself (1: the count and the split's bounds).
+        cost: requests this estimate made itself (the count and the split's bounds, and any
+            probes).
         limit: the budget the time is worked out at, as ``(requests, seconds)``, or None.
         remaining: requests the budget has left now (None: unknown, or no budget).
         latency: seconds of the estimate's own request (a round trip), or None.
         seconds: the time the walk will take at the budget and the latency (None: unknown).
         note: why a figure is missing, when one is.
+        counted_by: where ``rows`` comes from: ``"total_count"``, ``"offset probes"`` (``first:
+            1`` probes by offset, on a server without ``total_count``), or None (unknown).
+        probes: requests of ``cost`` that were probes (counting rows, or finding out what the
+            server offers for the split; a server's capabilities are probed once and remembered).
+        probe_seconds: the time those probes took, summed.
+        strategy: how the walk will be read (``"sequential"``, ``"id_ranges"``,
+            ``"offset_slices"``; see :mod:`secfindings._partitions`).
     """
 
     rows: int | None
@@ -58,6 +71,10 @@ class Estimate:
     latency: float | None
     seconds: float | None
     note: str | None = None
+    counted_by: str | None = None
+    probes: int = 0
+    probe_seconds: float = 0.0
+    strategy: str = "sequential"
 
     def rows_table(self) -> list[tuple[str, str]]:
         """The estimate as (name, value) lines, for a table or a terminal."""
@@ -67,7 +84,9 @@ class Estimate:
 
         lines = [("rows", num(self.rows)), ("requests", num(self.requests))]
         lines.append(("page size", str(self.page_size)))
-        lines.append(("partitions", str(self.partitions)))
+        lines.append(("partitions", f"{self.partitions} ({self.strategy.replace('_', ' ')})"))
+        if self.counted_by is not None:
+            lines.append(("counted by", self.counted_by))
         if self.limit is None:
             lines.append(("budget", "no rate limit set"))
         else:
@@ -76,6 +95,9 @@ class Estimate:
         lines.append(("latency", "unknown" if self.latency is None else f"{self.latency * 1e3:.1f} ms"))
         lines.append(("time", "unknown" if self.seconds is None else _duration(self.seconds)))
         lines.append(("cost of this estimate", f"{self.cost} request" + ("" if self.cost == 1 else "s")))
+        if self.probes:
+            shown = f"{self.probes} request" + ("" if self.probes == 1 else "s")
+            lines.append(("of which probes", f"{shown}, {_duration(self.probe_seconds)}"))
         if self.note:
             lines.append(("note", self.note))
         return lines
@@ -180,20 +202,58 @@ def _check(walk: Any, partitions: object) -> tuple[Any, dict[str, Any], int]:
     return getattr(method, "__self__", None), dict(args), n
 
 
+@dataclass(frozen=True)
+class _Found:
+    """What the estimate's requests found: the bounds (their ``total`` counted by probes where
+    the server has no ``total_count``), how, and how the walk will be split."""
+
+    bounds: _partitions.Bounds | None
+    counted_by: str | None
+    strategy: str
+    parts: int
+
+
+def _steps(walk: Any, client: Any, schema: Any, partitions: int) -> _plan.Steps[_Found]:
+    """The estimate's requests: the bounds and count (a probe first where the client has no
+    schema to say whether there is a ``total_count``), the split's capabilities, and the count
+    by offset probes where there is no ``total_count``."""
+    plan = _plan.Walk.of(walk)
+    base_url = client.base_url
+    with_total = yield from _plan.capability_steps(base_url, schema, _plan.TOTAL_COUNT)
+    bounds = yield from _plan.bounds_steps(plan, schema, with_total)
+    if bounds is None:
+        return _Found(None, "total_count" if with_total else None, "sequential", 1)
+    counted_by: str | None = "total_count" if bounds.total is not None else None
+    strategy, parts = "sequential", 1
+    if partitions > 1 and (yield from _plan.capability_steps(base_url, schema, _plan.ID_RANGE)):
+        strategy, parts = "id_ranges", len(_plan.id_ranges(bounds.low, bounds.high, partitions))
+    elif (partitions > 1 or bounds.total is None) and (
+        yield from _plan.capability_steps(base_url, schema, _plan.OFFSET)
+    ):
+        if bounds.total is None:
+            counted = yield from _plan.count_steps(plan, schema)
+            bounds = _partitions.Bounds(bounds.low, bounds.high, counted.rows)
+            counted_by = "offset probes"
+        if partitions > 1:
+            strategy, parts = "offset_slices", max(1, min(partitions, bounds.total or 1))
+    return _Found(bounds, counted_by, strategy, parts)
+
+
 def _work_out(
     walk: Any,
     client: Any,
     args: dict[str, Any],
     partitions: int,
-    bounds: _partitions.Bounds | None,
-    latency: float | None,
+    found: _Found,
+    cost: _plan.Cost,
 ) -> Estimate:
     page_size = int(args.get("page_size") or 100)
     note = None
+    bounds = found.bounds
     rows: int | None
     rows = 0 if bounds is None else bounds.total  # no bounds: the filters select nothing
     if rows is None:
-        note = "the server gives no total_count for findings, so the rows are not known"
+        note = "the server gives neither a total_count nor offset paging, so the rows are not known"
     else:
         cursor = walk._pages.cursor
         if cursor is not None:
@@ -208,35 +268,53 @@ def _work_out(
     if rows is not None:
         if walk._limit is not None and rows == 0:
             requests = 0
+        elif found.strategy == "offset_slices":
+            # Even slices by rows, each after a probe for the cursor of the row before it.
+            requests = _partitions.requests_for(rows, page_size, found.parts) + found.parts - 1
         else:
-            parts = 1 if bounds is None else len(_partitions.id_ranges(bounds.low, bounds.high, partitions))
-            requests = _partitions.requests_for(rows, page_size, parts)
+            requests = _partitions.requests_for(rows, page_size, found.parts)
+    counts, took = cost.of("findings_bounds")
+    probe_seconds = cost.seconds - took
+    latency = took if counts else None
     budget = _budget(client)
     seconds = None
     if requests is not None and (latency is not None or budget.limit is not None):
-        seconds = schedule(requests, partitions, latency or 0.0, budget)
+        seconds = schedule(requests, found.parts, latency or 0.0, budget)
     return Estimate(
-        rows, requests, page_size, partitions, 1, budget.limit, budget.remaining, latency, seconds, note
+        rows,
+        requests,
+        page_size,
+        partitions,
+        cost.requests,
+        budget.limit,
+        budget.remaining,
+        latency,
+        seconds,
+        note,
+        found.counted_by,
+        cost.requests - counts,
+        probe_seconds,
+        found.strategy,
     )
 
 
 def estimate(walk: Any, partitions: object = 1) -> Estimate:
     """:meth:`secfindings.Paginator.estimate`."""
     client, args, n = _check(walk, partitions)
-    client._native.current_jwt()  # a token exchange is not part of the round trip timed
-    started = time.perf_counter()
-    bounds = _partitions.id_bounds(client, args.get("filters"), args.get("filters_config"))
-    latency = time.perf_counter() - started
-    walk._split_bounds = bounds
-    return _work_out(walk, client, args, n, bounds, latency)
+    schema = client.schema()
+    client._native.current_jwt()  # a token exchange is not part of the round trips timed
+    cost = _plan.Cost()
+    found = _plan.drive(client, _steps(walk, client, schema, n), cost)
+    walk._split_bounds = found.bounds
+    return _work_out(walk, client, args, n, found, cost)
 
 
 async def estimate_async(walk: Any, partitions: object = 1) -> Estimate:
     """:meth:`secfindings.AsyncPaginator.estimate`."""
     client, args, n = _check(walk, partitions)
-    await asyncio.to_thread(client._native.current_jwt)  # not part of the round trip timed
-    started = time.perf_counter()
-    bounds = await _partitions.id_bounds_async(client, args.get("filters"), args.get("filters_config"))
-    latency = time.perf_counter() - started
-    walk._split_bounds = bounds
-    return _work_out(walk, client, args, n, bounds, latency)
+    schema = await client.schema()
+    await asyncio.to_thread(client._native.current_jwt)  # not part of the round trips timed
+    cost = _plan.Cost()
+    found = await _plan.drive_async(client, _steps(walk, client, schema, n), cost)
+    walk._split_bounds = found.bounds
+    return _work_out(walk, client, args, n, found, cost)

@@ -1,31 +1,36 @@
-"""Parallel walks of findings (``partitions=``): one ``findings_view`` walk split into contiguous
-ranges of finding ids, fetched concurrently (threads for :class:`~secfindings.Paginator`, tasks
-for :class:`~secfindings.AsyncPaginator`) through the one client, so within its ``rate_limit``.
+"""Parallel walks of findings (``partitions=``): one ``findings_view`` walk split into parts read
+concurrently (threads for :class:`~secfindings.Paginator`, tasks for
+:class:`~secfindings.AsyncPaginator`) through the one client, so within its ``rate_limit``.
 
 Against the real service a page costs a network round trip, so a sequential walk is bound by
 latency; ``N`` partitions keep ``N`` pages in flight (each partition's walk also fetches its next
 page while the page before is decoded).
 
-How the walk is split: one request asks for the lowest and the highest id the filters select
-(and the total count where the server has ``total_count``); :func:`id_ranges` cuts that span
-into ``N`` contiguous ranges, the first open below and the last open above (a finding created
-during the walk past the highest id is still read, as a sequential walk would read it). Each
-partition is the caller's walk with the ``id`` filter (``gte`` / ``lte``) ANDed into its filters.
+How the walk is split is the walk plan's choice (:mod:`secfindings._plan`), from what the server
+offers: **id ranges** where a probe showed that ``gte`` / ``lte`` on ``id`` work (one request
+asks for the lowest and highest id the filters select; the first range is open below, the last
+open above, so a finding created during the walk past the highest id is still read); else
+**offset slices** where ``offset`` works (the rows are counted, by ``total_count`` or by
+``first: 1`` probes, and each slice reads a fixed number of rows after the cursor of the row
+before it, found by one probe at that offset); else **one sequential walk**, with one WARNING
+line. Every partition knows the ids its rows must lie in, and rows outside them are dropped: a
+server that ignores a filter or strays past a range cannot make a row appear twice. (Offset
+slices hold the findings as they stand when the walk starts, as offset cursors do: a finding
+removed during the walk shifts the rows after it.)
 
-Order: ``to_arrow`` / ``to_pandas`` / ``to_polars`` concatenate the partitions in id-range order,
-which is the order of the sequential walk (``sort=`` unset, ``ID_ASC`` or ``ID_DESC``). Streaming
-exports write whole pages as they arrive: rows of one partition stay in their walk's order, and
-pages of different partitions interleave. Another ``sort=`` is refused: only the id order
-survives a split by id.
+Order: ``to_arrow`` / ``to_pandas`` / ``to_polars`` concatenate the partitions in the order of the
+sequential walk (``sort=`` unset, ``ID_ASC`` or ``ID_DESC``). Streaming exports write whole pages
+as they arrive: rows of one partition stay in their walk's order, and pages of different
+partitions interleave. Another ``sort=`` is refused: only the id order survives a split.
 
 Resuming: every partition has its own cursor. A partitioned export's
 :class:`~secfindings.ExportResult` has ``cursor=None`` and ``resume``: a text holding each
-partition's range, the cursor after its last page *in the file* and whether it is done (with a
-fingerprint of the walk's filters, sort and fields). Pass it as ``resume=`` to the same export of
-the same walk (``append=True`` for CSV and JSON lines, a new file for Parquet): every row is
-written exactly once over the two runs.
+partition's ids, the cursor after its last page *in the file*, the rows it has left to read and
+whether it is done (with a fingerprint of the walk's filters, sort and fields). Pass it as
+``resume=`` to the same export of the same walk (``append=True`` for CSV and JSON lines, a new
+file for Parquet): every row is written exactly once over the two runs.
 
-``secfindings.dask`` splits its walks with the same :func:`id_ranges` and :func:`id_bounds`.
+``secfindings.dask`` splits its walks with the same plan.
 """
 
 from __future__ import annotations
@@ -36,16 +41,19 @@ import binascii
 import contextlib
 import hashlib
 import json
+import logging
 import math
 import os
+import re
 import threading
 from collections.abc import Awaitable, Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, cast
 
-from secfindings import _native
+from secfindings import _plan
 from secfindings._export import Export, ExportResult
 from secfindings._pages import make_page
+from secfindings._plan import Bounds, Walk, id_ranges
 from secfindings._progress import Progress, Reporter
 from secfindings._shared import need
 from secfindings.errors import ValidationError
@@ -67,10 +75,12 @@ __all__ = [
     "wanted",
 ]
 
+log = logging.getLogger("secfindings.partitions")
+
 #: The most partitions a walk is split into (each is a walk with a page in flight).
 MAX_PARTITIONS = 64
 
-#: The sorts a split by id keeps (the value: whether the ranges go in descending order).
+#: The sorts a split keeps (the value: whether the walk goes in descending order of id).
 _ID_SORTS = {"ID_ASC": False, "ID_DESC": True}
 
 #: The start of a resume text, and its version.
@@ -80,16 +90,11 @@ _RESUME = "sfparts1."
 # ---------------------------------------------------------------------------------- the split
 
 
-def id_ranges(low: int, high: int, partitions: int) -> list[tuple[int, int]]:
-    """``partitions`` contiguous, disjoint id ranges covering ``low..high`` (inclusive); fewer
-    when the span has fewer ids than that."""
-    span = high - low + 1
-    step = max(1, -(-span // partitions))
-    return [(lo, min(lo + step - 1, high)) for lo in range(low, high + 1, step)]
-
-
-def range_filter(low: int | None, high: int | None, filters: Filter | Mapping[str, Any] | None) -> Filter:
-    """The ``id`` range (``gte`` / ``lte``; None: open on that side) ANDed with ``filters``."""
+def range_filter(
+    low: int | None, high: int | None, filters: Filter | Mapping[str, Any] | None
+) -> Filter | None:
+    """The ``id`` range (``gte`` / ``lte``; None: open on that side) ANDed with ``filters``
+    (None: neither a bound nor a filter)."""
     parts: list[Filter] = []
     if low is not None:
         parts.append(field("id").gte(low))
@@ -98,70 +103,12 @@ def range_filter(low: int | None, high: int | None, filters: Filter | Mapping[st
     if filters is not None:
         parts.append(filters if isinstance(filters, Filter) else Tree(filter_tree(filters)))
     if not parts:
-        # No bound and no filter: every finding (an id is never below 0).
-        return field("id").gte(0)
+        return None
     return all_of(*parts) if len(parts) > 1 else parts[0]
 
 
-@dataclass(frozen=True)
-class Bounds:
-    """The lowest and highest finding id a walk's filters select, and how many findings they
-    select (None where the server has no ``total_count``)."""
-
-    low: int
-    high: int
-    total: int | None
-
-
-def _bounds_document(with_total: bool) -> str:
-    total = " total_count" if with_total else ""
-    return (
-        "query findings_bounds($filters_config: FiltersConfigInput) {"
-        " low: findings_view(filters_config: $filters_config, sort: [ID_ASC], first: 1)"
-        f" {{ edges {{ node {{ id_int }} }}{total} }}"
-        " high: findings_view(filters_config: $filters_config, sort: [ID_DESC], first: 1)"
-        " { edges { node { id_int } } } }"
-    )
-
-
-def _bounds_variables(
-    filters_config: Mapping[str, Any] | None, filters: Filter | Mapping[str, Any] | None
-) -> dict[str, Any]:
-    """The filters as the typed method sends them (the core serializes ``filtersjson``)."""
-    config = dict(filters_config or {})
-    if filters is not None:
-        if config.get("filtersjson") is not None:
-            raise ValidationError("pass either filters= or filters_config['filtersjson'], not both")
-        config["filtersjson"] = filter_tree(filters)
-    if not config:
-        return {}
-    built = _native.build_operation("findings_view", {"filters_config": config}, "id_int")
-    variables: dict[str, Any] = built["variables"]
-    return variables
-
-
-def _has_total(client: Any) -> bool:
-    """Whether the server's findings connection has ``total_count`` (assumed with no schema)."""
-    schema = client._native.loaded_schema
-    if schema is None:
-        return True
-    try:
-        return "total_count" in schema.fields("FindingConnection")
-    except Exception:
-        return True
-
-
-def _bounds_of(data: Mapping[str, Any]) -> Bounds | None:
-    ends = []
-    for alias in ("low", "high"):
-        edges = (data.get(alias) or {}).get("edges") or []
-        node = (edges[0] or {}).get("node") if edges else None
-        value = (node or {}).get("id_int")
-        if value is None:
-            return None
-        ends.append(int(value))
-    total = (data.get("low") or {}).get("total_count")
-    return Bounds(ends[0], ends[1], None if total is None else int(total))
+def _walk_of(client: Any, filters: Any, filters_config: Any) -> Walk:
+    return Walk(client, "findings_view", {"filters": filters, "filters_config": filters_config})
 
 
 def id_bounds(
@@ -169,11 +116,16 @@ def id_bounds(
     filters: Filter | Mapping[str, Any] | None = None,
     filters_config: Mapping[str, Any] | None = None,
 ) -> Bounds | None:
-    """The id bounds (and count) of what the filters select, in one request; None when they
-    select nothing. ``client`` is a :class:`~secfindings.Client`."""
-    variables = _bounds_variables(filters_config, filters)
-    data = client.execute(_bounds_document(_has_total(client)), variables or None, "findings_bounds")
-    return _bounds_of(data)
+    """The id bounds (and count, where the server gives ``total_count``) of what the filters
+    select, in one request; None when they select nothing. ``client`` is a
+    :class:`~secfindings.Client`."""
+    walk, schema = _walk_of(client, filters, filters_config), client.schema()
+
+    def steps() -> _plan.Steps[Bounds | None]:
+        total = yield from _plan.capability_steps(client.base_url, schema, _plan.TOTAL_COUNT)
+        return (yield from _plan.bounds_steps(walk, schema, total))
+
+    return _plan.drive(client, steps())
 
 
 async def id_bounds_async(
@@ -182,10 +134,13 @@ async def id_bounds_async(
     filters_config: Mapping[str, Any] | None = None,
 ) -> Bounds | None:
     """:func:`id_bounds` for an :class:`~secfindings.AsyncClient`."""
-    variables = _bounds_variables(filters_config, filters)
-    document = _bounds_document(_has_total(client))
-    data = await client.execute(document, variables or None, "findings_bounds")
-    return _bounds_of(data)
+    walk, schema = _walk_of(client, filters, filters_config), await client.schema()
+
+    def steps() -> _plan.Steps[Bounds | None]:
+        total = yield from _plan.capability_steps(client.base_url, schema, _plan.TOTAL_COUNT)
+        return (yield from _plan.bounds_steps(walk, schema, total))
+
+    return await _plan.drive_async(client, steps())
 
 
 # ---------------------------------------------------------------------------------- the plan
@@ -193,13 +148,26 @@ async def id_bounds_async(
 
 @dataclass(frozen=True)
 class Part:
-    """One partition: its id range (None: open on that side), the cursor after what of it was
-    read (or written), and whether it is done."""
+    """One partition: the ids its rows lie in (None: open on that side), the cursor after what
+    of it was read (or written), whether it is done, the rows it has left to read from that
+    cursor (None: to the end) and whether its id range is sent as a filter."""
 
     low: int | None
     high: int | None
     cursor: str | None = None
     done: bool = False
+    limit: int | None = None
+    filtered: bool = True
+
+    def holds(self, value: Any) -> bool:
+        """Whether a row of id ``value`` belongs to this partition."""
+        if isinstance(value, bool) or not isinstance(value, int):
+            return False
+        return (self.low is None or value >= self.low) and (self.high is None or value <= self.high)
+
+    @property
+    def checked(self) -> bool:
+        return self.low is not None or self.high is not None
 
 
 def check_partitions(partitions: object) -> int:
@@ -249,9 +217,13 @@ def _fingerprint(args: Mapping[str, Any]) -> str:
 
 def encode_resume(key: str, parts: Sequence[Part]) -> str:
     """The resume text of a partitioned walk (see the module's documentation)."""
-    body = {"key": key, "parts": [[p.low, p.high, p.cursor, p.done] for p in parts]}
+    body = {"key": key, "parts": [[p.low, p.high, p.cursor, p.done, p.limit, p.filtered] for p in parts]}
     raw = json.dumps(body, separators=(",", ":")).encode()
     return _RESUME + base64.urlsafe_b64encode(raw).decode().rstrip("=")
+
+
+#: The most characters of a resume text read (64 partitions of cursors fit in far less).
+_MAX_RESUME = 1 << 20
 
 
 def decode_resume(text: object, key: str) -> list[Part]:
@@ -263,14 +235,16 @@ def decode_resume(text: object, key: str) -> list[Part]:
             "resume= takes the resume text of a partitioned export (ExportResult.resume or "
             "paginator.resume), which starts with " + repr(_RESUME)
         )
+    if len(value) > _MAX_RESUME:
+        raise ValidationError("resume= is damaged: it is far longer than a resume text")
     payload = value[len(_RESUME) :]
     try:
         raw = base64.urlsafe_b64decode(payload + "=" * (-len(payload) % 4))
         body = json.loads(raw)
-        parts = [Part(*_part(item)) for item in body["parts"]]
+        parts = [_part(item) for item in body["parts"]]
         given = body["key"]
-    except (binascii.Error, ValueError, TypeError, KeyError) as exc:
-        raise ValidationError(f"resume= is damaged and cannot be read: {exc}") from None
+    except (binascii.Error, ValueError, TypeError, KeyError, RecursionError) as exc:
+        raise ValidationError(f"resume= is damaged and cannot be read: {str(exc)[:200]}") from None
     if given != key:
         raise ValidationError(
             "resume= belongs to another walk (its filters, sort or fields differ): resume with the "
@@ -281,19 +255,55 @@ def decode_resume(text: object, key: str) -> list[Part]:
     return parts
 
 
-def _part(item: Any) -> tuple[int | None, int | None, str | None, bool]:
-    low, high, cursor, done = item
-    for end in (low, high):
-        if end is not None and (isinstance(end, bool) or not isinstance(end, int)):
-            raise TypeError(f"a partition's bound must be an int or null, not {end!r}")
+def _int_or_none(value: object, what: str) -> int | None:
+    if value is not None and (isinstance(value, bool) or not isinstance(value, int)):
+        raise TypeError(f"a partition's {what} must be an int or null, not {str(value)[:40]!r}")
+    return value
+
+
+def _part(item: Any) -> Part:
+    if not isinstance(item, list) or len(item) not in (4, 6):
+        raise TypeError("a partition is a list of 4 or 6 values")
+    low, high, cursor, done = item[:4]
+    limit, filtered = item[4:] if len(item) == 6 else (None, True)
+    low, high = _int_or_none(low, "bound"), _int_or_none(high, "bound")
+    limit = _int_or_none(limit, "row count")
+    if low is not None and high is not None and low > high:
+        raise ValueError(f"a partition's bounds are reversed ({low} > {high})")
+    if limit is not None and limit < 0:
+        raise ValueError("a partition's row count is negative")
     if cursor is not None and not isinstance(cursor, str):
         raise TypeError("a partition's cursor must be text or null")
-    return low, high, cursor, bool(done)
+    return Part(low, high, cursor, bool(done), limit, bool(filtered))
+
+
+def _top_level(selection: str) -> set[str]:
+    """The top-level field names of a selection text (what is inside braces left out)."""
+    depth, out = 0, []
+    for ch in selection:
+        if ch == "{":
+            depth += 1
+        elif ch == "}":
+            depth = max(0, depth - 1)
+        elif depth == 0:
+            out.append(ch)
+    return set(re.findall(r"[A-Za-z_][A-Za-z0-9_]*", "".join(out)))
+
+
+def _with_id(fields: Any) -> tuple[Any, bool]:
+    """The selection with ``id_int`` in it (for the partitions' check), and whether it was
+    added (then it is taken out of what the walk hands out)."""
+    if fields is None:
+        return None, False  # the default selection has id_int on every schema of the service
+    text = fields if isinstance(fields, str) else " ".join(str(f) for f in fields)
+    if text.strip() in ("*", "analyst") or "id_int" in _top_level(text):
+        return fields, False
+    return f"{text} id_int", True
 
 
 class Plan:
-    """A partitioned read of one paginator, checked before anything is fetched: the typed method
-    that made the walk and its arguments, the order, and the partitions of a resume text."""
+    """A partitioned read of one paginator, checked before anything is fetched: the walk, the
+    order, and the partitions of a resume text."""
 
     def __init__(self, walk: Any, partitions: object, resume: object = None) -> None:
         n = check_partitions(partitions)
@@ -313,14 +323,14 @@ class Plan:
                 "partitions= needs a paginator that has not started and was made without after=: "
                 "a partitioned walk resumes with resume= (ExportResult.resume), not after="
             )
-        method, args = walk._replay
-        self.method: Callable[..., Any] = method
-        self.args: dict[str, Any] = dict(args)
-        self.client: Any = getattr(method, "__self__", None)
+        self.walk = Walk.of(walk)
+        self.args: dict[str, Any] = dict(self.walk.args)
+        self.client: Any = self.walk.client
         self.descending = _sort_order(self.args.get("sort"))
         self.key = _fingerprint(self.args)
         self.partitions = n
         self.parts: list[Part] | None = None
+        self.strategy = "resumed"
         if resume is not None:
             self.parts = decode_resume(resume, self.key)
             if n != 1 and n != len(self.parts):
@@ -330,34 +340,108 @@ class Plan:
                 )
             self.partitions = len(self.parts)
         self.total: int | None = None
+        self.fields, self.strip_id = _with_id(self.args.get("fields"))
+        self.dropped = 0
 
-    def split(self, bounds: Bounds | None) -> list[Part]:
-        """The partitions of the walk, the first open below and the last open above."""
-        if bounds is None:
-            return [Part(None, None)]  # nothing selected now: one walk says so (one request)
-        self.total = bounds.total
-        ranges = id_ranges(bounds.low, bounds.high, self.partitions)
-        last = len(ranges) - 1
-        return [Part(None if i == 0 else lo, None if i == last else hi) for i, (lo, hi) in enumerate(ranges)]
+    def steps(self, schema: Any, bounds: Bounds | None, known: bool) -> _plan.Steps[list[Part]]:
+        """The requests that split the walk, and its partitions."""
+        split = yield from _plan.split_steps(
+            self.walk, schema, self.partitions, self.descending, bounds, known
+        )
+        self.strategy = split.strategy
+        self.total = None if split.bounds is None else split.bounds.total
+        self.sort = self._sort(schema)
+        return [Part(s.low, s.high, s.cursor, False, s.limit, s.filtered) for s in split.slices]
+
+    def _sort(self, schema: Any) -> Any:
+        """The sort a walk that is not filtered by id is made with: the id order the offsets
+        were probed in (the caller's, or ID_ASC where the schema has it)."""
+        given = self.args.get("sort")
+        if given:
+            return given
+        values = _plan.sorts(schema)
+        return "ID_ASC" if values is None or "ID_ASC" in values else None
+
+    sort: Any = None
 
     def open(self, part: Part) -> NativePages:
         """The walk of one partition, from its cursor."""
-        args = dict(self.args)
-        config = dict(args.pop("filters_config", None) or {})
-        text = config.pop("filtersjson", None)
-        user = args.pop("filters", None)
-        mine: list[Filter] = [
-            f if isinstance(f, Filter) else Tree(filter_tree(f)) for f in (user, text) if f is not None
-        ]
-        joined = all_of(*mine) if len(mine) > 1 else (mine[0] if mine else None)
-        args["filters"] = range_filter(part.low, part.high, joined)
-        args["filters_config"] = config or None
-        pager = self.method(**args, after=part.cursor)
+        extra = range_filter(part.low, part.high, None) if part.filtered else None
+        sort = "unchanged" if part.filtered else self.sort
+        pager = self.walk.paginator(
+            extra=extra, sort=sort, after=part.cursor, limit=part.limit, fields=self.fields
+        )
         pages: NativePages = pager._pages
         return pages
 
-    def bounds_args(self) -> tuple[Any, Any]:
-        return self.args.get("filters"), self.args.get("filters_config")
+    # -------------------------------------------------------------------------- the check
+
+    def _note(self, dropped: int) -> None:
+        if dropped and not self.dropped:
+            log.warning(
+                "the server answered rows outside the partition asked for (it ignored a filter or "
+                "strayed past a range): they are dropped, each row is kept once"
+            )
+        self.dropped += dropped
+
+    def keep_batch(self, part: Part, batch: Any) -> Any:
+        """A page of columns with only the rows of ``part`` (and without an ``id_int`` the walk
+        added)."""
+        if not part.checked and not self.strip_id:
+            return batch
+        pa = need("pyarrow", "arrow", "partitions=")
+        rb = pa.record_batch(batch)
+        if part.checked:
+            ids = rb.column(rb.schema.get_field_index("id_int")).to_pylist()
+            mask = [part.holds(v) for v in ids]
+            if not all(mask):
+                self._note(mask.count(False))
+                rb = rb.filter(pa.array(mask, type=pa.bool_()))
+        if self.strip_id:
+            keep = [i for i, name in enumerate(rb.schema.names) if name != "id_int"]
+            rb = pa.RecordBatch.from_arrays(
+                [rb.column(i) for i in keep], schema=pa.schema([rb.schema.field(i) for i in keep])
+            )
+        return rb
+
+    def keep_lines(self, part: Part, data: bytes) -> bytes:
+        """A page of JSON lines with only the rows of ``part``."""
+        if not part.checked and not self.strip_id:
+            return data
+        out: list[bytes] = []
+        dropped = 0
+        for line in data.splitlines():
+            if not line.strip():
+                continue
+            node = json.loads(line)
+            if part.checked and not part.holds(node.get("id_int") if isinstance(node, dict) else None):
+                dropped += 1
+                continue
+            if self.strip_id and isinstance(node, dict):
+                node.pop("id_int", None)
+                line = json.dumps(node, separators=(",", ":"), ensure_ascii=False).encode()
+            out.append(line)
+        self._note(dropped)
+        return b"".join(line + b"\n" for line in out)
+
+    def keep_nodes(self, part: Part, raw: Any) -> Any:
+        """A raw page (nodes, page info, cursors) with only the rows of ``part``."""
+        if not part.checked:
+            return raw
+        nodes, info, cursors = raw
+        kept = [(n, c) for n, c in zip(nodes, cursors, strict=False) if part.holds((n or {}).get("id_int"))]
+        self._note(len(nodes) - len(kept))
+        return [n for n, _ in kept], info, [c for _, c in kept]
+
+
+def rows_of(got: Any) -> int:
+    """The rows a page held as the server sent it (before the check)."""
+    data = got[0]
+    if isinstance(data, (bytes, bytearray)):
+        return data.count(b"\n")
+    if isinstance(data, list):
+        return len(data)
+    return int(data.num_rows)
 
 
 # ---------------------------------------------------------------------------------- a run
@@ -396,14 +480,15 @@ class _Ledger:
 
     def __init__(self, parts: list[Part]) -> None:
         self.parts = parts
-        self.given: list[tuple[int, str | None]] = []  # page number -> (partition, cursor after)
+        # page number -> (partition, cursor after, rows the server sent in it)
+        self.given: list[tuple[int, str | None, int]] = []
         self.ended: dict[int, int] = {}  # partition -> the number of its last page given
         self.last: dict[int, int] = {}
         self.written = -1
 
-    def give(self, i: int, cursor: str | None) -> str:
+    def give(self, i: int, cursor: str | None, rows: int = 0) -> str:
         seq = len(self.given)
-        self.given.append((i, cursor))
+        self.given.append((i, cursor, rows))
         self.last[i] = seq
         return str(seq)
 
@@ -416,12 +501,15 @@ class _Ledger:
 
     def state(self) -> list[Part]:
         cursors: dict[int, str | None] = {}
-        for i, cursor in self.given[: self.written + 1]:
+        read: dict[int, int] = {}
+        for i, cursor, rows in self.given[: self.written + 1]:
             cursors[i] = cursor
+            read[i] = read.get(i, 0) + rows
         out = []
         for i, p in enumerate(self.parts):
-            done = p.done or (i in self.ended and self.ended[i] <= self.written)
-            out.append(Part(p.low, p.high, cursors.get(i, p.cursor), done))
+            limit = None if p.limit is None else max(0, p.limit - read.get(i, 0))
+            done = p.done or (i in self.ended and self.ended[i] <= self.written) or limit == 0
+            out.append(Part(p.low, p.high, cursors.get(i, p.cursor), done, limit, p.filtered))
         return out
 
 
@@ -516,7 +604,7 @@ class Run:
     # -------------------------------------------------------------------------- exports
 
     def exporter(self, out: Export, report: Reporter) -> Handle:
-        ledger, natives, walks = self.ledger, self.natives, dict(self.walks)
+        ledger, natives, walks, plan = self.ledger, self.natives, dict(self.walks), self.plan
 
         def handle(i: int, got: Any) -> None:
             if got is None:
@@ -525,7 +613,9 @@ class Run:
             if natives.first is None:
                 natives.first = walks[i]
             data, cursor = got
-            report.page(out.page(data, ledger.give(i, cursor)))
+            part = self.parts[i]
+            kept = plan.keep_lines(part, data) if isinstance(data, bytes) else plan.keep_batch(part, data)
+            report.page(out.page(kept, ledger.give(i, cursor, rows_of(got))))
             ledger.wrote(out.cursor)
 
         return handle
@@ -542,8 +632,9 @@ class Run:
 
         def handle(i: int, got: Any) -> None:
             if got is not None:
-                batches[i].append(got[0])
-                report.page(got[0].num_rows)
+                kept = self.plan.keep_batch(self.parts[i], got[0])
+                batches[i].append(kept)
+                report.page(kept.num_rows)
 
         return batches, handle
 
@@ -553,9 +644,26 @@ class Run:
         for i, pages in self.walks:
             if batches[i] or not tables:
                 tables.append((i, pages.finish_table(batches[i])))
-        tables.sort(key=lambda t: t[0], reverse=self.plan.descending)
+        tables.sort(key=lambda t: t[0], reverse=self.reversed)
         nonempty = [t for i, t in tables if batches[i]]
-        return nonempty or [tables[0][1]]
+        if nonempty:
+            return nonempty
+        empty = tables[0][1]
+        if self.plan.strip_id:  # no page came: the walk's own columns, without the id it added
+            pa = need("pyarrow", "arrow", "partitions=")
+            table = pa.table(empty)
+            empty = table.drop_columns(["id_int"]) if "id_int" in table.column_names else table
+        return [empty]
+
+    @property
+    def reversed(self) -> bool:
+        """Whether the partitions run against the walk's order (id ranges of a descending
+        walk; offset slices are cut in the walk's own order)."""
+        return (
+            self.plan.descending
+            and self.plan.strategy in ("id_ranges", "resumed")
+            and all(p.filtered for p in self.parts)
+        )
 
 
 def concat_arrow(tables: list[Any]) -> Any:
@@ -587,7 +695,7 @@ def requests_for(rows: int, page_size: int, partitions: int = 1) -> int:
 
 
 def _cached_bounds(walk: Any) -> tuple[bool, Bounds | None]:
-    """Bounds an ``estimate(partitions=N)`` of this paginator already asked for."""
+    """Bounds (and count) an ``estimate(partitions=N)`` of this paginator already found."""
     if hasattr(walk, "_split_bounds"):
         return True, walk._split_bounds
     return False, None
@@ -597,18 +705,15 @@ def _parts(walk: Any, plan: Plan) -> list[Part]:
     if plan.parts is not None:
         return plan.parts
     known, bounds = _cached_bounds(walk)
-    if not known:
-        bounds = id_bounds(plan.client, *plan.bounds_args())
-    return plan.split(bounds)
+    return _plan.drive(plan.client, plan.steps(plan.client.schema(), bounds, known))
 
 
 async def _parts_async(walk: Any, plan: Plan) -> list[Part]:
     if plan.parts is not None:
         return plan.parts
     known, bounds = _cached_bounds(walk)
-    if not known:
-        bounds = await id_bounds_async(plan.client, *plan.bounds_args())
-    return plan.split(bounds)
+    schema = await plan.client.schema()
+    return await _plan.drive_async(plan.client, plan.steps(schema, bounds, known))
 
 
 #: The formats a partitioned export writes.
@@ -751,15 +856,16 @@ def _gather(run: Run, report: Reporter) -> tuple[dict[int, list[Any]], Handle]:
 
     def handle(i: int, got: Any) -> None:
         if got is not None:
-            pages[i].append(got)
-            report.page(len(got[0]))
+            kept = run.plan.keep_nodes(run.parts[i], got)
+            pages[i].append(kept)
+            report.page(len(kept[0]))
 
     return pages, handle
 
 
 def _in_order(walk: Any, run: Run, pages: dict[int, list[Any]]) -> list[Any]:
     """The items of every partition's pages, in the order of the sequential walk."""
-    order = sorted(pages, reverse=run.plan.descending)
+    order = sorted(pages, reverse=run.reversed)
     return [item for i in order for raw in pages[i] for item in make_page(raw, walk._wrap, walk._types).items]
 
 

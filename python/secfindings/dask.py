@@ -2,14 +2,20 @@
 
     import secfindings, secfindings.dask
     client = secfindings.Client(api_token, base_url=..., rate_limit=(50, 60.0))
-    frame = secfindings.dask.read_findings(client, partitions=8, fields="id severity score")
-    frame.groupby("severity").size().compute()
+    frame = secfindings.dask.read_findings(client, partitions=8, fields="id id_int title score")
+    frame.groupby("score").size().compute()
 
-Each partition is one task: a ``findings_view`` walk over a contiguous range of finding ids (the
-``id`` filter with ``gte`` / ``lte``, within your own ``filters``), decoded into columns in Rust
-and returned as a pandas DataFrame. The client travels to the workers pickled (its settings and
-API token, never a JWT or a connection); each worker process unpickles it once and every task
-there shares that client: one connection pool, one JWT and one ``rate_limit`` per process.
+Each partition is one task: a ``findings_view`` walk over one part of the findings, decoded into
+columns in Rust and returned as a pandas DataFrame. How the walk is split is the walk plan's
+choice (:mod:`secfindings._plan`), as for ``to_arrow(partitions=N)``: contiguous ranges of
+finding ids (the ``id`` filter with ``gte`` / ``lte``, within your own ``filters``) where the
+server honours them; else slices by offset (the rows counted first); else one task reads the
+whole walk (one WARNING line). A task keeps only the rows of its own part, so a server that
+ignores a filter cannot give a row twice.
+
+The client travels to the workers pickled (its settings and API token, never a JWT or a
+connection); each worker process unpickles it once and every task there shares that client: one
+connection pool, one JWT and one ``rate_limit`` per process.
 
 The API's rate limit is per token and holds across every worker. The client's ``rate_limit`` is
 enforced per worker process, so give each its share, with a margin: with a token limit of R
@@ -23,7 +29,9 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from secfindings._partitions import id_bounds, id_ranges, range_filter
+from secfindings import _plan
+from secfindings._paginator import _pandas
+from secfindings._partitions import Part, _with_id, check_partitions, range_filter
 from secfindings._shared import need
 from secfindings.errors import ValidationError
 from secfindings.filters import Filter
@@ -36,22 +44,50 @@ if TYPE_CHECKING:
 __all__ = ["read_findings"]
 
 
-def _id_bounds(client: Client, filters: Filter | Mapping[str, Any] | None) -> tuple[int, int] | None:
-    """The lowest and highest finding id the filters select (one request)."""
-    bounds = id_bounds(client, filters)
-    return None if bounds is None else (bounds.low, bounds.high)
+def _checked_range(id_range: object) -> tuple[int, int]:
+    """``id_range=`` as two ints, lowest first; a ValidationError otherwise."""
+    if not isinstance(id_range, (tuple, list)) or len(id_range) != 2:
+        raise ValidationError(f"id_range must be a (low, high) pair of ints, not {str(id_range)[:60]!r}")
+    low, high = id_range
+    for end in (low, high):
+        if isinstance(end, bool) or not isinstance(end, int):
+            raise ValidationError(f"id_range must hold ints, not {str(end)[:40]!r}")
+    if low > high:
+        raise ValidationError(f"id_range is reversed: its low end ({low}) is above its high end ({high})")
+    return low, high
+
+
+def _within(client: Client, schema: Any, bounds: tuple[int, int], partitions: int) -> list[Part]:
+    """The parts of an ``id_range=``: closed id ranges where the server takes them, else one
+    walk that keeps only the ids in the range."""
+    if _plan.drive(client, _plan.capability_steps(client.base_url, schema, _plan.ID_RANGE)):
+        return [Part(lo, hi) for lo, hi in _plan.id_ranges(bounds[0], bounds[1], partitions)]
+    return [Part(bounds[0], bounds[1], filtered=False)]
 
 
 def _partition(
-    bounds: tuple[int, int],
+    part: Part,
     client: Client,
     filters: Filter | Mapping[str, Any] | None,
     fields: str | None,
     page_size: int,
+    sort: str | None,
 ) -> Any:
-    lo, hi = bounds
-    scope = range_filter(lo, hi, filters)
-    return client.findings_view(filters=scope, fields=fields, page_size=page_size).to_pandas()
+    pa = need("pyarrow", "dask", "read_findings()")
+    pc = need("pyarrow.compute", "dask", "read_findings()")
+    chosen, added = _with_id(fields)
+    walk = _plan.Walk(client, "findings_view", {"filters": filters, "page_size": page_size, "fields": chosen})
+    extra = range_filter(part.low, part.high, None) if part.filtered else None
+    order = "unchanged" if part.filtered else sort
+    table = pa.table(walk.paginator(extra=extra, sort=order, after=part.cursor, limit=part.limit).to_arrow())
+    if part.checked and table.num_rows:
+        ids = table.column("id_int")
+        keep = pa.array([part.holds(v) for v in ids.to_pylist()], type=pa.bool_())
+        if not pc.all(keep).as_py():
+            table = table.filter(keep)
+    if added:
+        table = table.drop_columns(["id_int"])
+    return _pandas(table)
 
 
 def read_findings(
@@ -63,20 +99,28 @@ def read_findings(
     page_size: int = 100,
     id_range: tuple[int, int] | None = None,
 ) -> Any:
-    """``findings_view`` as a dask DataFrame of ``partitions`` parts split by finding id.
+    """``findings_view`` as a dask DataFrame of up to ``partitions`` parts.
 
-    ``id_range`` (inclusive) skips the two calls that find the lowest and highest id. Every
-    finding the filters select lands in exactly one partition. Columns and types are those of
+    ``id_range`` (inclusive, lowest first) skips the request that finds the lowest and highest
+    id (it splits by id ranges, so the server must take them). Every finding the filters select
+    lands in exactly one partition. Columns and types are those of
     :meth:`~secfindings.Paginator.to_pandas` for the same ``fields``.
     """
     dd = need("dask.dataframe", "dask", "read_findings()")
-    if partitions < 1:
-        raise ValidationError(f"partitions must be at least 1, got {partitions}")
+    check_partitions(partitions)
+    bounds = None if id_range is None else _checked_range(id_range)
     meta = client.findings_view(filters=filters, fields=fields, limit=0).to_pandas()
-    bounds = id_range if id_range is not None else _id_bounds(client, filters)
-    if bounds is None:
-        return dd.from_pandas(meta, npartitions=1)
-    parts = id_ranges(bounds[0], bounds[1], partitions)
+    walk = _plan.Walk(client, "findings_view", {"filters": filters})
+    schema = client.schema()
+    values = _plan.sorts(schema)
+    sort = "ID_ASC" if values is None or "ID_ASC" in values else None
+    if bounds is not None:
+        parts = _within(client, schema, bounds, partitions)
+    else:
+        split = _plan.drive(client, _plan.split_steps(walk, schema, partitions, False, None, False))
+        if split.bounds is None:
+            return dd.from_pandas(meta, npartitions=1)
+        parts = [Part(s.low, s.high, s.cursor, False, s.limit, s.filtered) for s in split.slices]
     return dd.from_map(
         _partition,
         parts,
@@ -84,6 +128,7 @@ def read_findings(
         filters=filters,
         fields=fields,
         page_size=page_size,
+        sort=sort,
         meta=meta,
         enforce_metadata=False,
     )

@@ -100,6 +100,14 @@ def main(argv: list[str] | None = None, prog: str = "python -m secfindings.emula
         help="refuse request bodies larger than this, with 413 (default: no limit)",
     )
     parser.add_argument(
+        "--profile",
+        choices=("default", "known"),
+        default="default",
+        help="the model served: default (ours, richer than the facts) or known (only what the "
+        "public facts about the service show: no range filters, no total count, the FindingsView "
+        "fields seen in public code)",
+    )
+    parser.add_argument(
         "--control",
         action="store_true",
         help="serve the test hooks (create_finding, inject, stats, ...) on a loopback control "
@@ -126,6 +134,7 @@ def main(argv: list[str] | None = None, prog: str = "python -m secfindings.emula
             latency_ms=args.latency_ms,
             max_aliases=args.max_aliases,
             max_document_bytes=args.max_document_bytes,
+            profile=args.profile,
         )
     except Exception as exc:  # a taken port is the usual cause: say so plainly
         print(f"error: {exc}", file=sys.stderr)

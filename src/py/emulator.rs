@@ -6,7 +6,7 @@ use pyo3::exceptions::{PyRuntimeError, PyValueError};
 use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyList};
 use secfindings_emulator::{
-    Emulator, EmulatorConfig, Fault, FaultTarget, FindingUpdate, LimitScope, RateLimit,
+    Emulator, EmulatorConfig, Fault, FaultTarget, FindingUpdate, LimitScope, Profile, RateLimit,
 };
 
 use crate::py::values::to_py;
@@ -44,7 +44,7 @@ impl NativeEmulator {
     #[pyo3(signature = (
         findings=5000, seed=7, port=0, host="127.0.0.1", jwt_lifetime=3600.0,
         global_limit=None, customer_limit=None, token_limit=None, idp_limit=None, response_cache=false,
-        latency_ms=0.0, max_aliases=None, max_document_bytes=None
+        latency_ms=0.0, max_aliases=None, max_document_bytes=None, profile="default"
     ))]
     #[allow(clippy::too_many_arguments)]
     fn new(
@@ -62,7 +62,9 @@ impl NativeEmulator {
         latency_ms: f64,
         max_aliases: Option<u32>,
         max_document_bytes: Option<usize>,
+        profile: &str,
     ) -> PyResult<Self> {
+        let profile = Profile::parse(profile).map_err(PyValueError::new_err)?;
         let host = host
             .parse()
             .map_err(|_| PyValueError::new_err(format!("host must be an IP address, got {host:?}")))?;
@@ -80,6 +82,7 @@ impl NativeEmulator {
             latency: secs("latency_ms", latency_ms / 1000.0)?,
             max_aliases,
             max_document_bytes,
+            profile,
             ..EmulatorConfig::default()
         };
         let inner = py
@@ -122,8 +125,20 @@ impl NativeEmulator {
     }
 
     /// A new finding of `severity` (1-5), published to `finding_created`: (id, event cursor).
-    fn create_finding(&self, severity: u8) -> PyResult<(u64, String)> {
-        self.inner.create_finding(severity).map_err(PyValueError::new_err)
+    #[pyo3(signature = (severity, status=None, due=None))]
+    fn create_finding(
+        &self,
+        severity: u8,
+        status: Option<&str>,
+        due: Option<i64>,
+    ) -> PyResult<(u64, String)> {
+        self.inner.create_finding(severity, status, due).map_err(PyValueError::new_err)
+    }
+
+    /// The model served: "default" or "known".
+    #[getter]
+    fn profile(&self) -> &'static str {
+        self.inner.profile().name()
     }
 
     /// Publishes a `finding_changed` event for finding `id`; returns its cursor.

@@ -733,6 +733,8 @@ pub struct Statics {
 #[derive(Clone)]
 pub struct Data {
     pub version: u64,
+    /// Which model of the service is served; the filter language depends on it.
+    pub profile: super::known::Profile,
     /// The dataset's fixed "today" (00:00 UTC, unix seconds): ages and SLA states count from it.
     pub today: i64,
     pub findings: Arc<Vec<FindingRec>>,
@@ -832,6 +834,16 @@ impl Store {
 pub const DEFAULT_SLA_DAYS: [i64; 6] = [0, 180, 90, 60, 30, 7];
 /// The seeded "Production critical" SLA group's days for severities 4 and 5.
 pub const PROD_SLA_DAYS: [i64; 2] = [14, 3];
+
+/// Days to remediate a finding of `severity` on an account of environment `env` under the seeded
+/// SLA groups.
+pub fn sla_days(env: &str, severity: u8) -> i64 {
+    if env == "prod" && severity >= 4 {
+        PROD_SLA_DAYS.get(usize::from(severity - 4)).copied().unwrap_or(30)
+    } else {
+        DEFAULT_SLA_DAYS.get(usize::from(severity)).copied().unwrap_or(90)
+    }
+}
 
 fn score_for(rng: &mut Rng, severity: u8) -> u16 {
     let (lo, hi) = match severity {
@@ -950,11 +962,7 @@ pub fn seed(findings: usize, seed: u64) -> Result<Data, String> {
         let comments = rng.weighted(&[50, 25, 15, 10]) as u8;
         let attachments = rng.weighted(&[80, 15, 5]) as u8;
         let acct = res.account();
-        let days = if acct.env == "prod" && severity >= 4 {
-            PROD_SLA_DAYS.get(usize::from(severity - 4)).copied().unwrap_or(30)
-        } else {
-            DEFAULT_SLA_DAYS.get(usize::from(severity)).copied().unwrap_or(90)
-        };
+        let days = sla_days(acct.env, severity);
         let due = discovered + days * DAY;
         if let Some(r) = resources.get_mut(res_idx) {
             r.findings += 1;
@@ -990,6 +998,7 @@ pub fn seed(findings: usize, seed: u64) -> Result<Data, String> {
     let n = findings as u64;
     let mut data = Data {
         version: 1,
+        profile: super::known::Profile::Default,
         today,
         findings: Arc::new(recs),
         statics: Arc::new(Statics { resources, name_rank: OnceLock::new() }),

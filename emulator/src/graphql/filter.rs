@@ -604,6 +604,9 @@ pub fn compile(ast: &Ast, data: &Data) -> Result<Pred, String> {
             Ok(if *or { Pred::or(ps) } else { Pred::and(ps) })
         }
         Ast::Leaf { field, cond, value } => {
+            if data.profile == super::known::Profile::Known {
+                super::known::check_leaf(field, cond)?;
+            }
             let f = F::parse(field)?;
             let c = Cond::parse(cond, value)?;
             if f == F::Id && c.op == Op::In {

@@ -19,12 +19,15 @@ mod engine;
 mod events;
 mod filter;
 mod findings;
+mod known;
 mod mutation;
 mod paging;
 mod query;
 mod scopes;
 mod util;
 
+#[cfg(test)]
+mod known_tests;
 #[cfg(test)]
 mod tests;
 
@@ -33,6 +36,7 @@ use std::sync::Arc;
 
 use crate::caller::Caller;
 use engine::{Env, RootFn};
+pub use known::Profile;
 
 /// The SDL of the emulated API.
 pub const SCHEMA_SDL: &str = secfindings_schema::SDL;
@@ -105,13 +109,24 @@ impl GraphqlService {
     /// Builds the schema and seeds the store deterministically from `seed` (same seed, same
     /// data; timestamps count from a fixed "today" derived from the seed, not the wall clock).
     pub fn new(findings: usize, seed: u64) -> Result<Self, String> {
-        let store = data::Store::new(data::seed(findings, seed)?);
+        Self::with_profile(findings, seed, Profile::Default)
+    }
+
+    /// As [`GraphqlService::new`], serving the model of `profile` (see `known.rs`).
+    pub fn with_profile(findings: usize, seed: u64, profile: Profile) -> Result<Self, String> {
+        let mut data = data::seed(findings, seed)?;
+        data.profile = profile;
+        let store = data::Store::new(data);
         let env = Arc::new(Env {
             store,
             views: findings::ViewCache::new(VIEW_CACHE_ENTRIES),
             events: Arc::new(events::EventBus::default()),
         });
-        let schema = engine::build(SCHEMA_SDL, Arc::clone(&env), &roots())?;
+        let sdl = match profile {
+            Profile::Default => SCHEMA_SDL.to_owned(),
+            Profile::Known => known::sdl(SCHEMA_SDL)?,
+        };
+        let schema = engine::build(&sdl, Arc::clone(&env), &roots())?;
         Ok(Self { schema, env })
     }
 
@@ -131,12 +146,24 @@ impl GraphqlService {
     }
 
     /// Test hook: creates a finding like an existing one (same template, resource and source)
-    /// with `severity` (1-5) and publishes `finding_created`. Returns the new finding's id and
-    /// the event's cursor.
-    pub fn create_finding(&self, severity: u8) -> Result<(u64, String), String> {
+    /// with `severity` (1-5) and publishes `finding_created`. A new finding is as the service
+    /// makes one: status New (OPEN), sub-phase NEW, no tickets, due as the seeded SLA groups say;
+    /// `status` (a key or a category) and `due` (unix seconds) say otherwise. Returns the new
+    /// finding's id and the event's cursor.
+    pub fn create_finding(
+        &self,
+        severity: u8,
+        status: Option<&str>,
+        due: Option<i64>,
+    ) -> Result<(u64, String), String> {
         if !(1..=5).contains(&severity) {
             return Err(format!("severity must be 1-5, not {severity}"));
         }
+        let status = status_of(status.unwrap_or("10"))?;
+        let due = match due {
+            None => None,
+            Some(t) => Some(u32::try_from(t).map_err(|_| format!("due_date out of range: {t}"))?),
+        };
         let (idx, at) = self.env.store.write(|d| {
             let template = d
                 .findings
@@ -147,10 +174,18 @@ impl GraphqlService {
                 .ok_or_else(|| "the store has no finding to copy".to_string())?;
             let at = d.today + 12 * 3600 + d.version as i64;
             let mut rec = template;
-            rec.flags = 0;
             rec.severity = severity;
             rec.discovered = u32::try_from(at).unwrap_or(u32::MAX);
             rec.last_reported = rec.discovered;
+            rec.status = status;
+            rec.sub_phase = if data::status_open(status) { 0 } else { data::PHASE_CLOSED };
+            rec.counts = 0;
+            let days = data::sla_days(d.resource(rec.resource).account().env, severity);
+            rec.due = match due {
+                Some(t) => t,
+                None => u32::try_from(at.saturating_add(days.saturating_mul(86_400))).unwrap_or(u32::MAX),
+            };
+            rec.flags = if due.is_some() { data::FLAG_USER_SLA } else { 0 };
             let findings = Arc::make_mut(&mut d.findings);
             findings.push(rec);
             Ok((findings.len() - 1, at))

@@ -19,6 +19,7 @@ from types import TracebackType
 from typing import Any, Literal
 
 from secfindings._client import AsyncClient, Client
+from secfindings._live import forget_server
 
 try:
     from secfindings._native import NativeEmulator
@@ -32,6 +33,9 @@ __all__ = ["Emulator"]
 
 RateLimitSpec = tuple[int, float]
 """(requests, window in seconds)."""
+
+#: The models the emulator serves: ours, and only what the public facts show.
+PROFILES = ("default", "known")
 
 
 class Emulator:
@@ -55,6 +59,10 @@ class Emulator:
         max_aliases: refuse a document with more aliased fields than this (400, "too many
             aliases"); None: no limit.
         max_document_bytes: refuse a request body larger than this (413); None: no limit.
+        profile: the model served. ``"default"``: ours, richer than what is known of the service
+            (range filter conditions, a total count, more FindingsView fields and sort keys).
+            ``"known"``: only what the public facts show (docs/guides/testing.md lists each
+            rule and its source); test a feature against it to know it works on the service.
     """
 
     def __init__(
@@ -73,7 +81,10 @@ class Emulator:
         latency_ms: float = 0.0,
         max_aliases: int | None = None,
         max_document_bytes: int | None = None,
+        profile: Literal["default", "known"] = "default",
     ) -> None:
+        if profile not in PROFILES:
+            raise ValueError(f"profile must be one of {', '.join(PROFILES)}, not {profile!r}")
         _check_latency(latency_ms)
         _check_limit("max_aliases", max_aliases)
         _check_limit("max_document_bytes", max_document_bytes)
@@ -91,9 +102,13 @@ class Emulator:
             latency_ms=latency_ms,
             max_aliases=max_aliases,
             max_document_bytes=max_document_bytes,
+            profile=profile,
         )
         self.findings = findings
         self.seed = seed
+        self.profile: Literal["default", "known"] = profile
+        # A new server at this URL (a port is reused): what was learned of an earlier one goes.
+        forget_server(self.base_url)
 
     @property
     def base_url(self) -> str:
@@ -126,10 +141,20 @@ class Emulator:
         """Make every JWT issued so far answer 401 (clients must refresh)."""
         self._native.expire_jwts()
 
-    def create_finding(self, severity: int = 5) -> tuple[int, str]:
+    def create_finding(
+        self, severity: int = 5, *, status: str | None = None, due_date: dt.datetime | None = None
+    ) -> tuple[int, str]:
         """Add a finding of ``severity`` (1-5) and publish it to ``finding_created``
-        subscribers. Returns the finding's numeric id and the event's cursor."""
-        return self._native.create_finding(severity)
+        subscribers. A new finding is as the service makes one: open (status New, sub-phase
+        NEW), no tickets, due as the seeded SLA groups say for its severity; ``status`` (a status
+        key such as ``"20"`` or a category: ``OPEN``, ``FIXED``, ``IGNORED``) and ``due_date`` (an
+        aware datetime) say otherwise. Returns the finding's numeric id and the event's cursor."""
+        due = None
+        if due_date is not None:
+            if due_date.tzinfo is None:
+                raise ValueError("due_date must be an aware datetime (with a UTC offset)")
+            due = int(due_date.timestamp())
+        return self._native.create_finding(severity, status, due)
 
     def change_finding(self, id: int, kind: str = "changed") -> str:
         """Publish a ``finding_changed`` event of ``kind`` for finding ``id`` (numeric); returns
@@ -275,19 +300,24 @@ class Emulator:
         """The emulated schema in GraphQL SDL."""
         return self._native.sdl()
 
+    def _schema_mode(self, kwargs: dict[str, Any]) -> None:
+        # The built-in schema is the default profile's: a known-profile client learns the
+        # server's own, as a client of the service does.
+        kwargs.setdefault("schema", "builtin" if self.profile == "default" else "live")
+
     def client(self, *, customer: str = "acme", name: str = "default", **kwargs: Any) -> Client:
         """A :class:`~secfindings.Client` for this emulator with a new API token. Its schema
-        checks use the built-in schema (the emulator's own) without introspecting, unless
-        ``schema=`` says otherwise."""
-        kwargs.setdefault("schema", "builtin")
+        checks use the built-in schema (the default profile's own) without introspecting, or the
+        live schema on the ``known`` profile, unless ``schema=`` says otherwise."""
+        self._schema_mode(kwargs)
         return Client(
             self.create_api_token(customer, name), base_url=self.base_url, auth_url=self.auth_url, **kwargs
         )
 
     def async_client(self, *, customer: str = "acme", name: str = "default", **kwargs: Any) -> AsyncClient:
         """An :class:`~secfindings.AsyncClient` for this emulator with a new API token (the
-        built-in schema, as :meth:`client`)."""
-        kwargs.setdefault("schema", "builtin")
+        schema as :meth:`client` chooses it)."""
+        self._schema_mode(kwargs)
         return AsyncClient(
             self.create_api_token(customer, name), base_url=self.base_url, auth_url=self.auth_url, **kwargs
         )

@@ -1,0 +1,831 @@
+"""The walk plan: one object that says what a findings walk reads (:class:`Walk`), and a planner
+that picks how to read it from what the server offers, instead of every feature guessing.
+
+What a server offers is read from two places. The live schema the client introspected says
+whether the connection has ``total_count``, whether ``findings_view`` takes ``offset`` and which
+sort values exist. Everything else is a **probe**: one small request (``first: 1``) per server
+and capability, asked the first time a strategy needs it and remembered per server (base URL and
+schema hash) in memory and on disk beside the schema cache (``<hash>.probes.json`` in
+:func:`secfindings._schema.cache_dir`, read with the schema cache's care and trusted as long).
+A refusal (a GraphQL error, a 4xx other than 429, the live schema's own check) or an answer that
+shows the server ignored what was asked selects the fallback: it is never an error the user
+sees. A 429, a 5xx or the network are raised as they are (and the probe is asked again later).
+
+Capabilities (:func:`capable`, :func:`capable_async`):
+
+- :data:`ID_RANGE`: ``gte`` / ``lte`` on ``id`` are accepted and honoured (a probe for ids above
+  any real one must come back empty).
+- :data:`OFFSET`: ``offset`` skips rows (graphene-django's ``DjangoConnectionField``): the row at
+  offset 1 is the second row of the same walk.
+- :data:`TOTAL_COUNT`: the connection has ``total_count`` (read off the schema; probed only when
+  the client has none).
+- :func:`time_range` ``(key)``: ``gte`` on a time field (``last_reported_time``) is accepted and
+  honoured (a probe for a date in year 9999 must come back empty).
+
+The strategies that use them:
+
+- **partitions** (:func:`split`, in :mod:`secfindings._partitions`): ``id_ranges`` where
+  :data:`ID_RANGE` holds; else ``offset_slices`` where :data:`OFFSET` holds (the rows counted,
+  each slice starting after the cursor of the row before it, found by a ``first: 1`` probe at
+  that offset, and reading a fixed number of rows); else ``sequential``, one walk, with one
+  WARNING line. Every slice also knows the id interval its rows must lie in: rows outside it are
+  dropped, so a server that ignores a filter, strays past a range or shifts a slice cannot make
+  a row appear twice.
+- **count** (:func:`count_steps`, used by ``estimate()``): ``total_count`` where offered; else
+  ``first: 1`` probes by offset, exponential then a binary search, their requests and time
+  reported on the estimate.
+- **newer than a watermark** (:func:`newer_than`, :func:`newer_than_async`): for ``watch()`` and
+  the incremental sync (which other modules own). It returns a :class:`NewerThan`:
+
+      plan = newer_than(Walk.of(pager), "last_reported_time", watermark, lookback)
+      pager = plan.paginator()          # the walk to make: sorted by the key descending where the
+      for row in pager:                 # schema sorts by it, the range filter only where a probe
+          if plan.past(row[key]):       # showed the server honours it
+              break                     # sorted: everything after is older
+          if plan.keep(row[key]):
+              ...                       # at or after watermark - lookback
+
+  ``plan.sorted`` / ``plan.filtered`` say what the server does for it; ``plan.readable`` whether
+  the key is a field of the rows at all (not on a facts-only server's FindingsView for
+  ``last_reported_time``: then the caller must choose another key).
+
+Adding a strategy: a generator of requests here (``Steps``: it yields ``(document, variables,
+operation name)`` and is sent each answer's ``data`` or thrown its error), driven by
+:func:`drive` (sync) or :func:`drive_async` (async) so one text serves both clients; a
+capability it needs gets a name and a probe in :data:`_PROBES`. The feature module then asks
+the plan, never the paginator's private state.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import datetime as dt
+import hashlib
+import itertools
+import json
+import logging
+import os
+import tempfile
+import threading
+import time
+from collections.abc import Callable, Generator, Mapping
+from dataclasses import dataclass, field
+from typing import Any, TypeVar
+
+from secfindings import _native
+from secfindings._schema import _discard, _folder_usable, _read_file, _ttl, cache_dir
+from secfindings.errors import (
+    APIStatusError,
+    GraphQLError,
+    RateLimitError,
+    TransportError,
+    ValidationError,
+)
+from secfindings.filters import Filter, Tree, all_of, filter_tree
+from secfindings.filters import field as filter_field
+
+__all__ = [
+    "ID_RANGE",
+    "OFFSET",
+    "TOTAL_COUNT",
+    "Bounds",
+    "Counted",
+    "NewerThan",
+    "Slice",
+    "Split",
+    "Walk",
+    "capable",
+    "capable_async",
+    "count_steps",
+    "drive",
+    "drive_async",
+    "forget",
+    "newer_than",
+    "newer_than_async",
+    "remember",
+    "time_range",
+]
+
+log = logging.getLogger("secfindings.plan")
+
+ID_RANGE = "id_range"
+OFFSET = "offset"
+TOTAL_COUNT = "total_count"
+
+#: An id no finding has: a range filter from here up must select nothing.
+_NO_ID = 2_147_483_647
+#: A time no finding has.
+_NO_TIME = "9999-12-31T00:00:00+00:00"
+
+T = TypeVar("T")
+#: One request: the document, its variables and the operation's name.
+Ask = tuple[str, dict[str, Any] | None, str]
+#: A plan's requests as a generator: yields what to ask, is sent the answer's ``data`` (or
+#: thrown its error), returns what it found.
+Steps = Generator[Ask, Any, T]
+
+
+# ---------------------------------------------------------------------------------- the walk
+
+
+@dataclass(frozen=True)
+class Walk:
+    """A findings walk as the user declared it: the client, the operation, its arguments
+    (``filters``, ``filters_config``, ``sort``, ``page_size``) and the selection."""
+
+    client: Any
+    operation: str
+    args: Mapping[str, Any]
+    selection: Any = None
+
+    @classmethod
+    def of(cls, pager: Any) -> Walk:
+        """The walk a paginator was made for (a typed ``findings_view(...)``); a
+        ValidationError for one that cannot be made again (``execute``/``paginate``)."""
+        replay = getattr(pager, "_replay", None)
+        if replay is None:
+            raise ValidationError("only findings_view(...) paginators can be planned")
+        method, args = replay
+        return cls(getattr(method, "__self__", None), method.__name__, dict(args), args.get("fields"))
+
+    def method(self) -> Callable[..., Any]:
+        made: Callable[..., Any] = getattr(self.client, self.operation)
+        return made
+
+    def user_filter(self) -> Filter | None:
+        """The walk's own filters (``filters=`` and ``filters_config.filtersjson``) as one."""
+        config = self.args.get("filters_config") or {}
+        given = [self.args.get("filters"), config.get("filtersjson")]
+        found = [f if isinstance(f, Filter) else Tree(filter_tree(f)) for f in given if f is not None]
+        if not found:
+            return None
+        return all_of(*found) if len(found) > 1 else found[0]
+
+    def paginator(
+        self,
+        *,
+        extra: Filter | None = None,
+        sort: Any = "unchanged",
+        after: str | None = None,
+        limit: int | None = None,
+        fields: Any = "unchanged",
+    ) -> Any:
+        """A paginator of this walk, with ``extra`` ANDed into its filters and other changes."""
+        args = dict(self.args)
+        config = dict(args.pop("filters_config", None) or {})
+        config.pop("filtersjson", None)
+        args.pop("filters", None)
+        own = self.user_filter()
+        both = [f for f in (own, extra) if f is not None]
+        args["filters"] = (all_of(*both) if len(both) > 1 else both[0]) if both else None
+        args["filters_config"] = config or None
+        if sort != "unchanged":
+            args["sort"] = sort
+        if fields != "unchanged":
+            args["fields"] = fields
+        return self.method()(**args, after=after, limit=limit)
+
+    def variables(self) -> dict[str, Any]:
+        """The walk's ``filters_config`` as the typed method sends it (``filtersjson`` text)."""
+        return filter_variables(self.args.get("filters_config"), self.args.get("filters"))
+
+
+def filter_variables(
+    filters_config: Mapping[str, Any] | None, filters: Filter | Mapping[str, Any] | None
+) -> dict[str, Any]:
+    """The filters as the typed method sends them (the core serializes ``filtersjson``)."""
+    config = dict(filters_config or {})
+    if filters is not None:
+        if config.get("filtersjson") is not None:
+            raise ValidationError("pass either filters= or filters_config['filtersjson'], not both")
+        config["filtersjson"] = filter_tree(filters)
+    if not config:
+        return {}
+    built = _native.build_operation("findings_view", {"filters_config": config}, "id_int")
+    variables: dict[str, Any] = built["variables"]
+    return variables
+
+
+# ---------------------------------------------------------------------------------- drivers
+
+
+@dataclass
+class Cost:
+    """What a plan's requests cost: how many, their time (seconds, summed), and each request's
+    operation name and time."""
+
+    requests: int = 0
+    seconds: float = 0.0
+    log: list[tuple[str, float]] = field(default_factory=list)
+
+    def took(self, name: str, seconds: float) -> None:
+        self.requests += 1
+        self.seconds += seconds
+        self.log.append((name, seconds))
+
+    def of(self, name: str) -> tuple[int, float]:
+        """How many requests named ``name`` were made, and their time."""
+        times = [t for n, t in self.log if n == name]
+        return len(times), sum(times)
+
+
+def drive(client: Any, steps: Steps[T], cost: Cost | None = None) -> T:
+    """Runs a plan's requests with a :class:`~secfindings.Client`."""
+    cost = cost if cost is not None else Cost()
+    try:
+        ask = next(steps)
+        while True:
+            started = time.perf_counter()
+            try:
+                data = client.execute(*ask)
+            except Exception as exc:
+                cost.took(ask[2], time.perf_counter() - started)
+                ask = steps.throw(exc)
+            else:
+                cost.took(ask[2], time.perf_counter() - started)
+                ask = steps.send(data)
+    except StopIteration as done:
+        value: T = done.value
+        return value
+
+
+async def drive_async(client: Any, steps: Steps[T], cost: Cost | None = None) -> T:
+    """:func:`drive` with an :class:`~secfindings.AsyncClient`."""
+    cost = cost if cost is not None else Cost()
+    try:
+        ask = next(steps)
+        while True:
+            started = time.perf_counter()
+            try:
+                data = await client.execute(*ask)
+            except Exception as exc:
+                cost.took(ask[2], time.perf_counter() - started)
+                ask = steps.throw(exc)
+            else:
+                cost.took(ask[2], time.perf_counter() - started)
+                ask = steps.send(data)
+    except StopIteration as done:
+        value: T = done.value
+        return value
+
+
+def refused(error: BaseException) -> bool:
+    """Whether a probe's failure means "the server does not do this" (a fallback is chosen)
+    rather than a failure any request would meet (raised)."""
+    if isinstance(error, (GraphQLError, ValidationError)):
+        return True
+    status = getattr(error, "status_code", None)
+    return (
+        isinstance(error, APIStatusError)
+        and not isinstance(error, RateLimitError)
+        and isinstance(status, int)
+        and 400 <= status < 500
+        and status not in (401, 403)
+    )
+
+
+# ---------------------------------------------------------------------------------- memory
+
+_LOCK = threading.Lock()
+#: Capabilities by server key (base URL and schema hash): name -> (held, when probed).
+_MEMORY: dict[str, dict[str, tuple[bool, float]]] = {}
+_PROBE_FORMAT = 1
+
+
+def _key(base_url: str, schema: Any) -> str:
+    return f"{base_url} {getattr(schema, 'hash', None) or '-'}"
+
+
+def _probe_file(base_url: str) -> Any:
+    folder = cache_dir()
+    if folder is None:
+        return None
+    return folder / (hashlib.sha256(base_url.encode()).hexdigest()[:32] + ".probes.json")
+
+
+def _read_disk(base_url: str, key: str) -> dict[str, tuple[bool, float]]:
+    path = _probe_file(base_url)
+    if path is None or not _folder_usable(path.parent):
+        return {}
+    try:
+        kept = json.loads(_read_file(path))
+        if kept.get("format") != _PROBE_FORMAT or kept.get("base_url") != base_url:
+            raise ValueError("not a probe file of this client for this server")
+        found: dict[str, tuple[bool, float]] = {}
+        for name, (held, when) in (kept.get("servers", {}).get(key) or {}).items():
+            if isinstance(held, bool) and 0 <= time.time() - float(when) < _ttl():
+                found[str(name)] = (held, float(when))
+        return found
+    except FileNotFoundError:
+        return {}
+    except Exception as e:  # any failure: the file is not trusted, not kept
+        log.debug("the probe cache file %s is not used (%s): removed", path, str(e)[:200])
+        _discard(path)
+        return {}
+
+
+def _write_disk(base_url: str, key: str, known: Mapping[str, tuple[bool, float]]) -> None:
+    path = _probe_file(base_url)
+    if path is None:
+        return
+    tmp: str | None = None
+    try:
+        if not _folder_usable(path.parent):
+            return
+        servers: dict[str, Any] = {}
+        with contextlib.suppress(Exception):
+            kept = json.loads(_read_file(path))
+            if kept.get("format") == _PROBE_FORMAT and kept.get("base_url") == base_url:
+                servers = dict(kept.get("servers") or {})
+        servers[key] = {name: [held, when] for name, (held, when) in known.items()}
+        body = {"format": _PROBE_FORMAT, "base_url": base_url, "servers": servers}
+        path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".probes-", suffix=".tmp")
+        with os.fdopen(fd, "wb") as f:
+            f.write(json.dumps(body).encode())
+        os.replace(tmp, path)
+        tmp = None
+    except Exception as e:
+        log.debug("the probe cache cannot be written (%s): %s", path, str(e)[:200])
+    finally:
+        if tmp is not None:
+            with contextlib.suppress(OSError):
+                os.unlink(tmp)
+
+
+def known(base_url: str, schema: Any, name: str) -> bool | None:
+    """What was found of capability ``name`` at this server (None: not probed yet)."""
+    key = _key(base_url, schema)
+    with _LOCK:
+        if key not in _MEMORY:
+            _MEMORY[key] = _read_disk(base_url, key)
+        found = _MEMORY[key].get(name)
+    return None if found is None else found[0]
+
+
+def remember(base_url: str, schema: Any, name: str, held: bool) -> None:
+    """Keeps what a probe found (in memory and on disk)."""
+    key = _key(base_url, schema)
+    with _LOCK:
+        entries = _MEMORY.setdefault(key, {})
+        entries[name] = (held, time.time())
+        snapshot = dict(entries)
+    _write_disk(base_url, key, snapshot)
+
+
+def forget(base_url: str | None = None) -> None:
+    """Forgets the probes of one server (all of them with None), in memory and on disk."""
+    with _LOCK:
+        for key in [k for k in _MEMORY if base_url is None or k.split(" ", 1)[0] == base_url]:
+            del _MEMORY[key]
+    if base_url is not None:
+        path = _probe_file(base_url)
+        if path is not None:
+            _discard(path)
+
+
+# ---------------------------------------------------------------------------------- the schema
+
+
+def _arguments(schema: Any, operation: str = "findings_view") -> list[str] | None:
+    """The arguments of a query field in the schema (None: no schema to say)."""
+    if schema is None:
+        return None
+    try:
+        query = schema.graphql_schema.query_type
+        found = query.fields.get(operation) if query is not None else None
+    except Exception:
+        return None
+    return None if found is None else list(found.args)
+
+
+def sorts(schema: Any) -> list[str] | None:
+    """The sort values of findings_view (None: no schema to say)."""
+    return None if schema is None else schema.enum_values("FindingsViewSortEnum")
+
+
+def node_fields(schema: Any) -> list[str] | None:
+    return None if schema is None else schema.fields("FindingsView")
+
+
+def _sort_arg(schema: Any, value: str) -> str:
+    """``sort: [VALUE]`` where the schema has it (or says nothing), else nothing."""
+    values = sorts(schema)
+    return f", sort: [{value}]" if values is None or value in values else ""
+
+
+# ---------------------------------------------------------------------------------- probes
+
+
+def _edges(data: Any, alias: str) -> list[Mapping[str, Any]]:
+    conn = data.get(alias) if isinstance(data, Mapping) else None
+    edges = conn.get("edges") if isinstance(conn, Mapping) else None
+    if not isinstance(edges, list):
+        raise TransportError(f"the server's answer to a probe has no edges at {alias!r}")
+    return [e for e in edges if isinstance(e, Mapping)]
+
+
+def _id_of(edge: Mapping[str, Any]) -> int:
+    node = edge.get("node")
+    value = node.get("id_int") if isinstance(node, Mapping) else None
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise TransportError(f"the server answered a finding id that is not an integer: {str(value)[:40]!r}")
+    return value
+
+
+def _filtered(*leaves: tuple[str, Mapping[str, Any]]) -> tuple[str, dict[str, Any]]:
+    """Aliased ``first: 1`` fields of findings, one per (alias, filter leaf), and their
+    variables."""
+    declared = ", ".join(f"${alias}: FiltersConfigInput" for alias, _ in leaves)
+    fields = "".join(
+        f" {alias}: findings_view(filters_config: ${alias}, first: 1) {{ edges {{ node {{ id_int }} }} }}"
+        for alias, _ in leaves
+    )
+    variables = {alias: {"filtersjson": json.dumps(tree, separators=(",", ":"))} for alias, tree in leaves}
+    return f"({declared}) {{{fields} }}", variables
+
+
+def _probe_id_range(schema: Any) -> Steps[bool]:
+    body, variables = _filtered(
+        ("above", {"field": "id", "condition": "gte", "value": _NO_ID}),
+        ("below", {"field": "id", "condition": "lte", "value": -1}),
+    )
+    data = yield f"query probe_id_range{body}", variables, "probe_id_range"
+    return not _edges(data, "above") and not _edges(data, "below")
+
+
+def _probe_offset(schema: Any) -> Steps[bool]:
+    args = _arguments(schema)
+    if args is not None and "offset" not in args:
+        return False
+    sort = _sort_arg(schema, "ID_ASC")
+    doc = (
+        "query probe_offset {"
+        f" two: findings_view(first: 2{sort}) {{ edges {{ node {{ id_int }} }} }}"
+        f" second: findings_view(first: 1, offset: 1{sort}) {{ edges {{ node {{ id_int }} }} }}"
+        " }"
+    )
+    data = yield doc, None, "probe_offset"
+    two, second = _edges(data, "two"), _edges(data, "second")
+    if len(two) < 2:
+        return not second
+    return len(second) == 1 and _id_of(second[0]) == _id_of(two[1]) and _id_of(two[0]) != _id_of(two[1])
+
+
+def _probe_total(schema: Any) -> Steps[bool]:
+    if schema is not None:
+        return TOTAL_COUNT in schema.fields("FindingConnection")
+    data = yield (
+        "query probe_total_count { findings_view(first: 1) { total_count } }",
+        None,
+        "probe_total_count",
+    )
+    conn = data.get("findings_view") if isinstance(data, Mapping) else None
+    return isinstance(conn, Mapping) and TOTAL_COUNT in conn
+
+
+def _probe_time_range(key: str) -> Callable[[Any], Steps[bool]]:
+    def probe(schema: Any) -> Steps[bool]:
+        body, variables = _filtered(("above", {"field": key, "condition": "gte", "value": _NO_TIME}))
+        data = yield f"query probe_time_range{body}", variables, "probe_time_range"
+        return not _edges(data, "above")
+
+    return probe
+
+
+def time_range(key: str) -> str:
+    """The capability name of a ``gte`` filter on the time field ``key``."""
+    return f"range:{key}"
+
+
+_PROBES: dict[str, Callable[[Any], Steps[bool]]] = {
+    ID_RANGE: _probe_id_range,
+    OFFSET: _probe_offset,
+    TOTAL_COUNT: _probe_total,
+}
+
+
+def _probe_of(name: str) -> Callable[[Any], Steps[bool]]:
+    if name.startswith("range:"):
+        return _probe_time_range(name.split(":", 1)[1])
+    return _PROBES[name]
+
+
+def capability_steps(base_url: str, schema: Any, name: str) -> Steps[bool]:
+    """Whether the server at ``base_url`` has capability ``name``: remembered, read off the
+    schema, or probed (one request) and remembered."""
+    held = known(base_url, schema, name)
+    if held is not None:
+        return held
+    try:
+        held = yield from _probe_of(name)(schema)
+    except Exception as exc:
+        if not refused(exc):
+            raise
+        log.debug(
+            "probe %s at %s refused: %s", name, base_url, str(exc).splitlines()[0][:200] if str(exc) else ""
+        )
+        held = False
+    remember(base_url, schema, name, held)
+    return held
+
+
+def capable(client: Any, name: str, cost: Cost | None = None) -> bool:
+    """Whether the server of a :class:`~secfindings.Client` has capability ``name``."""
+    return drive(client, capability_steps(client.base_url, client.schema(), name), cost)
+
+
+async def capable_async(client: Any, name: str, cost: Cost | None = None) -> bool:
+    """:func:`capable` for an :class:`~secfindings.AsyncClient`."""
+    schema = await client.schema()
+    return await drive_async(client, capability_steps(client.base_url, schema, name), cost)
+
+
+# ---------------------------------------------------------------------------------- bounds
+
+
+@dataclass(frozen=True)
+class Bounds:
+    """The lowest and highest finding id a walk's filters select, and how many findings they
+    select (None where the server gives no ``total_count``)."""
+
+    low: int
+    high: int
+    total: int | None
+
+
+def _count_of(value: Any) -> int | None:
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+        raise TransportError(f"the server answered a total_count that is not a count: {str(value)[:40]!r}")
+    return value
+
+
+def bounds_steps(walk: Walk, schema: Any, with_total: bool) -> Steps[Bounds | None]:
+    """The id bounds (and count) of what the walk's filters select, in one request; None when
+    they select nothing. A TransportError for an answer that cannot be bounds."""
+    total = " total_count" if with_total else ""
+    doc = (
+        "query findings_bounds($filters_config: FiltersConfigInput) {"
+        f" low: findings_view(filters_config: $filters_config{_sort_arg(schema, 'ID_ASC')}, first: 1)"
+        f" {{ edges {{ node {{ id_int }} }}{total} }}"
+        f" high: findings_view(filters_config: $filters_config{_sort_arg(schema, 'ID_DESC')}, first: 1)"
+        " { edges { node { id_int } } } }"
+    )
+    variables = walk.variables()
+    data = yield doc, variables or None, "findings_bounds"
+    low, high = _edges(data, "low"), _edges(data, "high")
+    if not low or not high:
+        return None
+    lo, hi = _id_of(low[0]), _id_of(high[0])
+    if lo > hi:
+        raise TransportError(
+            f"the server's bounds are not usable: its lowest finding id ({lo}) is above its highest ({hi})"
+        )
+    count = _count_of(data["low"].get(TOTAL_COUNT)) if with_total else None
+    return Bounds(lo, hi, count)
+
+
+# ---------------------------------------------------------------------------------- counting
+
+
+@dataclass(frozen=True)
+class Counted:
+    """Rows found by ``first: 1`` probes by offset, and the probes' cost."""
+
+    rows: int
+    probes: int
+
+
+def _at_offset(
+    walk: Walk, schema: Any, offset: int, sort: str | None
+) -> Steps[tuple[str | None, int] | None]:
+    """The cursor and id of the row at ``offset`` of the walk (None: no row there)."""
+    order = f", sort: [{sort}]" if sort else ""
+    doc = (
+        "query findings_at($filters_config: FiltersConfigInput, $offset: Int) {"
+        f" findings_view(filters_config: $filters_config, first: 1, offset: $offset{order})"
+        " { edges { cursor node { id_int } } } }"
+    )
+    variables = {**walk.variables(), "offset": offset}
+    data = yield doc, variables, "findings_at"
+    edges = _edges(data, "findings_view")
+    if not edges:
+        return None
+    cursor = edges[0].get("cursor")
+    return (cursor if isinstance(cursor, str) else None), _id_of(edges[0])
+
+
+#: The first offset the exponential search asks for past 0, and its factor.
+_FIRST_STEP = 64
+_FACTOR = 8
+
+
+def count_steps(walk: Walk, schema: Any, sort: str | None = None) -> Steps[Counted]:
+    """How many rows the walk has, found with ``first: 1`` probes by offset: exponential (64,
+    512, 4096, ...) until a probe finds no row, then a binary search between the last offset with
+    a row and the first without."""
+    probes = 1
+    if (yield from _at_offset(walk, schema, 0, sort)) is None:
+        return Counted(0, probes)
+    present, absent = 0, _FIRST_STEP
+    while True:
+        probes += 1
+        if (yield from _at_offset(walk, schema, absent, sort)) is None:
+            break
+        present, absent = absent, absent * _FACTOR
+        if absent > 1 << 40:
+            raise TransportError("the server answers a row at every offset: it does not end")
+    while absent - present > 1:
+        middle = (present + absent) // 2
+        probes += 1
+        if (yield from _at_offset(walk, schema, middle, sort)) is None:
+            absent = middle
+        else:
+            present = middle
+    return Counted(present + 1, probes)
+
+
+# ---------------------------------------------------------------------------------- partitions
+
+
+@dataclass(frozen=True)
+class Slice:
+    """One partition of a walk: the ids its rows must lie in (None: open on that side), the
+    cursor its walk starts after, how many rows it reads from there (None: to the end), and
+    whether the id range is sent as a filter (``id_ranges``) or only checked."""
+
+    low: int | None
+    high: int | None
+    cursor: str | None = None
+    limit: int | None = None
+    filtered: bool = True
+
+
+@dataclass
+class Split:
+    """How a walk is read in partitions: the strategy, its slices, the bounds and count it
+    found, and what finding them cost."""
+
+    strategy: str
+    slices: list[Slice]
+    bounds: Bounds | None
+    cost: Cost = field(default_factory=Cost)
+    note: str | None = None
+
+
+def id_ranges(low: int, high: int, partitions: int) -> list[tuple[int, int]]:
+    """``partitions`` contiguous, disjoint id ranges covering ``low..high`` (inclusive); fewer
+    when the span has fewer ids than that."""
+    span = high - low + 1
+    step = max(1, -(-span // partitions))
+    return [(lo, min(lo + step - 1, high)) for lo in range(low, high + 1, step)]
+
+
+_WARNED: set[str] = set()
+
+
+def _sequential(base_url: str, bounds: Bounds | None) -> Split:
+    if base_url not in _WARNED:
+        _WARNED.add(base_url)
+        log.warning(
+            "the server at %s takes neither an id range filter nor offset: the partitions are read "
+            "as one sequential walk",
+            base_url,
+        )
+    return Split("sequential", [Slice(None, None, filtered=False)], bounds, note="no id ranges, no offset")
+
+
+def split_steps(
+    walk: Walk, schema: Any, partitions: int, descending: bool, bounds: Bounds | None, have_bounds: bool
+) -> Steps[Split]:
+    """How to read ``walk`` in ``partitions`` parts on this server (see the module's doc)."""
+    base_url = walk.client.base_url
+    if not have_bounds:
+        with_total = yield from capability_steps(base_url, schema, TOTAL_COUNT)
+        bounds = yield from bounds_steps(walk, schema, with_total)
+    if bounds is None:
+        # Nothing selected now: one walk says so (one request).
+        return Split("sequential", [Slice(None, None, filtered=False)], None)
+    if (yield from capability_steps(base_url, schema, ID_RANGE)):
+        ranges = id_ranges(bounds.low, bounds.high, partitions)
+        last = len(ranges) - 1
+        slices = [
+            Slice(None if i == 0 else lo, None if i == last else hi) for i, (lo, hi) in enumerate(ranges)
+        ]
+        return Split("id_ranges", slices, bounds)
+    if not (yield from capability_steps(base_url, schema, OFFSET)):
+        return _sequential(base_url, bounds)
+    sort = "ID_DESC" if descending else "ID_ASC"
+    rows = bounds.total
+    if rows is None:
+        rows = (yield from count_steps(walk, schema, sort)).rows
+        bounds = Bounds(bounds.low, bounds.high, rows)
+    size = -(-rows // partitions) if rows else 1
+    starts = list(range(0, max(rows, 1), size))
+    # The row before each slice: its cursor starts the slice, its id bounds the slice before.
+    before: list[tuple[str | None, int] | None] = []
+    for start in starts[1:]:
+        before.append((yield from _at_offset(walk, schema, start - 1, sort)))
+    found = [b for b in before if b is not None]
+    ids = [b[1] for b in found]
+    ordered = all((a > b) if descending else (a < b) for a, b in itertools.pairwise(ids))
+    if len(found) != len(before) or not ordered or any(c is None for c, _ in found):
+        log.warning("the server's offsets do not give distinct rows in id order: one sequential walk")
+        return _sequential(base_url, bounds)
+    slices = []
+    for k in range(len(starts)):
+        cursor = None if k == 0 else found[k - 1][0]
+        last = k == len(starts) - 1
+        limit = None if last else size
+        # ids of slice k: after the row before it, up to the row before the next slice.
+        after_id = None if k == 0 else found[k - 1][1]
+        until_id = None if last else found[k][1]
+        if descending:
+            low, high = until_id, (None if after_id is None else after_id - 1)
+        else:
+            low, high = (None if after_id is None else after_id + 1), until_id
+        slices.append(Slice(low, high, cursor, limit, filtered=False))
+    return Split("offset_slices", slices, bounds)
+
+
+# ---------------------------------------------------------------------------------- watermarks
+
+
+@dataclass(frozen=True)
+class NewerThan:
+    """How to read the findings whose ``key`` is at or after ``since`` (a watermark minus its
+    lookback) on this server. ``sorted``: the walk is sorted by the key descending, so it may stop
+    at the first older row (:meth:`past`); ``filtered``: the server takes ``key gte since`` (a
+    probe showed it honours it); ``readable``: the key is a field of the rows."""
+
+    walk: Walk
+    key: str
+    since: dt.datetime
+    sorted: bool
+    filtered: bool
+    readable: bool
+
+    @property
+    def sort(self) -> str | None:
+        return f"{self.key.upper()}_DESC" if self.sorted else None
+
+    def extra_filter(self) -> Filter | None:
+        return filter_field(self.key).gte(self.since) if self.filtered else None
+
+    def paginator(self, **changes: Any) -> Any:
+        """The walk to make (its own filters, the range filter where it works, sorted by the key
+        descending where the schema sorts by it)."""
+        sort = self.sort if self.sorted else "unchanged"
+        return self.walk.paginator(extra=self.extra_filter(), sort=sort, **changes)
+
+    def keep(self, value: Any) -> bool:
+        """Whether a row whose key is ``value`` is new enough (an unreadable key is kept)."""
+        when = _as_time(value)
+        return when is None or when >= self.since
+
+    def past(self, value: Any) -> bool:
+        """Whether a sorted walk may stop at a row whose key is ``value``."""
+        when = _as_time(value)
+        return self.sorted and when is not None and when < self.since
+
+
+def _as_time(value: Any) -> dt.datetime | None:
+    if isinstance(value, dt.datetime):
+        return value if value.tzinfo else value.replace(tzinfo=dt.timezone.utc)
+    if isinstance(value, str):
+        with contextlib.suppress(ValueError):
+            parsed = dt.datetime.fromisoformat(value.replace("Z", "+00:00"))
+            return parsed if parsed.tzinfo else parsed.replace(tzinfo=dt.timezone.utc)
+    return None
+
+
+def _newer_than(
+    walk: Walk, schema: Any, key: str, watermark: dt.datetime, lookback: dt.timedelta
+) -> Steps[NewerThan]:
+    values = sorts(schema)
+    fields = node_fields(schema)
+    sortable = values is None or f"{key.upper()}_DESC" in values
+    readable = fields is None or key in fields
+    filtered = yield from capability_steps(walk.client.base_url, schema, time_range(key))
+    since = _as_time(watermark)
+    if since is None:
+        raise ValidationError(f"a watermark is a datetime, not {type(watermark).__name__}")
+    return NewerThan(walk, key, since - lookback, sortable and readable, filtered, readable)
+
+
+def newer_than(
+    walk: Walk, key: str, watermark: dt.datetime, lookback: dt.timedelta = dt.timedelta(0)
+) -> NewerThan:
+    """How to read ``walk``'s findings newer than ``watermark - lookback`` by ``key`` (a
+    :class:`~secfindings.Client`; at most one probe, remembered)."""
+    return drive(walk.client, _newer_than(walk, walk.client.schema(), key, watermark, lookback))
+
+
+async def newer_than_async(
+    walk: Walk, key: str, watermark: dt.datetime, lookback: dt.timedelta = dt.timedelta(0)
+) -> NewerThan:
+    """:func:`newer_than` for an :class:`~secfindings.AsyncClient`."""
+    schema = await walk.client.schema()
+    return await drive_async(walk.client, _newer_than(walk, schema, key, watermark, lookback))
