@@ -21,7 +21,7 @@ from secfindings.errors import APIStatusError, GraphQLError, RateLimitError, Val
 from secfindings.filters import global_id_problem, unknown_fields, unknown_values
 from secfindings.models import model_for
 
-__all__ = ["MODES", "LiveNative", "introspection_query"]
+__all__ = ["MODES", "LiveNative", "forget_server", "introspection_query"]
 
 log = logging.getLogger("secfindings.schema")
 
@@ -48,6 +48,21 @@ def introspection_query(deprecated_inputs: bool = True) -> str:
         _QUERY.append(graphql.get_introspection_query(descriptions=True, input_value_deprecation=True))
         _QUERY.append(graphql.get_introspection_query(descriptions=True))
     return _QUERY[0 if deprecated_inputs else 1]
+
+
+#: Called with a base URL when a new server answers there (see :func:`forget_server`).
+FORGET_HOOKS: list[Any] = []
+
+
+def forget_server(base_url: str) -> None:
+    """Drop what this process and the disk cache know of the server at ``base_url`` (its schema,
+    and what the hooks registered in ``FORGET_HOOKS`` keep, such as probes): a new server answers
+    there now, as when a test emulator gets a port an earlier one used."""
+    _MEMORY.pop((base_url, "live"), None)
+    _UNCHECKED.discard(base_url)
+    forget_cached(base_url)
+    for hook in FORGET_HOOKS:
+        hook(base_url)
 
 
 def _lock(base_url: str) -> threading.Lock:
