@@ -27,6 +27,6 @@ cp -r tests "$work/tests"
 cd "$work"
 PATH="$clean_path" "$work/venv/bin/python" -c "import secfindings, sys; print('installed', secfindings.__version__, 'at', secfindings.__file__)"
 PATH="$clean_path" "$work/venv/bin/python" "$root/examples/quickstart.py" | tail -3
-PATH="$clean_path" "$work/venv/bin/python" -m pytest -q -p no:cacheprovider -o addopts="" \
+SECFINDINGS_SOURCE_ROOT="$root" PATH="$clean_path" "$work/venv/bin/python" -m pytest -q -p no:cacheprovider -o addopts="" \
   -o asyncio_default_fixture_loop_scope=function \
   tests/test_public_api.py tests/test_graphql.py tests/test_auth.py tests/test_paging.py

@@ -107,9 +107,35 @@ def pytest_configure(config: pytest.Config) -> None:
 _RELIABILITY_TALLY: dict[str, dict[str, int]] = {}
 
 
+# Under $CI (set by .ci/run) a skip is a failure: every test's dependencies (the test extra,
+# PostgreSQL, node for pyright) are installed there, so a skip could only hide a test that no
+# longer runs. Outside CI a missing tool still skips, with its reason.
+def _skips_fail() -> bool:
+    return bool(os.environ.get("CI"))
+
+
+def _skip_reason(longrepr: object) -> str:
+    # A skip's longrepr is (file, line, "Skipped: reason").
+    return str(longrepr[2]) if isinstance(longrepr, tuple) and len(longrepr) == 3 else str(longrepr)
+
+
+def _fail_the_skip(report: pytest.TestReport | pytest.CollectReport) -> None:
+    if _skips_fail() and report.skipped and not hasattr(report, "wasxfail"):
+        report.outcome = "failed"
+        report.longrepr = f"skipped under $CI, where every test must run: {_skip_reason(report.longrepr)}"
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_make_collect_report(collector: pytest.Collector) -> pytest.CollectReport:
+    report: pytest.CollectReport = yield
+    _fail_the_skip(report)  # a module-level importorskip
+    return report
+
+
 @pytest.hookimpl(wrapper=True)
 def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> pytest.TestReport:
     report: pytest.TestReport = yield
+    _fail_the_skip(report)
     kinds = {m.name for m in item.iter_markers() if m.name in RELIABILITY_MARKERS}
     if kinds and (report.when == "call" or report.outcome != "passed"):
         for kind in kinds:
