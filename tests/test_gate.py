@@ -21,7 +21,7 @@ from tests.servers.findings import findings_server
 import secfindings
 from secfindings.cli import main
 from secfindings.gate import parse_max
-from secfindings.testing import Emulator
+from secfindings.testing import PROFILES, Emulator
 
 NAMES = {5: "critical", 4: "high", 3: "medium", 2: "low", 1: "info"}
 SNAPSHOTS = {"small": (120, 1), "medium": (300, 7), "large": (600, 3)}
@@ -35,18 +35,23 @@ class Snapshot:
             "SECFINDINGS_BASE_URL": emu.base_url,
             "SECFINDINGS_AUTH_URL": emu.auth_url,
         }
-        # The truth, read another way: every finding as Arrow columns, counted here.
+        # The truth, read another way: every finding's status as Arrow columns, and its severity
+        # looked up by id on the Finding type (which both profiles serve), counted here.
         with emu.client() as c:
-            t = c.findings_view(fields="id_int severity actual_status { category }").to_arrow().to_pylist()
-        self.open = Counter(NAMES[r["severity"]] for r in t if r["actual_status.category"] == "OPEN")
-        self.all = Counter(NAMES[r["severity"]] for r in t)
+            t = c.findings_view(fields="id_int actual_status { category }").to_arrow().to_pylist()
+            found = c.findings([r["id_int"] for r in t], fields="id_int finding_score { severity }")
+        severity = {f.id_int: f.finding_score.severity for f in found if f is not None}
+        assert len(severity) == len(t)
+        self.open = Counter(NAMES[severity[r["id_int"]]] for r in t if r["actual_status.category"] == "OPEN")
+        self.all = Counter(NAMES[severity[r["id_int"]]] for r in t)
         self.ids = {r["id_int"] for r in t}
 
 
-@pytest.fixture(scope="module", params=sorted(SNAPSHOTS))
+@pytest.fixture(scope="module", params=[(n, p) for n in sorted(SNAPSHOTS) for p in PROFILES], ids="-".join)
 def snap(request: pytest.FixtureRequest) -> Iterator[Snapshot]:
-    findings, seed = SNAPSHOTS[request.param]
-    with Emulator(findings=findings, seed=seed) as emu:
+    name, profile = request.param
+    findings, seed = SNAPSHOTS[name]
+    with Emulator(findings=findings, seed=seed, profile=profile) as emu:
         yield Snapshot(emu)
 
 
@@ -186,8 +191,8 @@ def test_junit_is_valid_xml_with_one_failure_per_exceeded_limit(snap, tmp_path):
     assert len(failures[0].text.splitlines()) == c["critical"]  # each counted finding listed
 
 
-def test_new_only_ignores_every_finding_of_the_baseline(tmp_path):
-    with Emulator(findings=200, seed=5) as emu:
+def test_new_only_ignores_every_finding_of_the_baseline(profile, tmp_path):
+    with Emulator(findings=200, seed=5, profile=profile) as emu:
         env = {
             "SECFINDINGS_API_TOKEN": emu.create_api_token(),
             "SECFINDINGS_BASE_URL": emu.base_url,
@@ -288,7 +293,8 @@ def test_outputs_markdown_sarif_json_and_the_step_summary(snap, tmp_path):
         (["--filter", '{"field":"cloud_provider","condition":"in","value":["aws"]}'], "did you mean 'AWS'"),
     ],
 )
-def test_usage_errors_exit_2_and_say_what_is_accepted(emulator, args, message):
+def test_usage_errors_exit_2_and_say_what_is_accepted(profiled_emulator, args, message):
+    emulator = profiled_emulator
     env = {
         "SECFINDINGS_API_TOKEN": emulator.create_api_token(),
         "SECFINDINGS_BASE_URL": emulator.base_url,
@@ -302,7 +308,8 @@ def test_usage_errors_exit_2_and_say_what_is_accepted(emulator, args, message):
     assert len([line for line in res.output.splitlines() if line.lower().startswith("error")]) == 1
 
 
-def test_authentication_and_api_failures_keep_their_exit_codes(emulator):
+def test_authentication_and_api_failures_keep_their_exit_codes(profiled_emulator):
+    emulator = profiled_emulator
     token = emulator.create_api_token()
     env = {
         "SECFINDINGS_API_TOKEN": token,
@@ -319,7 +326,8 @@ def test_authentication_and_api_failures_keep_their_exit_codes(emulator):
     assert res.exit_code == 1, res.output
 
 
-def test_the_python_api_returns_a_result(client, tmp_path):
+def test_the_python_api_returns_a_result(profiled_client, tmp_path):
+    client = profiled_client
     result = secfindings.gate(
         client, max={"critical": 0, "high": 1000}, filters=secfindings.field("severity").in_(["5"])
     )
@@ -340,7 +348,8 @@ def test_an_async_client_is_refused_with_what_to_do(async_client):
         secfindings.gate(async_client, max="critical=0")
 
 
-def test_one_limit_is_named_in_the_singular(client):
+def test_one_limit_is_named_in_the_singular(profiled_client):
+    client = profiled_client
     result = secfindings.gate(client, max="critical=100000")
     assert result.to_text().startswith("secfindings gate: passed (1 limit held)")
     one = secfindings.gate(
@@ -558,3 +567,27 @@ def test_the_documented_workflow_saves_the_baseline_when_the_gate_fails():
     assert saved["path"] == restore["with"]["path"]
     assert saved["key"].startswith(restore["with"]["restore-keys"])
     assert restore["with"]["path"] in steps[at]["run"]  # the gate reads the restored baseline
+
+
+def test_the_gate_asks_only_for_what_the_server_has(profiled_emulator, caplog):
+    """On a server whose FindingsView has no severity (the known profile), the gate places each
+    finding with a walk per level filtered on severity, says once what it left out, and counts
+    what the Finding type says of each (looked up by id here)."""
+    caplog.set_level("WARNING", logger="secfindings")
+    with profiled_emulator.client() as client:
+        result = secfindings.gate(client, max="critical=100000,high=100000")
+        ids = [f["id_int"] for f in result.findings]
+        truth = Counter(
+            NAMES[f.finding_score.severity] for f in client.findings(ids, fields="finding_score { severity }")
+        )
+    warnings = [r.getMessage() for r in caplog.records if r.levelname == "WARNING"]
+    if profiled_emulator.profile == "known":
+        assert warnings == [
+            "gate: the server's FindingsView has no due_date, finding_id, package_name, severity; "
+            "left out (severity: one walk per level, filtered on severity)"
+        ]
+    else:
+        assert warnings == []
+    assert result.passed
+    assert {k: v for k, v in result.counts.items() if v} == dict(truth)
+    assert [NAMES[f["severity"]] for f in result.findings].count("critical") == truth["critical"]

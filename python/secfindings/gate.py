@@ -506,12 +506,14 @@ def _walk(client: Any, server: Any, page_size: int, need: str | None) -> Iterato
     places them (and one walk those of no level); a finding seen twice counts once."""
     schema = client.schema()
     have = set(schema.fields("FindingsView")) if schema is not None else None
-    fields = selection(client, GATE_FIELDS, "gate")
+    severity = have is None or "severity" in have
+    note = "" if severity else "severity: one walk per level, filtered on severity"
+    fields = selection(client, GATE_FIELDS, "gate", note=note)
     if need is not None and have is not None and need not in have:
         raise ValidationError(
             f"gate --baseline matches findings by {need}, and this server's FindingsView has no {need}"
         )
-    if have is None or "severity" in have:
+    if severity:
         yield from client.findings_view(filters=server, fields=fields, page_size=page_size)
         return
     seen: set[Any] = set()

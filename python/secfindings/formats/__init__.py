@@ -113,17 +113,24 @@ def markdown_text(text: Any, limit: int | None = None) -> str:
     return html.escape(s, quote=False)
 
 
-def selection(client: Any, wanted: str, what: str, type_name: str = "FindingsView") -> str:
+def selection(client: Any, wanted: str, what: str, type_name: str = "FindingsView", note: str = "") -> str:
     """``wanted`` (a selection on ``type_name``) less the fields the server's live schema lacks,
     with one WARNING on the ``secfindings.formats`` logger naming them (``what`` says who
-    asked). Unchanged when the client checks nothing (``schema="off"``)."""
+    asked, ``note`` what is done instead). Unchanged when the client checks nothing
+    (``schema="off"``)."""
     schema = client.schema() if hasattr(client, "schema") else None
     if schema is None:
         return wanted
     trimmed: str = schema.trim(type_name, wanted)
     missing = _top_names(wanted) - _top_names(trimmed)
     if missing:
-        log.warning("%s: the server's %s has no %s; left out", what, type_name, ", ".join(sorted(missing)))
+        log.warning(
+            "%s: the server's %s has no %s; left out%s",
+            what,
+            type_name,
+            ", ".join(sorted(missing)),
+            f" ({note})" if note else "",
+        )
     return trimmed
 
 
