@@ -13,13 +13,7 @@ from typing import Any
 
 import pytest
 
-from secfindings import Finding, NotFoundError, ValidationError
-from secfindings._native import NativeClient
-
-#: The halving and the remembered size are the core's (the interim Python lookup has neither).
-needs_core_lookup = pytest.mark.skipif(
-    not hasattr(NativeClient, "lookup"), reason="the core's lookup is not in this build yet"
-)
+from secfindings import Finding, NotFoundError, ValidationError, to_global_id
 
 
 class Both:
@@ -206,6 +200,57 @@ def test_bad_input_is_refused_with_a_clear_message_and_no_request(emulator, both
     assert emulator.request_log() == []
 
 
+def test_a_malformed_id_is_named_before_anything_is_sent_instead_of_sinking_the_others(emulator, both):
+    """A CSV column read with its header gives "id" among 2,000 good ids: the server would fail
+    the whole request (every id in it) over that one. The call names it, sends nothing."""
+    ids: list[Any] = ["id", *range(1, 2_000), to_global_id("ScopeGroup", 1), "RmluZGluZzphYmM=", -4]
+    emulator.clear_request_log()
+    with pytest.raises(ValidationError) as info:
+        both("findings", ids)
+    message = str(info.value)
+    assert message.startswith("4 of 2,003 ids asked of finding() cannot be ids, so nothing was sent")
+    assert "ids[0] 'id' (neither a number nor a global id)" in message
+    assert "ids[2000] 'U2NvcGVHcm91cDox' (the global id of a ScopeGroup, not of a Finding)" in message
+    assert "ids[2001] 'RmluZGluZzphYmM=' (a global id of Finding:'abc', whose key is not a number)" in message
+    assert "ids[2002] -4 (a negative number)" in message
+    assert "\n" not in message
+    assert emulator.request_log() == []
+    # The good ones, as ints, digit strings and global ids, go through.
+    good = [1, "2", to_global_id("Finding", 3), " 4 "]
+    assert [f.id_int for f in both("findings", good)] == [1, 2, 3, 4]
+
+
+def test_a_malformed_id_in_a_batch_block_is_refused_at_the_call(emulator, client):
+    emulator.clear_request_log()
+    with client.batch() as b:
+        fine = b.finding(5)
+        with pytest.raises(ValidationError, match=r"ids\[0\] 'title' \(neither a number nor a global id\)"):
+            b.finding("title")
+    assert fine.result().id_int == 5
+
+
+def test_concurrent_finding_calls_are_not_sunk_by_one_malformed_id(emulator):
+    """The async client merges concurrent finding() calls into one request: a malformed id goes
+    on its own (to its own error), not into the merged request of the others."""
+    from secfindings import GraphQLError
+
+    async def main() -> list[Any]:
+        async with emulator.async_client() as c:
+            await c.finding(1)  # the JWT
+            emulator.clear_request_log()
+            return await asyncio.gather(
+                c.finding(1), c.finding("oops"), c.finding(2), c.finding(3), return_exceptions=True
+            )
+
+    got = asyncio.run(main())
+    assert [f.id_int for f in (got[0], got[2], got[3])] == [1, 2, 3]
+    assert isinstance(got[1], GraphQLError), got[1]
+    # Two requests: the three good ids merged, "oops" alone. Had "oops" joined them, the merged
+    # request would have failed and been split and resent (five requests for four lookups).
+    log = emulator.request_log()
+    assert sorted(aliases(e) for e in log) == [1, 3], [e["query"][:60] for e in log]
+
+
 def test_misspelt_keyword_is_a_type_error(both):
     with pytest.raises(TypeError):
         both("findings", [1], batchsize=3)
@@ -238,7 +283,6 @@ def test_lookup_merges_a_mutation_only_when_asked(emulator, both):
 # ------------------------------------------------------------------------------ halving (the core)
 
 
-@needs_core_lookup
 def test_too_many_aliases_halves_the_batch_and_remembers(emulator, both):
     emulator.set_document_limits(max_aliases=30)
     result, log = sent(emulator, both, "findings", list(range(1, 201)))
@@ -253,7 +297,6 @@ def test_too_many_aliases_halves_the_batch_and_remembers(emulator, both):
     assert max(aliases(e) for e in log) <= 30
 
 
-@needs_core_lookup
 def test_a_413_halves_the_batch_and_remembers(emulator, both):
     emulator.set_document_limits(max_bytes=6_000)
     result, log = sent(emulator, both, "findings", list(range(1, 101)))
@@ -263,7 +306,6 @@ def test_a_413_halves_the_batch_and_remembers(emulator, both):
     assert all(e["status"] == 200 for e in log), [e["status"] for e in log]
 
 
-@needs_core_lookup
 def test_the_remembered_size_is_per_client(emulator):
     emulator.set_document_limits(max_aliases=10)
     with emulator.client() as first, emulator.client() as second:
@@ -276,7 +318,6 @@ def test_the_remembered_size_is_per_client(emulator):
         assert emulator.request_log()[0]["status"] != 200  # a fresh client tries its batch_size first
 
 
-@needs_core_lookup
 def test_document_limits_set_when_the_emulator_starts():
     from secfindings.testing import Emulator
 

@@ -359,9 +359,11 @@ class Client(_Base, SyncOperations):
 
         An id that does not exist gives None in its place, or with ``missing="raise"`` a
         :class:`~secfindings.NotFoundError` naming every such id (after fetching all). An id
-        given twice is fetched once. ``fields=`` is taken as by :meth:`finding`. When the server
-        refuses a document as too large (413, too many aliases, a depth or complexity error, a
-        timeout) the batch is halved, and the size that worked is remembered for this client.
+        given twice is fetched once. An id that cannot be one (neither a number nor a global
+        id, such as a CSV header) is a :class:`~secfindings.ValidationError` naming it, before
+        anything is sent. ``fields=`` is taken as by :meth:`finding`. When the server refuses a
+        document as too large (413, too many aliases, a depth or complexity error, a timeout) the
+        batch is halved, and the size that worked is remembered for this client.
         See docs/guides/batching.md.
         """
         return _lookup.findings(self._live, ids, fields=fields, batch_size=batch_size, missing=missing)

@@ -70,6 +70,7 @@ class Lookup(NamedTuple):
     name: str
     kind: str  # "query" or "mutation"
     model: type[Model]
+    type: str  # the type it returns (a query's: the type of the object its id names)
 
 
 def _lookups() -> dict[str, Lookup]:
@@ -82,7 +83,7 @@ def _lookups() -> dict[str, Lookup]:
             model = model_for(op["type"])
         except KeyError:
             continue
-        found[op["name"]] = Lookup(op["name"], op["kind"], model)
+        found[op["name"]] = Lookup(op["name"], op["kind"], model, op["type"])
     return found
 
 
@@ -140,6 +141,41 @@ def check_ids(ids: object) -> list[Id]:
         else:
             out.append(operator.index(i))
     return out
+
+
+def _malformed(op: Lookup, i: Id) -> str | None:
+    """Why ``i`` can be no id of what ``op`` looks up (the server would refuse it with an error
+    that fails every id of its request), or None when it may be one."""
+    if not isinstance(i, str):
+        return "a negative number" if i < 0 else None
+    text = i.strip()
+    if text.isascii() and text.isdigit():
+        return None
+    try:
+        type_name, pk = _native.from_global_id(text)
+    except ValidationError:
+        return "neither a number nor a global id"
+    if not (pk.strip().isascii() and pk.strip().isdigit()):
+        return f"a global id of {type_name}:{pk!r:.40}, whose key is not a number"
+    if op.kind == "query" and type_name != op.type:
+        return f"the global id of a {type_name}, not of a {op.type}"
+    return None
+
+
+def check_id_forms(op: Lookup, ids: list[Id]) -> None:
+    """A ValidationError naming every id that cannot be one (a CSV header read as an id, a global
+    id of another type), before anything is sent: one such id in a request makes the server
+    fail all the others with it."""
+    bad = [(n, i, why) for n, i in enumerate(ids) if (why := _malformed(op, i)) is not None]
+    if not bad:
+        return
+    shown = "; ".join(f"ids[{n}] {i!r:.60} ({why})" for n, i, why in bad[:10])
+    more = f"; and {len(bad) - 10} more" if len(bad) > 10 else ""
+    raise ValidationError(
+        f"{len(bad):,} of {len(ids):,} ids asked of {op.name}() cannot be ids, so nothing was sent: "
+        f"{shown}{more}. An id is an int, a string of digits or a global id (base64 of "
+        f"'TypeName:pk'); drop these (a header row?) and ask again"
+    )
 
 
 #: The most lookups one request carries (the core's cap too); a larger batch_size is this.
@@ -284,12 +320,15 @@ async def _merged_mutations_async(
 
 
 def _coalescible(name: str, args: Mapping[str, Any]) -> bool:
-    """A query lookup by one well-typed id (any other id goes the plain way, to its own error)."""
+    """A query lookup by one well-formed id (any other id goes the plain way, to its own error)."""
     op = LOOKUPS.get(name)
     if op is None or op.kind != "query" or len(args) != 1:
         return False
     id = args.get("id")
-    return isinstance(id, str) or (isinstance(id, int) and not isinstance(id, bool))
+    if not (isinstance(id, str) or (isinstance(id, int) and not isinstance(id, bool))):
+        return False
+    # A malformed id would fail the merged request of every concurrent caller with it.
+    return _malformed(op, id) is None
 
 
 # ------------------------------------------------------------------------------ the calls
@@ -309,6 +348,7 @@ def _plan(
 ) -> _Plan:
     op = check_lookup(name, mutations)
     checked = check_ids(ids)
+    check_id_forms(op, checked)
     return _Plan(
         op,
         checked,
@@ -482,6 +522,7 @@ class _BatchBase:
             raise RuntimeError("this batch() block has ended: start a new one")
         op = check_lookup(name, self._mutations)
         (checked,) = check_ids([id])
+        check_id_forms(op, [checked])
         text = fields_text(fields, op.model)
         group = self._groups.get((op.name, text))
         if group is None:
