@@ -263,8 +263,6 @@ def test_without_the_extra_instrument_says_what_to_install() -> None:
 
 @pytest.mark.asyncio
 async def test_a_batched_lookup_is_one_call(any_client: Any, telemetry: Telemetry) -> None:
-    if not hasattr(any_client, "findings"):
-        pytest.skip("this client has no batched lookup")
     await settle(any_client.schema())
     telemetry.spans.clear()
     found = await settle(any_client.findings([1, 2, 3, 99_999]))
