@@ -18,6 +18,7 @@ import jsonschema
 import pytest
 from click.testing import CliRunner
 from ocsf_json_schema import OcsfJsonSchemaEmbedded, get_ocsf_schema
+from tests.servers.findings import findings_server
 
 import secfindings
 from secfindings import _export
@@ -175,7 +176,11 @@ async def test_an_interrupted_export_resumes_with_nothing_lost(
     assert all(not invalid(validators, r) for r in out)
 
 
-def test_the_command_exports_ocsf_with_the_whole_mapping(emulator, validators, tmp_path):
+def test_the_command_exports_ocsf_with_the_whole_mapping(profiled_emulator, validators, tmp_path, caplog):
+    """The whole mapping, less what the server's FindingsView lacks (the known profile: no
+    severity, finding_id, ...), which one WARNING names; exit 0 on both."""
+    emulator = profiled_emulator
+    caplog.set_level("WARNING", logger="secfindings")
     env = {
         "SECFINDINGS_API_TOKEN": emulator.create_api_token(),
         "SECFINDINGS_BASE_URL": emulator.base_url,
@@ -188,7 +193,18 @@ def test_the_command_exports_ocsf_with_the_whole_mapping(emulator, validators, t
     got = records(out)
     assert len(got) == 300
     assert all(not invalid(validators, r) for r in got)
-    assert all("uid_alt" in r["finding_info"] for r in got)  # finding_id: selected by default
+    warnings = [r.getMessage() for r in caplog.records if r.levelname == "WARNING"]
+    if emulator.profile == "default":
+        assert all("uid_alt" in r["finding_info"] for r in got)  # finding_id: selected by default
+        assert all(r["severity_id"] in range(1, 6) for r in got)
+        assert warnings == []
+    else:
+        assert warnings == [
+            "export --format ocsf: the server's FindingsView has no datasource_friendly_name, "
+            "description, discovered_time, due_date, finding_id, last_reported_time, original_score, "
+            "original_status, package_name, severity; left out"
+        ]
+        assert all(r["status_id"] in range(1, 5) for r in got)  # actual_status is there
     # A format of findings only.
     res = CliRunner().invoke(
         main, ["export", "sla_groups", "--format", "ocsf", "--out", str(tmp_path / "s.jsonl")], env=env
@@ -201,3 +217,35 @@ def test_the_command_exports_ocsf_with_the_whole_mapping(emulator, validators, t
     assert res.exit_code == 2
     assert "not ocsf" in res.output
     assert not (tmp_path / "p.jsonl").exists()
+
+
+def test_non_finite_numbers_and_null_nodes_give_strict_json(validators, tmp_path):
+    """A score of 1e999 (read as infinity) was written as Infinity, which no JSON parser takes,
+    and a null node crashed the export: now null, and the node is left out."""
+    nodes = [
+        '{"id":"a","id_int":1,"title":"x","severity":5,"score":1e999,"original_score":-1e999,'
+        '"actual_status":{"category":"OPEN","key":"11"}}',
+        None,
+        {"id": "b", "id_int": 2, "title": "y", "severity": 3, "score": 5.5},
+    ]
+    out = tmp_path / "f.ocsf"
+    with findings_server(nodes) as (_, env):
+        args = ["export", "--format", "ocsf", "--out", str(out), "--no-progress"]
+        res = CliRunner().invoke(main, args, env=env)
+    assert res.exit_code == 0, res.output
+    assert "wrote 2 rows in 1 page" in res.output
+
+    def refuse(constant: str) -> Any:
+        raise ValueError(f"not JSON: {constant}")
+
+    got = [json.loads(line, parse_constant=refuse) for line in out.read_text().splitlines()]
+    assert [r["finding_info"]["uid"] for r in got] == ["a", "b"]
+    assert got[0]["unmapped"]["score"] is None
+    assert got[0]["unmapped"]["original_score"] is None
+    assert got[1]["unmapped"]["score"] == 5.5
+    assert all(not invalid(validators, r) for r in got)
+    # The mapping itself gives strict JSON for a node at hand with such numbers.
+    from secfindings.formats import compact
+
+    record = to_ocsf({"id": "c", "score": float("inf"), "age": float("nan")}, product_version="0")
+    assert json.loads(compact(record), parse_constant=refuse)["unmapped"] == {"score": None, "age": None}

@@ -15,6 +15,7 @@ from typing import Any
 import jsonschema
 import pytest
 from click.testing import CliRunner
+from tests.servers.findings import findings_server
 
 import secfindings
 from secfindings import _export
@@ -162,7 +163,11 @@ def test_an_empty_walk_is_an_empty_valid_log(client, validator, tmp_path):
     assert log["runs"][0]["results"] == []
 
 
-def test_the_command_writes_sarif_by_the_extension_of_out(emulator, validator, tmp_path):
+def test_the_command_writes_sarif_by_the_extension_of_out(profiled_emulator, validator, tmp_path, caplog):
+    """On both profiles; on the known one without the fields its FindingsView lacks (no
+    severity: every level 'warning'), named in one WARNING."""
+    emulator = profiled_emulator
+    caplog.set_level("WARNING", logger="secfindings")
     env = {
         "SECFINDINGS_API_TOKEN": emulator.create_api_token(),
         "SECFINDINGS_BASE_URL": emulator.base_url,
@@ -174,6 +179,42 @@ def test_the_command_writes_sarif_by_the_extension_of_out(emulator, validator, t
     log = json.loads(out.read_text())
     assert not errors(validator, log)
     assert len(log["runs"][0]["results"]) == 120
+    warnings = [r.getMessage() for r in caplog.records if r.levelname == "WARNING"]
+    assert len(warnings) == (0 if emulator.profile == "default" else 1)
+    levels = {r["level"] for r in log["runs"][0]["results"] if r.get("kind") != "pass"}
+    if emulator.profile == "known":
+        assert warnings[0].startswith("export --format sarif: the server's FindingsView has no ")
+        assert "severity" in warnings[0]
+        assert levels == {"warning"}
+    else:
+        assert levels == {"error", "warning", "note"}
+
+
+def test_non_finite_numbers_and_null_nodes_give_strict_json(validator, tmp_path):
+    nodes = [
+        '{"id":"a","id_int":1,"title":"x","severity":5,"score":1e999,"actual_status":{"category":"OPEN"}}',
+        None,
+        {"id": "b", "id_int": 2, "title": "y", "severity": 2, "score": 1.5},
+    ]
+    out = tmp_path / "f.sarif"
+    with findings_server(nodes) as (_, env):
+        res = CliRunner().invoke(main, ["export", "--out", str(out), "--no-progress"], env=env)
+    assert res.exit_code == 0, res.output
+
+    def refuse(constant: str) -> Any:
+        raise ValueError(f"not JSON: {constant}")
+
+    log = json.loads(out.read_text(), parse_constant=refuse)
+    assert not errors(validator, log)
+    results = log["runs"][0]["results"]
+    assert [r["partialFingerprints"]["secfindingsFindingId/v1"] for r in results] == ["a", "b"]
+    assert results[0]["properties"]["score"] is None
+    assert results[1]["properties"]["score"] == 1.5
+    # The gate's SARIF (a whole log in memory) is strict too.
+    from secfindings.gate import count
+
+    text = count([{"id": "c", "severity": 5, "score": float("inf")}]).to_sarif()
+    assert json.loads(text, parse_constant=refuse)["runs"][0]["results"][0]["properties"]["score"] is None
 
 
 @pytest.mark.parametrize("fmt", ["sarif", "ocsf"])
