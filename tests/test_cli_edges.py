@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from secfindings.errors import SecFindingsError, ValidationError
+from secfindings.errors import ValidationError
 
 pytestmark = pytest.mark.reliability_input
 
@@ -134,18 +134,19 @@ def test_ctrl_c_while_query_waits_on_a_fifo_exits_130(creds, tmp_path):
 # -- 10. a declared variable with no value ----------------------------------------------------
 
 
-def test_a_declared_variable_without_a_value_is_exit_2(client, creds, tmp_path):
-    try:
+def test_a_declared_variable_without_a_value_is_exit_2(emulator, client, creds, tmp_path):
+    emulator.clear_request_log()
+    with pytest.raises(ValidationError, match=r"variable \$id \(ID!\) is required and was not given"):
         client.execute("query Q($id: ID!) { finding(id: $id) { id } }", {})
-    except ValidationError:
-        pass
-    except SecFindingsError:
-        pytest.skip("the library does not check declared variables yet")
+    assert emulator.request_log() == []  # checked before sending
     doc = tmp_path / "q.graphql"
     doc.write_text("query Q($id: ID!) { finding(id: $id) { id } }")
     out = run(["query", str(doc)], creds)
     assert out.returncode == 2, out.stderr
-    assert "$id" in out.stderr or "id" in out.stderr
+    assert (
+        out.stderr
+        == "error: variable $id (ID!) is required and was not given (it is non-null and has no default)\n"
+    )
     out = run(["query", str(doc), "--var", "idd=1"], creds)
     assert out.returncode == 2, out.stderr
-    assert "Traceback" not in out.stderr
+    assert out.stderr == "error: unknown variable 'idd' (did you mean 'id'?): the operation declares: $id\n"
