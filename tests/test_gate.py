@@ -591,3 +591,37 @@ def test_the_gate_asks_only_for_what_the_server_has(profiled_emulator, caplog):
     assert result.passed
     assert {k: v for k, v in result.counts.items() if v} == dict(truth)
     assert [NAMES[f["severity"]] for f in result.findings].count("critical") == truth["critical"]
+
+
+def test_export_takes_the_plain_flags_and_refuses_names_for_severities(snap, tmp_path):
+    out = tmp_path / "critical.jsonl"
+    run = CliRunner().invoke
+    res = run(
+        main,
+        ["export", "--severity", "critical", "--status", "open", "--out", str(out), "--no-progress"],
+        env=snap.env,
+    )
+    assert res.exit_code == 0, res.output
+    assert len(out.read_text().splitlines()) == snap.open["critical"]
+    assert res.output.strip().startswith(f"wrote {snap.open['critical']} rows in ")
+    for args, message in [
+        (
+            ["--filter", '{"field":"severity","condition":"in","value":["critical"]}'],
+            "did you mean '5' (critical)",
+        ),
+        (["--filter", "[" * 50_000 + "]" * 50_000], "nests too deeply"),
+        (["--severity", "urgent"], "'urgent' is not a severity"),
+        (["--status", "opne"], "did you mean 'OPEN'"),
+        (["--filter", '{"field":"cloud_provider","condition":"equals","value":"aws"}'], "did you mean 'AWS'"),
+    ]:
+        bad = tmp_path / "bad.jsonl"
+        res = run(main, ["export", *args, "--out", str(bad), "--no-progress"], env=snap.env)
+        assert res.exit_code == 2, (args, res.output)
+        assert message in res.output
+        assert "Traceback" not in res.output
+        assert not bad.exists()
+    res = run(
+        main, ["export", "sla_groups", "--severity", "high", "--out", str(tmp_path / "s.jsonl")], env=snap.env
+    )
+    assert res.exit_code == 2
+    assert "findings only" in res.output
