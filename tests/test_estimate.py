@@ -240,3 +240,39 @@ def test_the_estimate_of_a_facts_only_server_is_printed(tmp_path: Path) -> None:
     text = str(estimate)
     assert "counted by             offset probes" in text
     assert f"of which probes        {estimate.probes} requests" in text
+
+
+GUIDE = Path(__file__).resolve().parents[1] / "docs" / "guides" / "performance.md"
+
+
+def printed(marker: str) -> list[str]:
+    """The lines of the text block that follows ``<!-- printed: MARKER -->`` in the guide."""
+    text = GUIDE.read_text(encoding="utf-8")
+    after = text.split(f"<!-- printed: {marker} -->", 1)[1]
+    block = after.split("```text\n", 1)[1].split("```", 1)[0]
+    return block.splitlines()
+
+
+def steady(lines: list[str]) -> list[str]:
+    """The lines of a printed estimate that do not depend on the machine's speed."""
+    out = []
+    for line in lines:
+        if line.startswith(("latency", "time")):
+            out.append(line.split()[0])
+        elif line.startswith("of which probes"):
+            out.append(line.split(",")[0])
+        else:
+            out.append(line)
+    return out
+
+
+def test_the_estimates_printed_in_the_performance_guide(profile: str, tmp_path: Path) -> None:
+    from secfindings.testing import Emulator
+
+    # The guide's code, against 2,000 findings (the docs' emulator) in each profile.
+    with Emulator(2_000, seed=7, profile=profile) as emu, emu.client() as client:
+        pager = client.findings_view(
+            filters=field("severity").in_(["3", "4", "5"]), fields="id id_int title score"
+        )
+        shown = str(pager.estimate(partitions=4)).splitlines()
+    assert steady(shown) == steady(printed(f"estimate {profile}"))
