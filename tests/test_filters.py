@@ -456,10 +456,10 @@ class TestDeepFilters:
     @pytest.mark.parametrize("form", ["dict", "json"])
     def test_filter_tree_5000_deep(self, form: str) -> None:
         value = deep_filter_dict(5000) if form == "dict" else deep_filter_text(5000)
-        with pytest.raises(ValidationError) as info:
+        with pytest.raises(
+            ValidationError, match=r"^invalid filter: it nests too deeply \(does it contain itself\?\)$"
+        ):
             filter_tree(value)
-        assert not isinstance(info.value, RecursionError)
-        assert info.value.__cause__ is None or not isinstance(info.value.__cause__, RecursionError)
 
     def test_a_3000_deep_filter_is_refused_before_sending(self, server: HostileServer) -> None:
         f = deep_filter(3000)

@@ -22,7 +22,6 @@ from tests.conftest import FINDING_QUERY, PAGE_QUERY
 from tests.servers import http as hostile
 from tests.servers.http import HostileServer, make_api_token
 
-import secfindings
 from secfindings import ValidationError, field, filters, to_global_id
 from secfindings.testing import Emulator
 
@@ -287,7 +286,6 @@ def test_the_right_protocols_still_work(emulator: Emulator) -> None:
             assert len(rows) == 3
 
     asyncio.run(main())
-    assert isinstance(secfindings.AsyncClient, type)
 
 
 # --------------------------------------------------------------- the same checks in the core
