@@ -1,0 +1,140 @@
+"""The walk plan (secfindings._plan): probes answer what a server offers, once per server, kept
+in memory and beside the schema cache; a refusal picks a fallback and a failure of the server is
+raised; the count by offset probes is exact for any number of rows; ``newer_than`` (the hook of
+watch and the incremental sync) reads each profile as it allows."""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import os
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from tests.servers.proxy import LyingProxy
+
+from secfindings import _plan
+from secfindings.errors import APIStatusError
+
+
+@pytest.fixture(autouse=True)
+def fresh_probes(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
+    folder = tmp_path / "cache"
+    monkeypatch.setenv("SECFINDINGS_SCHEMA_CACHE", str(folder))
+    _plan.forget()
+    yield folder
+    _plan.forget()
+
+
+def probes_sent(emulator: Any) -> list[str]:
+    return [r["operation_name"] for r in emulator.request_log() if r["operation_name"].startswith("probe_")]
+
+
+def test_capabilities_follow_the_profile_and_are_probed_once(
+    profiled_client: Any, profiled_emulator: Any, fresh_probes: Path
+) -> None:
+    expected = {"default": (True, True, True), "known": (False, True, False)}[profiled_emulator.profile]
+    profiled_emulator.clear_request_log()
+    found = tuple(
+        _plan.capable(profiled_client, name) for name in (_plan.ID_RANGE, _plan.OFFSET, _plan.TOTAL_COUNT)
+    )
+    assert found == expected
+    # total_count is read off the live schema: two probes, not three.
+    assert sorted(probes_sent(profiled_emulator)) == ["probe_id_range", "probe_offset"]
+    profiled_emulator.clear_request_log()
+    assert tuple(_plan.capable(profiled_client, n) for n in (_plan.ID_RANGE, _plan.OFFSET)) == expected[:2]
+    assert probes_sent(profiled_emulator) == []  # remembered in memory
+    # ... and on disk beside the schema cache: another process (memory gone) asks nothing.
+    (kept,) = fresh_probes.glob("*.probes.json")
+    assert oct(kept.stat().st_mode & 0o777) == oct(0o600)
+    with _plan._LOCK:
+        _plan._MEMORY.clear()
+    assert _plan.capable(profiled_client, _plan.ID_RANGE) == expected[0]
+    assert probes_sent(profiled_emulator) == []
+
+
+def test_a_damaged_probe_file_is_dropped_and_probed_again(
+    client: Any, emulator: Any, fresh_probes: Path
+) -> None:
+    assert _plan.capable(client, _plan.ID_RANGE)
+    (kept,) = fresh_probes.glob("*.probes.json")
+    body = json.loads(kept.read_text())
+    for server in body["servers"].values():
+        server["id_range"] = ["yes", "soon"]  # not a bool, not a time
+    kept.write_text(json.dumps(body))
+    with _plan._LOCK:
+        _plan._MEMORY.clear()
+    emulator.clear_request_log()
+    assert _plan.capable(client, _plan.ID_RANGE)
+    assert probes_sent(emulator) == ["probe_id_range"]
+    kept.write_text("{not json")
+    with _plan._LOCK:
+        _plan._MEMORY.clear()
+    assert _plan.capable(client, _plan.ID_RANGE)
+    assert json.loads(kept.read_text())["format"] == 1  # rewritten whole
+
+
+def test_a_server_failure_is_raised_and_not_remembered(emulator: Any) -> None:
+    with LyingProxy(emulator) as proxy, proxy.client() as client:
+        client.schema()
+        proxy.answer = lambda body, answer: (
+            {"errors": [{"message": "upstream down"}]} if "probe" in body.get("operationName", "") else answer
+        )
+        # A GraphQL error is the server saying no: the fallback, remembered.
+        assert _plan.capable(client, _plan.OFFSET) is False
+        assert _plan.known(client.base_url, client.schema(), _plan.OFFSET) is False
+
+        def unavailable(req: Any) -> Any:
+            from tests.servers.http import Response
+
+            return Response.of_json({"message": "unavailable"}, 503)
+
+        proxy.server.api = unavailable
+        with pytest.raises(APIStatusError):
+            _plan.capable(client, _plan.ID_RANGE)
+        assert _plan.known(client.base_url, client.schema(), _plan.ID_RANGE) is None  # asked again later
+
+
+@pytest.mark.parametrize("rows", [0, 1, 2, 63, 64, 65, 511, 512, 513, 1000, 4096, 100_000, 262_145])
+def test_the_count_by_offset_is_exact(rows: int) -> None:
+    asked: list[int] = []
+    steps = _plan.count_steps(_plan.Walk(None, "findings_view", {}), None)
+    ask = next(steps)
+    try:
+        while True:
+            offset = ask[1]["offset"] if ask[1] else 0
+            asked.append(offset)
+            edges = [{"cursor": "c", "node": {"id_int": offset + 1}}] if offset < rows else []
+            ask = steps.send({"findings_view": {"edges": edges}})
+    except StopIteration as done:
+        counted = done.value
+    assert counted.rows == rows
+    assert counted.probes == len(asked)
+    assert len(asked) <= 2 * max(64, rows).bit_length() + 2  # about 2 log2 of the rows
+
+
+def test_newer_than_reads_each_profile_as_it_allows(profiled_client: Any, profiled_emulator: Any) -> None:
+    watermark = dt.datetime(2024, 1, 1, tzinfo=dt.timezone.utc)
+    plan = _plan.newer_than(
+        _plan.Walk.of(profiled_client.findings_view(fields="id_int")),
+        "last_reported_time",
+        watermark,
+        dt.timedelta(hours=1),
+    )
+    assert plan.since == watermark - dt.timedelta(hours=1)
+    if profiled_emulator.profile == "default":
+        assert (plan.sorted, plan.filtered, plan.readable) == (True, True, True)
+        assert plan.sort == "LAST_REPORTED_TIME_DESC"
+        assert plan.past("2023-12-31T22:00:00+00:00")
+        assert not plan.past("2023-12-31T23:30:00Z")
+        rows = plan.paginator(fields="id_int last_reported_time").to_list()
+        times = [r.last_reported_time for r in rows]
+        assert times == sorted(times, reverse=True)
+        assert all(plan.keep(t) for t in times)
+    else:  # no such field on a facts-only FindingsView, and no range condition: nothing to use
+        assert (plan.sorted, plan.filtered, plan.readable) == (False, False, False)
+        assert plan.extra_filter() is None
+        assert not plan.past("2000-01-01T00:00:00Z")
+    assert os.environ["SECFINDINGS_SCHEMA_CACHE"]
