@@ -30,6 +30,7 @@ from secfindings.sync._dest import (
     Destination,
     SyncBusyError,
     connect,
+    one_line,
     parse_destination,
     secret_free,
 )
@@ -81,7 +82,7 @@ def database_errors(dest: str | os.PathLike[str] | Destination) -> Iterator[None
         url = dest.url if isinstance(dest, Destination) else dest
         if isinstance(url, str):
             text = secret_free(text, url)
-        raise DatabaseError(f"the database failed: {text}") from None
+        raise DatabaseError(one_line(f"the database failed: {text}")) from None
 
 
 def _duration(name: str, value: dt.timedelta | float | int) -> dt.timedelta:

@@ -17,12 +17,14 @@ The drivers are optional extras; a missing one raises an ImportError naming the 
 
 from __future__ import annotations
 
+import contextlib
 import datetime as dt
 import os
 import re
+import stat
 import urllib.parse
 from abc import ABC, abstractmethod
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -36,6 +38,7 @@ __all__ = [
     "Destination",
     "SyncBusyError",
     "connect",
+    "one_line",
     "parse_destination",
     "quote",
     "secret_free",
@@ -90,6 +93,11 @@ class Destination:
         return f"Destination({str(self)!r})"
 
 
+def one_line(message: str) -> str:
+    """A driver's message on one line (drivers spread theirs over several; the CLI prints one)."""
+    return "; ".join(line.strip() for line in message.splitlines() if line.strip())
+
+
 def redact_url(url: str) -> str:
     """The URL with its password (and any ``password=`` query parameter) replaced by ``***``."""
     try:
@@ -132,6 +140,10 @@ def parse_destination(dest: str | os.PathLike[str] | Destination) -> Destination
         raise ConfigurationError(f"the destination is empty; accepted: {_ACCEPTED}")
     match = re.match(r"^([A-Za-z][A-Za-z0-9+.-]*)://", text)
     if match is None:
+        if text.lower().startswith(":memory:"):
+            raise ConfigurationError(
+                f"{text!r} is an in-memory database: a sync into it is gone when the run ends; give a file"
+            )
         return Destination("duckdb", path=text)  # a path (C:\... has no "//" after its colon)
     given = match.group(1).lower()
     scheme = _ALIASES.get(given.split("+", 1)[0])
@@ -151,7 +163,13 @@ def parse_destination(dest: str | os.PathLike[str] | Destination) -> Destination
         raise ConfigurationError(
             f"a {scheme} destination is {scheme}:///relative/path or {scheme}:////absolute/path, got {text!r}"
         )
-    return Destination(scheme, path=urllib.parse.unquote(rest[1:]))
+    path = urllib.parse.unquote(rest[1:])
+    if path.strip().lower().startswith((":memory:", "file::memory:")) or "mode=memory" in path.lower():
+        raise ConfigurationError(
+            f"{text!r} is an in-memory database: a sync into it is gone when the run ends; "
+            f"give a file ({scheme}:///relative/path or {scheme}:////absolute/path)"
+        )
+    return Destination(scheme, path=path)
 
 
 def quote(name: str) -> str:
@@ -271,9 +289,40 @@ class Backend(ABC):
         """A record batch in the form this database's loader takes."""
         return batch
 
+    @contextlib.contextmanager
+    def transaction(self) -> Iterator[None]:
+        """:meth:`begin`, then :meth:`commit` when the block ends, or :meth:`rollback` when it
+        raises (the block's error is raised, not one of a rollback that failed after it)."""
+        self.begin()
+        try:
+            yield
+        except BaseException:
+            with contextlib.suppress(Exception):
+                self.rollback()
+            raise
+        self.commit()
+
     def lock(self) -> None:
         """Makes sure no other sync writes into this database meanwhile (held until close)."""
         return None
+
+
+def _regular_file(dest: Destination) -> Path:
+    """The destination's file, refused when it is there but not a regular file (a FIFO would
+    block the driver's open for ever, a folder or a device is no database)."""
+    assert dest.path is not None
+    path = Path(dest.path).expanduser()
+    if not path.parent.is_dir():
+        raise ConfigurationError(f"the folder of {dest} does not exist: {path.parent}")
+    try:
+        mode = path.stat().st_mode
+    except FileNotFoundError:
+        return path  # a new file
+    except OSError as exc:
+        raise ConfigurationError(f"cannot use {dest}: {exc.strerror or exc}") from None
+    if not stat.S_ISREG(mode):
+        raise ConfigurationError(f"{dest} is not a regular file (a database file is): {path}")
+    return path
 
 
 class DuckDB(Backend):
@@ -293,14 +342,12 @@ class DuckDB(Backend):
     def __init__(self, dest: Destination) -> None:
         super().__init__(dest)
         duckdb = need("duckdb", "duckdb", f"sync({dest})")
-        assert dest.path is not None
-        parent = Path(dest.path).expanduser().parent
-        if not parent.is_dir():
-            raise ConfigurationError(f"the folder of {dest} does not exist: {parent}")
-        self.con = duckdb.connect(str(Path(dest.path).expanduser()))
+        path = _regular_file(dest)
+        self.con = duckdb.connect(str(path))
         # A sync appends and compares; DuckDB's default buffer pool (80% of the RAM) would keep
         # the whole first load in memory. This bound spills to disk instead, if ever needed.
         self.con.execute(f"SET memory_limit = '{DUCKDB_MEMORY_LIMIT}'")
+        self._limit = _bytes(DUCKDB_MEMORY_LIMIT)
         self.con.execute("SET preserve_insertion_order = false")
         self.con.execute("SET checkpoint_threshold = '1GB'")
         self._n = 0
@@ -323,32 +370,49 @@ class DuckDB(Backend):
     def query(self, sql: str) -> list[tuple[Any, ...]]:
         return list(self.con.execute(sql).fetchall())
 
-    def ingest(self, table: str, batches: Sequence[Any]) -> None:
+    def _scan(self, batches: Sequence[Any], sql: Any) -> None:
+        """Runs ``sql(view)`` with the batches registered as the view (DuckDB scans the Arrow
+        buffers itself, no Python rows, fastest in one piece: its scan of many 100-row chunks
+        costs twice as much)."""
         pa = need("pyarrow", "arrow", "sync()")
         data = pa.Table.from_batches(list(batches)).combine_chunks()
-        # DuckDB scans the Arrow buffers itself (no Python rows), fastest in one piece.
+        self._room_for(data)
         self._n += 1
         view = f"_sf_arrow_{self._n}"
         self.con.register(view, data)
         try:
-            if self.columns(table) is None:
-                self.con.execute(f"CREATE TEMP TABLE {quote(table)} AS SELECT * FROM {quote(view)}")
-            else:
-                self.con.execute(f"INSERT INTO {quote(table)} SELECT * FROM {quote(view)}")
-        finally:
-            self.con.unregister(view)
+            self.con.execute(sql(quote(view)))
+        except BaseException:
+            # After a failed statement DuckDB refuses every other ("Current transaction is
+            # aborted") until the rollback: the unregister must not hide the first error.
+            with contextlib.suppress(Exception):
+                self.con.unregister(view)
+            raise
+        self.con.unregister(view)
+
+    def _room_for(self, data: Any) -> None:
+        """Raises DuckDB's memory limit for this connection when one value of ``data`` would
+        not fit in it (DuckDB holds a value in one block): a 100 MB text must still sync."""
+        pc = need("pyarrow.compute", "arrow", "sync()")
+        pa = need("pyarrow", "arrow", "sync()")
+        largest = 0
+        for column in data.columns:
+            if pa.types.is_string(column.type) or pa.types.is_large_string(column.type):
+                got = pc.max(pc.binary_length(column)).as_py()
+                largest = max(largest, int(got or 0))
+        needed = 4 * largest + (64 << 20)
+        if needed > self._limit:
+            self._limit = needed
+            self.con.execute(f"SET memory_limit = '{needed // (1 << 20)}MB'")
+
+    def ingest(self, table: str, batches: Sequence[Any]) -> None:
+        if self.columns(table) is None:
+            self._scan(batches, lambda view: f"CREATE TEMP TABLE {quote(table)} AS SELECT * FROM {view}")
+        else:
+            self._scan(batches, lambda view: f"INSERT INTO {quote(table)} SELECT * FROM {view}")
 
     def append(self, table: str, batches: Sequence[Any]) -> None:
-        # DuckDB scans the Arrow buffers in one piece (its scan of many 100-row chunks costs
-        # twice as much).
-        pa = need("pyarrow", "arrow", "sync()")
-        self._n += 1
-        view = f"_sf_arrow_{self._n}"
-        self.con.register(view, pa.Table.from_batches(list(batches)).combine_chunks())
-        try:
-            self.con.execute(f"INSERT INTO {quote(table)} SELECT * FROM {quote(view)}")
-        finally:
-            self.con.unregister(view)
+        self._scan(batches, lambda view: f"INSERT INTO {quote(table)} SELECT * FROM {view}")
 
     def columns(self, table: str) -> list[str] | None:
         rows = self.con.execute(
@@ -422,9 +486,34 @@ class Postgres(_Adbc):
         try:
             con = pg.connect(dest.url)
         except Exception as exc:
-            # The driver may echo the URL: never its password.
-            raise ConfigurationError(f"cannot connect to {dest}: {secret_free(str(exc), dest.url)}") from None
+            # A server that is down is a failure of the run, not bad usage; the driver may echo
+            # the URL: never its password.
+            raise DatabaseError(
+                one_line(f"cannot connect to {dest}: {secret_free(str(exc), dest.url)}")
+            ) from None
         super().__init__(dest, con)
+
+    def prepare_batch(self, batch: Any) -> Any:
+        # PostgreSQL's text cannot hold NUL: it becomes U+FFFD, the replacement character (one
+        # finding's odd title must not fail every sync).
+        pa = need("pyarrow", "arrow", "sync()")
+        pc = need("pyarrow.compute", "arrow", "sync()")
+        columns = list(batch.columns)
+        changed = False
+        for i, column in enumerate(columns):
+            if pa.types.is_string(column.type) or pa.types.is_large_string(column.type):
+                if pc.any(pc.match_substring(column, "\x00")).as_py():
+                    columns[i] = pc.replace_substring(column, "\x00", "\ufffd")
+                    changed = True
+            elif (pa.types.is_list(column.type) or pa.types.is_large_list(column.type)) and (
+                pa.types.is_string(column.type.value_type)
+            ):
+                values = column.values
+                if pc.any(pc.match_substring(values, "\x00")).as_py():
+                    clean = pc.replace_substring(values, "\x00", "\ufffd")
+                    columns[i] = type(column).from_arrays(column.offsets, clean, mask=column.is_null())
+                    changed = True
+        return pa.RecordBatch.from_arrays(columns, names=batch.schema.names) if changed else batch
 
     def columns(self, table: str) -> list[str] | None:
         rows = self.query(
@@ -456,11 +545,7 @@ class SQLite(_Adbc):
 
     def __init__(self, dest: Destination) -> None:
         sq = need("adbc_driver_sqlite.dbapi", "sqlite", f"sync({dest})")
-        assert dest.path is not None
-        path = Path(dest.path).expanduser()
-        if not path.parent.is_dir():
-            raise ConfigurationError(f"the folder of {dest} does not exist: {path.parent}")
-        super().__init__(dest, sq.connect(str(path)))
+        super().__init__(dest, sq.connect(str(_regular_file(dest))))
 
     def columns(self, table: str) -> list[str] | None:
         rows = self.query(f"SELECT name FROM pragma_table_info({literal(table)}) ORDER BY cid")
@@ -498,6 +583,13 @@ class SQLite(_Adbc):
         if not changed:
             return batch
         return pa.RecordBatch.from_arrays(columns, names=batch.schema.names)
+
+
+def _bytes(text: str) -> int:
+    """``"128MB"`` in bytes."""
+    number = re.match(r"\d+", text)
+    assert number is not None
+    return int(number.group(0)) << {"KB": 10, "MB": 20, "GB": 30}[text[number.end() :].strip().upper()]
 
 
 def connect(dest: Destination) -> Backend:

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import contextlib
 import datetime as dt
+import logging
 import time
 from collections.abc import Iterator, Sequence
 from typing import Any
@@ -34,6 +35,7 @@ from secfindings.sync._model import (
     run_kinds,
     with_required,
 )
+from secfindings.sync._order import IdOrder
 
 __all__ = [
     "FINDINGS",
@@ -60,6 +62,56 @@ CHUNK_PAGES = 100
 #: Pages read ahead of the database at most (memory: about this many pages).
 READ_AHEAD = 200
 
+#: The columns of the state and run-log tables, to tell ours from someone else's.
+META_COLUMNS = {
+    STATE: [
+        "collection", "fields", "columns", "watermark", "watermark_id", "lookback_seconds",
+        "last_full_reconcile", "reconcile_after_id", "reconcile_mark", "reconcile_started", "updated_at",
+    ],
+    RUNS: [
+        "run_id", "collection", "kind", "status", "started_at", "finished_at", "rows_read", "created",
+        "updated", "removed", "incremental_requests", "reconcile_requests", "watermark", "error",
+    ],
+}  # fmt: skip
+
+#: How far past the client's clock a finding's time may be and still move a watermark. A time
+#: further ahead (a scanner's year 9999) would make every later run miss every change.
+FUTURE_MARGIN = dt.timedelta(hours=1)
+
+#: Findings the request for the newest time reads: those in the future are passed over.
+NEWEST_PAGE = 20
+
+log = logging.getLogger("secfindings.sync")
+
+
+def _future() -> dt.datetime:
+    """The latest time a watermark may take now."""
+    return _now() + FUTURE_MARGIN
+
+
+def _aware(value: Any) -> dt.datetime | None:
+    if isinstance(value, str):
+        value = dt.datetime.fromisoformat(value.replace("Z", "+00:00"))
+    if isinstance(value, dt.datetime):
+        return value if value.tzinfo else value.replace(tzinfo=dt.timezone.utc)
+    return None
+
+
+def _ours(db: Backend, table: str, names: list[str]) -> None:
+    """Refuses a table ``table`` that exists with other columns than ``names`` (not a sync's)."""
+    have = db.columns(table)
+    if have is not None and have != names:
+        raise ConfigurationError(
+            f"{db.dest} has a table {table} that a sync did not make (its columns: "
+            f"{', '.join(have[:8])}{', ...' if len(have) > 8 else ''}): sync into another database, "
+            "or rename that table"
+        )
+
+
+def _warn(result: SyncResult, message: str) -> None:
+    result.warnings.append(message)
+    log.warning("%s", message)
+
 
 class Engine:
     """One sync of one collection into one open backend."""
@@ -77,6 +129,8 @@ class Engine:
         self._pc = need("pyarrow.compute", "arrow", "sync()")
         self._zeros: dict[int, Any] = {}
         self._seq = 0
+        self._order: IdOrder | None = None
+        self._start: int | None = None
         if not self.opt.chunk_pages:
             self.opt.chunk_pages = backend.chunk_pages or CHUNK_PAGES
 
@@ -86,10 +140,13 @@ class Engine:
         return "TEXT" if self.db.scheme == "sqlite" else "TIMESTAMPTZ"
 
     def ensure_meta(self) -> None:
-        """The state and run-log tables (committed on their own: they hold no rows of a run)."""
+        """The state and run-log tables (committed on their own: they hold no rows of a run).
+        A table of that name that is not ours is refused before anything is written: the run
+        would otherwise fail at its end, after its rows were committed, on every run."""
         ts = self._ts()
-        self.db.begin()
-        try:
+        for table, names in META_COLUMNS.items():
+            _ours(self.db, table, names)
+        with self.db.transaction():
             self.db.execute(
                 f"CREATE TABLE IF NOT EXISTS {STATE} (collection TEXT PRIMARY KEY, fields TEXT, "
                 f"columns TEXT, watermark {ts}, watermark_id BIGINT, lookback_seconds DOUBLE PRECISION, "
@@ -102,10 +159,6 @@ class Engine:
                 "updated BIGINT, removed BIGINT, incremental_requests BIGINT, reconcile_requests BIGINT, "
                 f"watermark {ts}, error TEXT)"
             )
-            self.db.commit()
-        except BaseException:
-            self.db.rollback()
-            raise
 
     def state(self) -> _State:
         t = self.db.ts_out
@@ -305,16 +358,11 @@ class Engine:
 
     def log_failure(self, result: SyncResult, started: dt.datetime, error: BaseException) -> None:
         """A failed run in the run log, in a transaction of its own (best effort)."""
-        try:
-            self.db.begin()
-            text = f"{type(error).__name__}: {error}"
-            if self.db.dest.url:
-                text = secret_free(text, self.db.dest.url)
+        text = f"{type(error).__name__}: {error}"
+        if self.db.dest.url:
+            text = secret_free(text, self.db.dest.url)
+        with contextlib.suppress(Exception), self.db.transaction():
             self._log(result, started, "failed", text[:2000])
-            self.db.commit()
-        except Exception:
-            with contextlib.suppress(Exception):
-                self.db.rollback()
 
     # ------------------------------------------------------------------------------ runs
 
@@ -323,14 +371,30 @@ class Engine:
             self._check_columns(batches[0].schema, state)
         self.db.ingest(STAGE, [self._sequenced(b) for b in batches])
 
-    def _watermark_of_stage(self) -> tuple[dt.datetime | None, int | None]:
+    def _watermark_of_stage(self, result: SyncResult) -> tuple[dt.datetime | None, int | None]:
+        """The newest time of the staged rows that is not in the future (those that are, are
+        named in the result's warnings)."""
+        key, t = quote(self.col.key), self.db.ts_out("last_reported_time")
+        limit = self.db.timestamp(_future())
+        for row in self.db.query(
+            f"SELECT {key}, {t} FROM {STAGE} WHERE last_reported_time > {limit} ORDER BY {key} LIMIT 20"
+        ):
+            self._ignored(result, row[0], self.db.read_timestamp(row[1]))
         rows = self.db.query(
-            f"SELECT {self.db.ts_out('last_reported_time')}, {quote(self.col.key)} FROM {STAGE} "
-            f"ORDER BY last_reported_time DESC, {quote(self.col.key)} DESC LIMIT 1"
+            f"SELECT {t}, {key} FROM {STAGE} WHERE last_reported_time <= {limit} "
+            f"ORDER BY last_reported_time DESC, {key} DESC LIMIT 1"
         )
         if not rows or rows[0][0] is None:
             return None, None
         return self.db.read_timestamp(rows[0][0]), int(rows[0][1])
+
+    def _ignored(self, result: SyncResult, key: Any, when: Any) -> None:
+        _warn(
+            result,
+            f"finding {key} has last_reported_time {when}, later than this machine's clock allows "
+            f"({FUTURE_MARGIN} ahead): ignored for the watermark (it is synced; the watermark does "
+            "not move there, or every later run would miss every change)",
+        )
 
     def incremental(self, state: _State, started: dt.datetime, result: SyncResult) -> None:
         """Findings last reported since the watermark, less the lookback, in one transaction with
@@ -340,8 +404,8 @@ class Engine:
         assert state.watermark is not None
         since = state.watermark - self.opt.lookback
         before = self.source.requests()
-        self.db.begin()
         try:
+            self.db.begin()
             self.db.execute(f"DROP TABLE IF EXISTS {STAGE}")
             staged = False
             chunk: list[Any] = []
@@ -360,29 +424,38 @@ class Engine:
                 staged = True
             if staged:
                 self._merge(started, result)
-                newest, newest_id = self._watermark_of_stage()
+                newest, newest_id = self._watermark_of_stage(result)
                 if newest is not None and newest >= state.watermark:
                     state.watermark, state.watermark_id = newest, newest_id
                 self.db.execute(f"DROP TABLE {STAGE}")
             state.lookback_seconds = self.opt.lookback.total_seconds()
             result.watermark = state.watermark
-            result.incremental_requests += self.source.requests() - before
             self._write_state(state, started)
             self.db.commit()
         except BaseException:
-            result.incremental_requests += self.source.requests() - before
-            self.db.rollback()
+            with contextlib.suppress(Exception):
+                self.db.rollback()
             raise
+        finally:
+            result.incremental_requests += self.source.requests() - before
 
-    def _newest(self) -> tuple[dt.datetime | None, int | None]:
+    def _newest(self, result: SyncResult) -> tuple[dt.datetime | None, int | None]:
         """The newest last_reported_time on the server (one request), taken before a reconcile:
-        whatever is reported after it has a later time, so the next incremental run finds it."""
+        whatever is reported after it has a later time, so the next incremental run finds it.
+        Times in the future are passed over (and named in the result's warnings)."""
+        limit = _future()
         for batch in self.source.batches(
-            page_size=1, limit=1, fields="id_int last_reported_time", sort=["LAST_REPORTED_TIME_DESC"]
-        ):
-            if batch.num_rows:
-                row = batch.to_pylist()[0]
-                return row.get("last_reported_time"), row.get("id_int")
+            page_size=NEWEST_PAGE, limit=NEWEST_PAGE, fields="id_int last_reported_time",
+            sort=["LAST_REPORTED_TIME_DESC"],
+        ):  # fmt: skip
+            for row in batch.to_pylist():
+                when = _aware(row.get("last_reported_time"))
+                if when is None:
+                    continue
+                if when > limit:
+                    self._ignored(result, row.get("id_int"), when)
+                    continue
+                return when, row.get("id_int")
         return None, None
 
     def _verify(self, keys: list[int]) -> list[Any]:
@@ -393,7 +466,9 @@ class Engine:
         out: list[Any] = []
         for start in range(0, len(keys), self.opt.page_size):
             part = keys[start : start + self.opt.page_size]
-            out.extend(self._pages(fields=self.opt.fields, filters=f("id").in_(part)))
+            out.extend(
+                b for b in self._pages(fields=self.opt.fields, filters=f("id").in_(part)) if b.num_rows
+            )
         return out
 
     def reconcile(self, state: _State, started: dt.datetime, result: SyncResult, by_time: bool) -> None:
@@ -408,7 +483,7 @@ class Engine:
         try:
             if state.reconcile_after_id is None or state.reconcile_started is None:
                 state.reconcile_started = started
-                state.reconcile_mark = self._newest()[0] if by_time else None
+                state.reconcile_mark = self._newest(result)[0] if by_time else None
             after = state.reconcile_after_id
             # The first load into an empty table (or past what a killed first load committed):
             # every row is new, so chunks are appended without staging and comparing.
@@ -418,12 +493,18 @@ class Engine:
                 sort=["ID_ASC"],
                 filters=None if after is None else f("id").gt(after),
             )
+            self._order = order = IdOrder(self.col.key, after)
+            self._start = after
             chunk: list[Any] = []
             done = False
             while not done:
                 batch = next(walk, None)
                 if batch is not None:
                     result.rows_read += batch.num_rows
+                    unbroken = not order.broken
+                    batch = order.take(batch)
+                    if order.broken and unbroken:
+                        self._disorder(result, after, [*chunk, batch])
                     if batch.num_rows:
                         chunk.append(batch)
                     if len(chunk) < self.opt.chunk_pages:
@@ -446,7 +527,8 @@ class Engine:
         key: str,
     ) -> int | None:
         last: int | None = None
-        if chunk:
+        broken = self._order is not None and self._order.broken
+        if chunk and not broken:
             ids = chunk[-1].column(self.col.key)
             last = int(ids[len(ids) - 1].as_py())
         self.db.begin()
@@ -462,15 +544,7 @@ class Engine:
                     self._check_columns(self._empty_schema(), state)
                 else:
                     self.columns = self.db.columns(self.col.name)
-            low = "" if after is None else f" AND f.{key} > {literal(after)}"
-            high = "" if done or last is None else f" AND f.{key} <= {literal(last)}"
-            seen = f"AND f.{key} NOT IN (SELECT {key} FROM {STAGE})" if chunk else ""
-            missing = [
-                int(r[0])
-                for r in self.db.query(
-                    f"SELECT f.{key} FROM {quote(self.col.name)} f WHERE 1 = 1{low}{high} {seen}"
-                )
-            ]
+            missing = self._missing(chunk, after, last, done, key, broken)
             if missing:
                 found = self._verify(missing)
                 if found:
@@ -485,6 +559,47 @@ class Engine:
         except BaseException:
             self.db.rollback()
             raise
+
+    def _missing(
+        self, chunk: list[Any], after: int | None, last: int | None, done: bool, key: str, broken: bool
+    ) -> list[int]:
+        """The table's ids that the walk passed without reading (in the staged chunk's range;
+        for a walk out of order, at its end, every id past its start that it never read)."""
+        if broken:
+            if not done or self._order is None:
+                return []
+            low = "" if self._start is None else f" WHERE {key} > {literal(self._start)}"
+            rows = self.db.query(f"SELECT {key} FROM {quote(self.col.name)}{low}")
+            return [int(r[0]) for r in rows if int(r[0]) not in self._order.seen]
+        low = "" if after is None else f" AND f.{key} > {literal(after)}"
+        high = "" if done or last is None else f" AND f.{key} <= {literal(last)}"
+        seen = f"AND f.{key} NOT IN (SELECT {key} FROM {STAGE})" if chunk else ""
+        rows = self.db.query(f"SELECT f.{key} FROM {quote(self.col.name)} f WHERE 1 = 1{low}{high} {seen}")
+        return [int(r[0]) for r in rows]
+
+    def _disorder(self, result: SyncResult, after: int | None, read: list[Any]) -> None:
+        """The walk by id came out of order: from here the run stages every chunk (no append
+        of rows taken for new), keeps its checkpoint where it was at the run's start (a rerun
+        reads everything again rather than trust an order it did not see), and removes at its
+        end only what it never read."""
+        assert self._order is not None
+        self.fresh = False
+        seen = self._order.seen
+        for batch in read:
+            seen.update(int(v) for v in batch.column(self.col.key).to_pylist() if v is not None)
+        if after is not None and after != self._start and self.db.columns(self.col.name) is not None:
+            # What this run committed before, in order: (start, after].
+            key = quote(self.col.key)
+            low = "" if self._start is None else f" AND {key} > {literal(self._start)}"
+            high = f" AND {key} <= {literal(after)}"
+            rows = self.db.query(f"SELECT {key} FROM {quote(self.col.name)} WHERE 1 = 1{low}{high}")
+            seen.update(int(r[0]) for r in rows)
+        _warn(
+            result,
+            f"the server did not answer the walk by id (ID_ASC) in id order (id {self._order.late} came "
+            f"after {self._order.last}): this run reads to the end without a checkpoint and removes "
+            "only what it never read",
+        )
 
     def _chunk_state(
         self,
@@ -509,6 +624,8 @@ class Engine:
                     state.watermark = self._table_newest()
                 state.reconcile_started = state.reconcile_mark = None
                 result.reconciled = True
+            elif self._order is not None and self._order.broken:
+                state.reconcile_after_id = self._start  # not past ids it did not see in order
             else:
                 state.reconcile_after_id = last
             state.lookback_seconds = self.opt.lookback.total_seconds()
@@ -556,7 +673,10 @@ class Engine:
         if self.columns is None or "last_reported_time" not in self.columns:
             return None
         newest = self.db.ts_out("MAX(last_reported_time)")
-        rows = self.db.query(f"SELECT {newest} FROM {quote(self.col.name)}")
+        rows = self.db.query(
+            f"SELECT {newest} FROM {quote(self.col.name)} "
+            f"WHERE last_reported_time <= {self.db.timestamp(_future())}"
+        )
         return self.db.read_timestamp(rows[0][0]) if rows else None
 
     def run_ids(self, ids: Sequence[int]) -> SyncResult:

@@ -98,6 +98,10 @@ class SyncResult:
     run_id: str = field(default_factory=lambda: uuid.uuid4().hex)
     #: The snapshots of other collections made by the same call, by name.
     collections: dict[str, SyncResult] = field(default_factory=dict)
+    #: What the run ignored or could not do, one line each (also logged as WARNING on the
+    #: ``secfindings.sync`` logger): a finding whose time is far in the future, fields the
+    #: server does not have, a server that does not keep the id order.
+    warnings: list[str] = field(default_factory=list)
 
     @property
     def requests(self) -> int:
