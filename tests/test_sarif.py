@@ -20,12 +20,13 @@ from tests.servers.findings import findings_server
 import secfindings
 from secfindings import _export
 from secfindings.cli import main
-from secfindings.formats import FIELDS
+from secfindings.formats import FIELDS, selection
 from secfindings.formats.sarif import result_of
-from secfindings.testing import Emulator
+from secfindings.testing import PROFILES, Emulator
 
 SCHEMA = Path(__file__).parent / "data" / "sarif-schema-2.1.0.json"
 LEVELS = {5: "error", 4: "error", 3: "warning", 2: "note", 1: "note"}
+SECURITY = {5: "9.5", 4: "8.0", 3: "5.5", 2: "2.0"}
 
 
 @pytest.fixture(scope="module")
@@ -35,9 +36,10 @@ def validator() -> Any:
     return jsonschema.Draft4Validator(schema)
 
 
-@pytest.fixture(scope="module")
-def big() -> Iterator[Emulator]:
-    with Emulator(findings=5_000, seed=11) as emu:
+@pytest.fixture(scope="module", params=PROFILES)
+def big(request: pytest.FixtureRequest) -> Iterator[Emulator]:
+    """5,000 findings, on each profile (the known one has no severity on FindingsView)."""
+    with Emulator(findings=5_000, seed=11, profile=request.param) as emu:
         yield emu
 
 
@@ -53,8 +55,9 @@ def test_a_5000_finding_export_is_one_valid_log(big, validator, tmp_path):
     path = tmp_path / "findings.sarif"
     nodes_path = tmp_path / "nodes.jsonl"
     with big.client() as client:
-        result = client.findings_view(fields=FIELDS).write_sarif(path)
-        client.findings_view(fields=FIELDS).write_jsonl(nodes_path)
+        fields = selection(client, FIELDS, "test")
+        result = client.findings_view(fields=fields).write_sarif(path)
+        client.findings_view(fields=fields).write_jsonl(nodes_path)
     nodes = [json.loads(x) for x in nodes_path.read_text(encoding="utf-8").splitlines()]
     log = json.loads(path.read_text(encoding="utf-8"))
     assert not errors(validator, log)
@@ -76,7 +79,7 @@ def test_a_5000_finding_export_is_one_valid_log(big, validator, tmp_path):
         if category == "FIXED":
             assert (res["kind"], res["level"]) == ("pass", "none")
         else:
-            assert res["level"] == LEVELS[node["severity"]]
+            assert res["level"] == LEVELS.get(node.get("severity", 0), "warning")
         assert ("suppressions" in res) == (category == "IGNORED")
         if "CVE-" in node["title"]:
             assert res["ruleId"] == node["title"].split(" ")[0]
@@ -87,9 +90,10 @@ def test_a_5000_finding_export_is_one_valid_log(big, validator, tmp_path):
     by_rule = {r["id"]: r for r in rules}
     worst: dict[str, int] = {}
     for node, res in zip(nodes, results, strict=True):
-        worst[res["ruleId"]] = max(worst.get(res["ruleId"], 0), node["severity"])
+        worst[res["ruleId"]] = max(worst.get(res["ruleId"], 0), node.get("severity", 0))
     for rid, sev in worst.items():
-        assert by_rule[rid]["defaultConfiguration"]["level"] == LEVELS[sev]
+        assert by_rule[rid]["defaultConfiguration"]["level"] == LEVELS.get(sev, "warning")
+        assert by_rule[rid]["properties"].get("security-severity") == SECURITY.get(sev)
 
 
 def test_a_finding_with_nothing_to_locate_has_no_locations(validator):
