@@ -356,3 +356,31 @@ def test_titles_that_are_not_utf8_are_clear_errors(tmp_path, kind):
     assert res.output.startswith("error: ")
     assert len(res.output.splitlines()) == 1
     assert "Traceback" not in res.output
+
+
+def test_exports_of_each_profile_diff_by_the_edits_made(profiled_emulator, tmp_path):
+    """Snapshots exported with the default selection of each profile (the known one has no
+    severity or due_date on FindingsView) diff to exactly the edits made between them."""
+    emu = profiled_emulator
+    with emu.client() as c:
+        c.findings_view().write_parquet(tmp_path / "base.parquet")
+        rows = c.findings_view(fields="id_int actual_status { category }").to_list()
+    opened = sorted(r.id_int for r in rows if r.actual_status.category == "OPEN")
+    closed = sorted(r.id_int for r in rows if r.actual_status.category != "OPEN")
+    emu.close_finding(opened[0])
+    emu.remove_finding(opened[1])
+    emu.update_finding(closed[0], status="OPEN")
+    new = [emu.create_finding(severity=s)[0] for s in (5, 3)]
+    with emu.client() as c:
+        c.findings_view().write_jsonl(tmp_path / "head.jsonl")
+    res = CliRunner().invoke(
+        main, ["diff", str(tmp_path / "base.parquet"), str(tmp_path / "head.jsonl"), "--format", "json"]
+    )
+    assert res.exit_code == 0, res.output
+    got = json.loads(res.output)
+    by = {
+        k: sorted(r["id_int"] for r in got["changes"] if r["change"] == k)
+        for k in secfindings.diff.__globals__["CHANGES"]
+    }
+    assert by == {"new": new, "resolved": opened[:2], "reopened": closed[:1], "changed": []}
+    assert ("severity" in got["fields"]) == (emu.profile == "default")
