@@ -380,7 +380,7 @@ def test_exports_of_each_profile_diff_by_the_edits_made(profiled_emulator, tmp_p
     got = json.loads(res.output)
     by = {
         k: sorted(r["id_int"] for r in got["changes"] if r["change"] == k)
-        for k in secfindings.diff.__globals__["CHANGES"]
+        for k in ("new", "resolved", "reopened", "changed")
     }
     assert by == {"new": new, "resolved": opened[:2], "reopened": closed[:1], "changed": []}
     assert ("severity" in got["fields"]) == (emu.profile == "default")
