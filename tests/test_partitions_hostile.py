@@ -248,3 +248,31 @@ def test_the_check_drops_from_columns_lines_and_nodes(thousand: Emulator) -> Non
         assert len(kept_lines) == 11
         assert all(set(json.loads(line)) == {"title"} for line in kept_lines)
     assert plan.dropped == 2 * 19
+
+
+def test_resumed_offset_slices_keep_the_order_they_were_cut_in(tmp_path: Path) -> None:
+    # A server whose own order is not by id (here: descending when no sort is given): slices
+    # cut in ID_ASC must be read in ID_ASC when resumed too, or they read other rows.
+    with Emulator(300, seed=7, profile="known") as emu, LyingProxy(emu) as proxy:
+
+        def newest_first(body: dict[str, Any]) -> dict[str, Any]:
+            query = body.get("query", "")
+            if body.get("operationName") == "findings_view" and "sort" not in query:
+                body = {
+                    **body,
+                    "query": query.replace("{ findings_view(", "{ findings_view(sort: [ID_DESC], "),
+                }
+            return body
+
+        proxy.request = newest_first
+        with proxy.client() as client:
+            pager = client.findings_view(fields=FIELDS, page_size=20)
+            plan = _partitions.Plan(pager, 4)
+            parts = _partitions._parts(pager, plan)
+            assert plan.strategy == "offset_slices"
+            state = _partitions.encode_resume(plan.key, parts)  # as if nothing was written yet
+            result = client.findings_view(fields=FIELDS, page_size=20).write_jsonl(
+                tmp_path / "f.jsonl", resume=state
+            )
+    assert sorted(lines(tmp_path / "f.jsonl")) == list(range(1, 301))
+    assert result.rows == 300

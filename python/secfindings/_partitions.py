@@ -331,6 +331,8 @@ class Plan:
         self.partitions = n
         self.parts: list[Part] | None = None
         self.strategy = "resumed"
+        #: The sort of the partitions not filtered by id (see ``_sort``), set with the schema.
+        self.sort: Any = None
         if resume is not None:
             self.parts = decode_resume(resume, self.key)
             if n != 1 and n != len(self.parts):
@@ -350,7 +352,6 @@ class Plan:
         )
         self.strategy = split.strategy
         self.total = None if split.bounds is None else split.bounds.total
-        self.sort = self._sort(schema)
         return [Part(s.low, s.high, s.cursor, False, s.limit, s.filtered) for s in split.slices]
 
     def _sort(self, schema: Any) -> Any:
@@ -361,8 +362,6 @@ class Plan:
             return given
         values = _plan.sorts(schema)
         return "ID_ASC" if values is None or "ID_ASC" in values else None
-
-    sort: Any = None
 
     def open(self, part: Part) -> NativePages:
         """The walk of one partition, from its cursor."""
@@ -702,17 +701,20 @@ def _cached_bounds(walk: Any) -> tuple[bool, Bounds | None]:
 
 
 def _parts(walk: Any, plan: Plan) -> list[Part]:
+    schema = plan.client.schema()
+    plan.sort = plan._sort(schema)  # a resumed slice is read in the order it was cut in
     if plan.parts is not None:
         return plan.parts
     known, bounds = _cached_bounds(walk)
-    return _plan.drive(plan.client, plan.steps(plan.client.schema(), bounds, known))
+    return _plan.drive(plan.client, plan.steps(schema, bounds, known))
 
 
 async def _parts_async(walk: Any, plan: Plan) -> list[Part]:
+    schema = await plan.client.schema()
+    plan.sort = plan._sort(schema)
     if plan.parts is not None:
         return plan.parts
     known, bounds = _cached_bounds(walk)
-    schema = await plan.client.schema()
     return await _plan.drive_async(plan.client, plan.steps(schema, bounds, known))
 
 
