@@ -384,3 +384,16 @@ def test_exports_of_each_profile_diff_by_the_edits_made(profiled_emulator, tmp_p
     }
     assert by == {"new": new, "resolved": opened[:2], "reopened": closed[:1], "changed": []}
     assert ("severity" in got["fields"]) == (emu.profile == "default")
+
+
+def test_the_table_cannot_drive_a_terminal():
+    titles = ["x\r\n::error::forged", "\x1b[2Kerased", "abc\u202edesrever", "nul\x00"]
+    n = len(titles)
+    head = pa.table({"id_int": list(range(n)), "title": titles})
+    text = secfindings.diff(pa.table({"id_int": pa.array([], pa.int64())}), head).to_text()
+    lines = text.splitlines()
+    assert len(lines) == 1 + n
+    assert not [line for line in lines if line.startswith("::")]
+    import unicodedata
+
+    assert [ch for ch in text if ch != "\n" and unicodedata.category(ch) in ("Cc", "Cf")] == []

@@ -625,3 +625,28 @@ def test_export_takes_the_plain_flags_and_refuses_names_for_severities(snap, tmp
     )
     assert res.exit_code == 2
     assert "findings only" in res.output
+
+
+def test_the_text_summary_cannot_drive_a_terminal_or_a_ci_log():
+    """The one-screen summary goes to a terminal or a CI log: a title cannot add a line (a
+    GitHub workflow command such as ::add-mask:: starts one), send ESC sequences (erase the
+    line, recolour) or reorder the text with bidirectional controls."""
+    import unicodedata
+
+    titles = [
+        "x\r\n::error::forged\r\nsecfindings gate: passed",
+        "\x1b[2K\rsecfindings gate: passed \x1b[32mgreen",
+        "abc\u202edesrever\u2066x\u2069",
+        "nul\x00 del\x7f c1\x9b",
+    ]
+    nodes = [node(i, severity=5, score=9.0, title=t, resource_name=t) for i, t in enumerate(titles, 1)]
+    with findings_server(nodes) as (_, env):
+        res = gate(env)
+    assert res.exit_code == 4
+    lines = res.output.splitlines()
+    assert len(lines) == 2 + 5 + 1 + 1 + len(titles)  # verdict, header, rows, scope, worst:, findings
+    assert [i for i, line in enumerate(lines) if line.startswith("secfindings gate:")] == [0]
+    assert lines[0].startswith("secfindings gate: FAILED")
+    assert not [line for line in lines if line.startswith("::")]
+    bad = [ch for ch in res.output if ch != "\n" and unicodedata.category(ch) in ("Cc", "Cf")]
+    assert bad == []

@@ -40,7 +40,7 @@ from typing import Any, Protocol, runtime_checkable
 
 from secfindings._shared import need
 from secfindings.errors import ValidationError
-from secfindings.formats import markdown_text
+from secfindings.formats import line_text, markdown_text
 
 __all__ = ["CHANGES", "DiffResult", "Snapshot", "diff", "read_snapshot"]
 
@@ -264,7 +264,7 @@ class DiffResult:
         lines = [self.summary()]
         rows = self.rows(limit)
         if rows:
-            shown = [self._shown(r) for r in rows]
+            shown = [tuple(line_text(x) for x in self._shown(r)) for r in rows]
             w = [max(len(s[i]) for s in shown) for i in range(3)]
             for s in shown:
                 lines.append(f"  {s[1]:<{w[1]}}  {s[0]:>{w[0]}}  {s[2]:<{w[2]}}  {s[3]}".rstrip())

@@ -40,6 +40,7 @@ from secfindings.filters import Filter, filter_tree
 from secfindings.formats import (
     SEVERITIES,
     SEVERITY_OF,
+    line_text,
     markdown_text,
     selection,
     severity_name,
@@ -250,13 +251,13 @@ class GateResult:
         for sev, t in self._rows():
             mark = "  exceeded" if t is not None and t.exceeded else ""
             lines.append(f"  {sev:<9} {self.counts.get(sev, 0):>6} {t.limit if t else '-':>6}{mark}")
-        lines.append(self._scope())
+        lines.append(line_text(self._scope()))
         worst = self.worst()
         if worst:
             lines.append("worst:")
             for f in worst:
-                where = " ".join(str(f.get("resource_name") or "").split())
-                title = " ".join(str(f.get("title") or "").split())[:70]
+                where = line_text(f.get("resource_name"))
+                title = line_text(f.get("title"), 70)
                 line = f"  {severity_name(place(f.get('severity'))) or '?':<8} {self._score(f) or 0:>5} "
                 line += f"#{self._id(f)}  {title}" + (f"  ({where})" if where else "")
                 lines.append(line.rstrip())
@@ -304,7 +305,7 @@ class GateResult:
                 failure = ET.SubElement(case, "failure", message=t.message, type="threshold")
                 sev = SEVERITY_OF.get(t.severity)
                 lines = [
-                    xml_text(f"#{self._id(f)} {' '.join(str(f.get('title') or '').split())}")
+                    xml_text(f"#{self._id(f)} {line_text(f.get('title'))}")
                     for f in self.findings
                     if place(f.get("severity")) == sev
                 ]

@@ -31,6 +31,7 @@ __all__ = [
     "compact",
     "cve_of",
     "epoch_ms",
+    "line_text",
     "markdown_text",
     "selection",
     "severity_name",
@@ -111,6 +112,21 @@ def markdown_text(text: Any, limit: int | None = None) -> str:
         s = s[:limit]
     s = _MD_SPECIAL.sub(r"\\\1", s)
     return html.escape(s, quote=False)
+
+
+#: Control characters (C0, DEL, C1) and the bidirectional controls that reorder what a terminal
+#: shows ("Trojan Source"), none of which a line of a report may carry.
+_NOT_SHOWN = re.compile("[\x00-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069]")
+
+
+def line_text(text: Any, limit: int | None = None) -> str:
+    """``text`` as one line of a report for a terminal or a CI log: every run of whitespace
+    (line ends of any kind among them) is one space, and control characters (ESC, which would
+    drive the terminal, NUL, ...) and bidirectional controls show as U+FFFD. Cut to ``limit``
+    characters."""
+    s = " ".join(("" if text is None else str(text)).split())
+    s = _NOT_SHOWN.sub("\ufffd", s)
+    return s if limit is None else s[:limit]
 
 
 def selection(client: Any, wanted: str, what: str, type_name: str = "FindingsView", note: str = "") -> str:
