@@ -262,7 +262,8 @@ def query(file: Any, variables: tuple[str, ...], operation: str | None) -> None:
     type=click.IntRange(1, 64),
     default=1,
     show_default=True,
-    help="Findings only: read this many id ranges at once (rows of different ranges interleave "
+    help="Findings only: read this many parts at once, id ranges or, on a server without range "
+    "filters, offset slices (rows of different parts interleave "
     "in the file). Formats jsonl, csv and parquet.",
 )
 @click.option("--resume", "resume", help="Continue a partitioned export (the state it printed).")
@@ -270,7 +271,8 @@ def query(file: Any, variables: tuple[str, ...], operation: str | None) -> None:
     "--dry-run",
     is_flag=True,
     help="Print how many requests the export would make and how long it would take at the "
-    "budget (one request, for the count), and write nothing.",
+    "budget (one request for the count, or first:1 probes on a server without total_count), "
+    "and write nothing.",
 )
 @click.pass_context
 def export(
