@@ -33,7 +33,7 @@ use std::io::{Read as _, Write as _};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Mutex;
-use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
@@ -53,6 +53,8 @@ pub const MAX_BLOCK: f64 = 6.0 * 3600.0;
 /// The longest window whose sends the file keeps (a day).
 const MAX_KEEP: f64 = 86_400.0;
 const FORMAT: u32 = 1;
+/// How far a writer's clock may run ahead of ours before its times are moved back (seconds).
+const CLOCK_MARGIN: f64 = 5.0;
 /// Added to a window-old send's time before the next may go (seconds).
 fn slack(window: f64) -> f64 {
     (window * 0.01).clamp(0.01, 1.0)
@@ -71,6 +73,10 @@ pub struct State {
     /// client with a shorter window never drops what another still counts.
     #[serde(default)]
     pub keep: f64,
+    /// When the file was last written, by the writer's clock: a writer whose clock was ahead is
+    /// found by it, and its times are moved back by as much (see [`State::sanitize`]).
+    #[serde(default)]
+    pub written: f64,
 }
 
 impl State {
@@ -78,6 +84,14 @@ impl State {
     /// (`window`, or a longer one another writer keeps), times further ahead than a booking (or
     /// a server's wait) can be. Keeps the sends sorted.
     pub fn sanitize(&mut self, now: f64, window: f64) {
+        // A file written in our future came from a clock that was ahead: its bookings and its
+        // server wait are moved back by that much, or they would hold every client for as long.
+        if self.written.is_finite() && self.written > now + CLOCK_MARGIN {
+            let ahead = self.written - now;
+            self.sends.iter_mut().for_each(|t| *t -= ahead);
+            self.blocked_until -= ahead;
+        }
+        self.written = 0.0;
         let keep = if self.keep.is_finite() { self.keep.max(window) } else { window };
         self.keep = keep.clamp(0.0, MAX_KEEP);
         let horizon = now + MAX_BLOCK + self.keep;
@@ -167,8 +181,10 @@ pub struct Budget {
     /// (modification time, blocked_until) of the state last read without a limit.
     seen: Mutex<Option<(SystemTime, f64)>>,
     /// Until when the file is left alone after its lock stayed held.
-    stuck_until: Mutex<Option<Instant>>,
+    stuck_until: Mutex<Option<tokio::time::Instant>>,
     warned: AtomicBool,
+    /// Whether a server's wait is written for the other processes (see `Settings`).
+    share_waits: bool,
 }
 
 fn unix_now() -> f64 {
@@ -218,7 +234,15 @@ impl Budget {
             seen: Mutex::new(None),
             stuck_until: Mutex::new(None),
             warned: AtomicBool::new(false),
+            share_waits: true,
         }
+    }
+
+    /// `false`: a server's `Retry-After` holds this client only, it is not written to the file.
+    #[must_use]
+    pub fn sharing_waits(mut self, share: bool) -> Self {
+        self.share_waits = share;
+        self
     }
 
     fn state_path(&self) -> Option<PathBuf> {
@@ -236,7 +260,7 @@ impl Budget {
     }
 
     fn stuck(&self) -> bool {
-        self.stuck_until.lock().ok().and_then(|g| *g).is_some_and(|until| Instant::now() < until)
+        self.stuck_until.lock().ok().and_then(|g| *g).is_some_and(|until| tokio::time::Instant::now() < until)
     }
 
     /// Books a send now, or says how long to wait first (see [`Booking`]). Waits for another
@@ -295,7 +319,7 @@ impl Budget {
     /// A server answered 429 with `Retry-After: wait`: every client of this token waits for it
     /// (up to [`MAX_BLOCK`]).
     pub async fn blocked_for(&self, wait: Duration) {
-        if self.dir.is_none() || self.stuck() {
+        if self.dir.is_none() || !self.share_waits || self.stuck() {
             return;
         }
         let _ = self
@@ -336,12 +360,15 @@ impl Budget {
 
     /// Reads the state file (`None` when missing); a corrupt or oversized one reads as empty.
     fn read(&self, path: &Path) -> Option<State> {
-        let file = match File::open(path) {
+        let file = match open_regular(path) {
             Ok(f) => f,
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => return None,
             Err(e) => {
-                self.warn(&format!("cannot read {}: {e}", path.display()));
-                return None;
+                // Not a regular file of this user (a FIFO would block every reader forever, a
+                // link could point anywhere): it is discarded, and the budget starts afresh.
+                self.warn(&format!("{} is not usable ({e}); it was removed", path.display()));
+                let _ = fs::remove_file(path);
+                return Some(State::default());
             }
         };
         let mut text = Vec::new();
@@ -362,7 +389,7 @@ impl Budget {
     /// while another process holds it, for at most [`LOCK_PATIENCE`]; then the file is left
     /// alone for [`STUCK_COOLDOWN`]. `None` when the lock or the folder could not be had.
     async fn with_lock<T>(&self, f: impl FnOnce(&mut State, f64) -> (bool, T)) -> Option<T> {
-        let started = Instant::now();
+        let started = tokio::time::Instant::now();
         let mut f = Some(f);
         loop {
             let tried = self.try_locked(|state, now| match f.take() {
@@ -380,7 +407,7 @@ impl Budget {
                 }
                 Locked::Busy => {
                     if let Ok(mut g) = self.stuck_until.lock() {
-                        *g = Instant::now().checked_add(STUCK_COOLDOWN);
+                        *g = tokio::time::Instant::now().checked_add(STUCK_COOLDOWN);
                     }
                     self.warn(&format!(
                         "another process held the lock of {}.json for {LOCK_PATIENCE:?}",
@@ -421,6 +448,7 @@ impl Budget {
         state.sanitize(now, self.window());
         let (changed, out) = f(&mut state, now);
         if changed {
+            state.written = now;
             if let Err(e) = write_atomic(dir, &path, &state) {
                 self.warn(&format!("cannot write {}: {e}", path.display()));
             }
@@ -430,8 +458,9 @@ impl Budget {
     }
 }
 
-/// The folder (created `0700` when `create`) is a real folder, not a symlink, and not writable
-/// by group or others.
+/// The folder (created `0700` when `create`) is a real folder of this user, not a symlink, and
+/// not writable by group or others; every folder above it belongs to this user or to root and is
+/// not writable by others unless it is sticky (as `/tmp` is), so nobody else can swap it.
 fn check_dir(dir: &Path, create: bool) -> Result<(), String> {
     if create {
         let mut builder = fs::DirBuilder::new();
@@ -451,15 +480,79 @@ fn check_dir(dir: &Path, create: bool) -> Result<(), String> {
     }
     #[cfg(unix)]
     {
-        use std::os::unix::fs::PermissionsExt as _;
+        use std::os::unix::fs::{MetadataExt as _, PermissionsExt as _};
+        if meta.uid() != owner::me() {
+            return Err(format!("{} belongs to another user (set SECFINDINGS_BUDGET_DIR)", dir.display()));
+        }
         if meta.permissions().mode() & 0o022 != 0 {
             return Err(format!(
                 "{} is writable by others (chmod 700 it, or set SECFINDINGS_BUDGET_DIR)",
                 dir.display()
             ));
         }
+        let absolute = std::path::absolute(dir).unwrap_or_else(|_| dir.to_path_buf());
+        for parent in absolute.ancestors().skip(1) {
+            let Ok(m) = fs::metadata(parent) else { continue };
+            let mode = m.permissions().mode();
+            let sticky = mode & 0o1000 != 0;
+            if (m.uid() != owner::me() && m.uid() != 0) || (mode & 0o002 != 0 && !sticky) {
+                return Err(format!(
+                    "{} lies in {}, which others can change (set SECFINDINGS_BUDGET_DIR)",
+                    dir.display(),
+                    parent.display()
+                ));
+            }
+        }
     }
     Ok(())
+}
+
+#[cfg(unix)]
+mod owner {
+    /// This process's effective user id.
+    pub fn me() -> u32 {
+        rustix::process::geteuid().as_raw()
+    }
+}
+
+/// Opens `path` for reading only if it is a regular file of this user: links are not followed
+/// and a FIFO does not block the open (it is then refused by its type).
+fn open_regular(path: &Path) -> std::io::Result<File> {
+    let mut options = OpenOptions::new();
+    options.read(true);
+    no_follow(&mut options);
+    let file = options.open(path)?;
+    check_regular(&file)?;
+    Ok(file)
+}
+
+fn check_regular(file: &File) -> std::io::Result<()> {
+    let meta = file.metadata()?;
+    if !meta.is_file() {
+        return Err(std::io::Error::other("not a regular file"));
+    }
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::MetadataExt as _;
+        if meta.uid() != owner::me() {
+            return Err(std::io::Error::other("owned by another user"));
+        }
+    }
+    if meta.len() > MAX_FILE {
+        return Err(std::io::Error::other("too large"));
+    }
+    Ok(())
+}
+
+fn no_follow(options: &mut OpenOptions) {
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::OpenOptionsExt as _;
+        let flags = rustix::fs::OFlags::NOFOLLOW | rustix::fs::OFlags::NONBLOCK;
+        options.custom_flags(i32::try_from(flags.bits()).unwrap_or(0));
+    }
+    #[cfg(not(unix))]
+    let _ = options;
 }
 
 fn open_private(path: &Path, truncate: bool) -> std::io::Result<File> {
@@ -470,11 +563,10 @@ fn open_private(path: &Path, truncate: bool) -> std::io::Result<File> {
         use std::os::unix::fs::OpenOptionsExt as _;
         options.mode(0o600);
     }
-    let meta = fs::symlink_metadata(path);
-    if meta.as_ref().is_ok_and(|m| !m.is_file()) {
-        return Err(std::io::Error::other("not a regular file"));
-    }
-    options.open(path)
+    no_follow(&mut options);
+    let file = options.open(path)?;
+    check_regular(&file)?;
+    Ok(file)
 }
 
 fn write_atomic(dir: &Path, path: &Path, state: &State) -> std::io::Result<()> {
@@ -496,7 +588,7 @@ mod tests {
     use super::*;
 
     fn state(sends: &[f64]) -> State {
-        State { v: FORMAT, sends: sends.to_vec(), blocked_until: 0.0, keep: 0.0 }
+        State { v: FORMAT, sends: sends.to_vec(), blocked_until: 0.0, keep: 0.0, written: 0.0 }
     }
 
     #[test]
@@ -544,6 +636,7 @@ mod tests {
             sends: vec![f64::NAN, f64::INFINITY, -1.0, 1e300, 99.5, 50.0, 98.0],
             blocked_until: 1e300,
             keep: f64::NAN,
+            written: f64::NAN,
         };
         s.sanitize(100.0, 10.0);
         assert_eq!(s.sends, vec![98.0, 99.5]);
@@ -608,7 +701,9 @@ mod tests {
         let _ = fs::remove_dir_all(&dir);
     }
 
-    #[tokio::test]
+    // The paused clock moves only while every task waits, so the two-second patience costs no
+    // real time and the figures below are exact.
+    #[tokio::test(start_paused = true)]
     async fn a_held_lock_costs_one_wait_then_the_file_is_left_alone() {
         let dir = tempdir("held");
         let minute = Some((10, Duration::from_secs(60)));
@@ -616,15 +711,119 @@ mod tests {
         assert_eq!(b.reserve().await, Booking::Booked(Duration::ZERO));
         let holder = File::open(dir.join("k.lock")).unwrap();
         holder.lock().unwrap();
-        let started = Instant::now();
+        let started = tokio::time::Instant::now();
         assert_eq!(b.reserve().await, Booking::Unbooked(Duration::ZERO));
         assert!(started.elapsed() >= LOCK_PATIENCE);
         // Within the cooldown the next request does not wait for the lock again.
-        let again = Instant::now();
+        let again = tokio::time::Instant::now();
         assert_eq!(b.reserve().await, Booking::Unbooked(Duration::ZERO));
-        assert!(again.elapsed() < LOCK_PATIENCE);
+        assert_eq!(again.elapsed(), Duration::ZERO);
         holder.unlock().unwrap();
         let _ = fs::remove_dir_all(&dir);
+    }
+
+    fn private_dir(name: &str) -> PathBuf {
+        let dir = tempdir(name);
+        check_dir(&dir, true).unwrap();
+        dir
+    }
+
+    #[cfg(unix)]
+    #[tokio::test]
+    async fn a_fifo_or_a_link_as_the_state_file_is_discarded_not_waited_on() {
+        let dir = private_dir("fifo");
+        let minute = Some((10, Duration::from_secs(60)));
+        let b = Budget::new(Some(dir.clone()), "k".into(), minute, Duration::from_secs(5));
+        let state = dir.join("k.json");
+        let made = std::process::Command::new("mkfifo").arg(&state).status().unwrap();
+        assert!(made.success());
+        // Without O_NONBLOCK the open of a FIFO waits for a writer forever.
+        let booked = tokio::time::timeout(Duration::from_secs(30), b.reserve()).await;
+        assert_eq!(booked.unwrap(), Booking::Booked(Duration::ZERO));
+        assert!(fs::symlink_metadata(&state).unwrap().is_file(), "the FIFO was replaced");
+        let plain = Budget::new(Some(dir.clone()), "k".into(), None, Duration::from_secs(5));
+        fs::remove_file(&state).unwrap();
+        std::process::Command::new("mkfifo").arg(&state).status().unwrap();
+        assert_eq!(plain.view().used, 0);
+        // A link to a file elsewhere is neither followed nor written through.
+        let elsewhere = tempdir("elsewhere-target");
+        fs::write(&elsewhere, br#"{"v":1,"sends":[],"blocked_until":1e12}"#).unwrap();
+        let _ = fs::remove_file(&state);
+        std::os::unix::fs::symlink(&elsewhere, &state).unwrap();
+        assert_eq!(b.reserve().await, Booking::Booked(Duration::ZERO));
+        assert!(fs::symlink_metadata(&state).unwrap().is_file());
+        assert_eq!(fs::read(&elsewhere).unwrap(), br#"{"v":1,"sends":[],"blocked_until":1e12}"#);
+        let _ = fs::remove_file(&elsewhere);
+        let _ = fs::remove_dir_all(&dir);
+    }
+
+    #[test]
+    fn a_writer_whose_clock_was_ahead_is_moved_back() {
+        let mut s = state(&[3700.0, 3700.5]);
+        s.written = 3700.0;
+        s.blocked_until = 3730.0;
+        s.sanitize(100.0, 60.0);
+        assert_eq!(s.sends, vec![100.0, 100.5]);
+        assert_eq!(s.blocked_until, 130.0);
+        // A writer a little ahead (within the margin) is left as it was.
+        let mut s = state(&[103.0]);
+        s.written = 103.0;
+        s.sanitize(100.0, 60.0);
+        assert_eq!(s.sends, vec![103.0]);
+    }
+
+    #[tokio::test]
+    async fn bookings_from_a_clock_ahead_do_not_block_the_others() {
+        let dir = private_dir("ahead");
+        let now = unix_now();
+        let ahead = State {
+            v: FORMAT,
+            sends: vec![now + 3600.0; 2],
+            blocked_until: 0.0,
+            keep: 1.0,
+            written: now + 3600.0,
+        };
+        fs::write(dir.join("k.json"), serde_json::to_vec(&ahead).unwrap()).unwrap();
+        let b = Budget::new(
+            Some(dir.clone()),
+            "k".into(),
+            Some((2, Duration::from_secs(1))),
+            Duration::from_secs(5),
+        );
+        match b.reserve().await {
+            Booking::Booked(w) => assert!(w <= Duration::from_secs(2), "{w:?}"),
+            other => panic!("held by a clock an hour ahead: {other:?}"),
+        }
+        let _ = fs::remove_dir_all(&dir);
+    }
+
+    #[tokio::test]
+    async fn a_server_wait_is_kept_to_the_client_when_not_shared() {
+        let dir = private_dir("noshare");
+        let b = Budget::new(Some(dir.clone()), "k".into(), None, Duration::from_secs(5)).sharing_waits(false);
+        b.blocked_for(Duration::from_secs(3600)).await;
+        let other = Budget::new(Some(dir.clone()), "k".into(), None, Duration::from_secs(5));
+        assert_eq!(other.reserve().await, Booking::Unbooked(Duration::ZERO));
+        assert!(!dir.join("k.json").exists());
+        let _ = fs::remove_dir_all(&dir);
+    }
+
+    #[cfg(unix)]
+    #[tokio::test]
+    async fn a_folder_inside_one_others_can_change_is_not_used() {
+        use std::os::unix::fs::PermissionsExt as _;
+        let parent = tempdir("parent");
+        fs::create_dir_all(&parent).unwrap();
+        fs::set_permissions(&parent, fs::Permissions::from_mode(0o777)).unwrap();
+        let dir = parent.join("budget");
+        let b =
+            Budget::new(Some(dir.clone()), "k".into(), Some((1, Duration::from_secs(60))), Duration::ZERO);
+        assert_eq!(b.reserve().await, Booking::Unbooked(Duration::ZERO));
+        assert!(!dir.join("k.json").exists());
+        // A sticky world-writable parent (as /tmp is) is fine: others cannot swap our folder.
+        fs::set_permissions(&parent, fs::Permissions::from_mode(0o1777)).unwrap();
+        assert_eq!(b.reserve().await, Booking::Booked(Duration::ZERO));
+        let _ = fs::remove_dir_all(&parent);
     }
 
     #[tokio::test]

@@ -67,6 +67,10 @@ pub struct Settings {
     pub rate_limit: Option<(u32, Duration)>,
     /// The folder of the request budget shared per token (`None`: not shared).
     pub budget_dir: Option<PathBuf>,
+    /// Whether a server's `Retry-After` is written to the budget folder for every process of the
+    /// token. Not for a loopback server with the user's default folder: a test's mock server on
+    /// a fixed port would stall every later run of the user's suite for as long as it asked.
+    pub budget_shares_waits: bool,
     pub redactor: Redactor,
 }
 
@@ -223,6 +227,9 @@ impl Settings {
             }
         };
 
+        let chosen_dir =
+            input.budget.is_some() || env("SECFINDINGS_BUDGET_DIR").is_some_and(|d| !d.trim().is_empty());
+        let budget_shares_waits = chosen_dir || !is_loopback(&base_url);
         let budget_dir = match input.budget.as_deref().map(str::trim) {
             None => super::budget::default_dir(env),
             Some("off") => None,
@@ -253,6 +260,7 @@ impl Settings {
             max_response_bytes,
             rate_limit,
             budget_dir,
+            budget_shares_waits,
             redactor,
         })
     }
@@ -313,6 +321,27 @@ mod tests {
         assert_eq!(s.region, "us-east-2");
         assert_eq!(s.auth_url.as_str(), "http://localhost:9/");
         assert!(s.all_loopback());
+    }
+
+    #[test]
+    fn a_loopback_servers_waits_stay_out_of_the_users_folder() {
+        let t = token();
+        let with_dir = |dir: bool| {
+            let t = t.clone();
+            move |k: &str| match k {
+                "SECFINDINGS_API_TOKEN" => Some(t.clone()),
+                "HOME" => Some("/home/u".into()),
+                "SECFINDINGS_BUDGET_DIR" if dir => Some("/tmp/b".into()),
+                _ => None,
+            }
+        };
+        let loopback = || input("http://127.0.0.1:9/api/v1");
+        assert!(!Settings::resolve(loopback(), &with_dir(false)).unwrap().budget_shares_waits);
+        assert!(Settings::resolve(loopback(), &with_dir(true)).unwrap().budget_shares_waits);
+        let chosen = SettingsInput { budget: Some("/tmp/c".into()), ..loopback() };
+        assert!(Settings::resolve(chosen, &with_dir(false)).unwrap().budget_shares_waits);
+        let remote = input("https://x.example/api/v1");
+        assert!(Settings::resolve(remote, &with_dir(false)).unwrap().budget_shares_waits);
     }
 
     #[test]

@@ -110,7 +110,8 @@ impl Transport {
             super::budget::key(settings.base_url.as_str(), credential),
             settings.rate_limit,
             settings.max_retry_wait,
-        );
+        )
+        .sharing_waits(settings.budget_shares_waits);
         Ok(Self {
             http,
             tls,

@@ -3,10 +3,15 @@
 - ``emulator``: a fresh :class:`~secfindings.testing.Emulator` per test;
   override ``secfindings_emulator_options`` to change its arguments.
 - ``client`` / ``async_client``: clients bound to that emulator with a new API token.
+
+Each test session gets a request-budget folder of its own (``SECFINDINGS_BUDGET_DIR``, unless it is
+set already), so a ``Retry-After`` that one test stages is never kept for later tests or later runs.
 """
 
 from __future__ import annotations
 
+import os
+import tempfile
 from collections.abc import Iterator
 from typing import Any
 
@@ -14,6 +19,12 @@ import pytest
 
 from secfindings._client import AsyncClient, Client
 from secfindings.testing import Emulator
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    # Before any client is made: the budget folder is read when a client starts.
+    if not os.environ.get("SECFINDINGS_BUDGET_DIR", "").strip():
+        os.environ["SECFINDINGS_BUDGET_DIR"] = tempfile.mkdtemp(prefix="secfindings-budget-")
 
 
 @pytest.fixture
