@@ -358,10 +358,7 @@ class Plan:
         """The sort a walk that is not filtered by id is made with: the id order the offsets
         were probed in (the caller's, or ID_ASC where the schema has it)."""
         given = self.args.get("sort")
-        if given:
-            return given
-        values = _plan.sorts(schema)
-        return "ID_ASC" if values is None or "ID_ASC" in values else None
+        return given if given else _plan.id_sort(schema)
 
     def open(self, part: Part) -> NativePages:
         """The walk of one partition, from its cursor."""

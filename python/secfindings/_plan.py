@@ -374,7 +374,8 @@ def remember(base_url: str, schema: Any, name: str, held: bool) -> None:
 
 
 def forget(base_url: str | None = None) -> None:
-    """Forgets the probes of one server (all of them with None), in memory and on disk."""
+    """Forgets the probes of one server, in memory and on disk (with None: every server's, in
+    memory)."""
     with _LOCK:
         for key in [k for k in _MEMORY if base_url is None or k.split(" ", 1)[0] == base_url]:
             del _MEMORY[key]
@@ -406,6 +407,14 @@ def sorts(schema: Any) -> list[str] | None:
 
 def node_fields(schema: Any) -> list[str] | None:
     return None if schema is None else schema.fields("FindingsView")
+
+
+def id_sort(schema: Any, descending: bool = False) -> str | None:
+    """The id order to walk slices in: ``ID_ASC`` / ``ID_DESC`` where the schema has it (or says
+    nothing), else None (the server's own order)."""
+    value = "ID_DESC" if descending else "ID_ASC"
+    values = sorts(schema)
+    return value if values is None or value in values else None
 
 
 def _sort_arg(schema: Any, value: str) -> str:
@@ -665,14 +674,12 @@ class Slice:
 
 @dataclass
 class Split:
-    """How a walk is read in partitions: the strategy, its slices, the bounds and count it
-    found, and what finding them cost."""
+    """How a walk is read in partitions: the strategy, its slices, and the bounds and count it
+    found (``bounds.total`` counted by probes where the server has no ``total_count``)."""
 
     strategy: str
     slices: list[Slice]
     bounds: Bounds | None
-    cost: Cost = field(default_factory=Cost)
-    note: str | None = None
 
 
 def id_ranges(low: int, high: int, partitions: int) -> list[tuple[int, int]]:
@@ -686,15 +693,11 @@ def id_ranges(low: int, high: int, partitions: int) -> list[tuple[int, int]]:
 _WARNED: set[str] = set()
 
 
-def _sequential(base_url: str, bounds: Bounds | None) -> Split:
+def _sequential(base_url: str, bounds: Bounds | None, why: str) -> Split:
     if base_url not in _WARNED:
         _WARNED.add(base_url)
-        log.warning(
-            "the server at %s takes neither an id range filter nor offset: the partitions are read "
-            "as one sequential walk",
-            base_url,
-        )
-    return Split("sequential", [Slice(None, None, filtered=False)], bounds, note="no id ranges, no offset")
+        log.warning("the server at %s %s: the partitions are read as one sequential walk", base_url, why)
+    return Split("sequential", [Slice(None, None, filtered=False)], bounds)
 
 
 def split_steps(
@@ -716,8 +719,8 @@ def split_steps(
         ]
         return Split("id_ranges", slices, bounds)
     if not (yield from capability_steps(base_url, schema, OFFSET)):
-        return _sequential(base_url, bounds)
-    sort = "ID_DESC" if descending else "ID_ASC"
+        return _sequential(base_url, bounds, "takes neither an id range filter nor offset")
+    sort = id_sort(schema, descending)
     rows = bounds.total
     if rows is None:
         rows = (yield from count_steps(walk, schema, sort)).rows
@@ -732,8 +735,9 @@ def split_steps(
     ids = [b[1] for b in found]
     ordered = all((a > b) if descending else (a < b) for a, b in itertools.pairwise(ids))
     if len(found) != len(before) or not ordered or any(c is None for c, _ in found):
-        log.warning("the server's offsets do not give distinct rows in id order: one sequential walk")
-        return _sequential(base_url, bounds)
+        return _sequential(
+            base_url, bounds, "takes no id range filter, and its offsets do not give rows in id order"
+        )
     slices = []
     for k in range(len(starts)):
         cursor = None if k == 0 else found[k - 1][0]

@@ -112,8 +112,7 @@ def read_findings(
     meta = client.findings_view(filters=filters, fields=fields, limit=0).to_pandas()
     walk = _plan.Walk(client, "findings_view", {"filters": filters})
     schema = client.schema()
-    values = _plan.sorts(schema)
-    sort = "ID_ASC" if values is None or "ID_ASC" in values else None
+    sort = _plan.id_sort(schema)
     if bounds is not None:
         parts = _within(client, schema, bounds, partitions)
     else:
