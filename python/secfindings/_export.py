@@ -28,7 +28,7 @@ class ExportResult:
     as ``after=`` to continue an export that was interrupted, into a new file or appending).
 
     A partitioned export (``partitions=N``) has no single cursor (``cursor`` is None): ``resume``
-    holds every partition's id range and the cursor after its last page in the file; pass it as
+    holds every partition's ids and the cursor after its last page in the file; pass it as
     ``resume=`` to the same export of the same walk to continue it."""
 
     path: str

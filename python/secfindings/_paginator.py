@@ -104,7 +104,7 @@ class _Walk(Generic[T]):
     @property
     def resume(self) -> str | None:
         """After a partitioned export (``partitions=N``), finished or interrupted: every
-        partition's id range and the cursor after its last page in the file. Pass it as
+        partition's ids and the cursor after its last page in the file. Pass it as
         ``resume=`` to the same export of the same walk to continue it; None otherwise."""
         return self._written.resume if self._written is not None else None
 
@@ -284,7 +284,7 @@ class Paginator(_Walk[T]):
 
     def to_list(self, *, progress: Progress = None, partitions: int = 1) -> list[T]:
         """All remaining items, in a list. ``progress=True`` shows a bar (see :data:`Progress`).
-        ``partitions=N`` (``findings_view`` only) reads N id ranges at once, in threads: the
+        ``partitions=N`` (``findings_view`` only) reads N parts at once, in threads: the
         items and order of the sequential walk (see :meth:`to_arrow`)."""
         if _partitions.wanted(partitions):
             found: list[T] = _partitions.items(self, progress, partitions)
@@ -316,9 +316,10 @@ class Paginator(_Walk[T]):
     def to_arrow(self, *, progress: Progress = None, partitions: int = 1) -> Any:
         """The rest of the walk as a ``pyarrow.Table`` (needs ``secfindings[arrow]``).
 
-        ``partitions=N`` (``findings_view`` only) reads the walk as N id ranges at once, in
-        threads, and concatenates them in id order: the rows and order of the sequential walk
-        (see :mod:`secfindings._partitions`)."""
+        ``partitions=N`` (``findings_view`` only) reads the walk as N parts at once, in
+        threads, and concatenates them in id order: the rows and order of the sequential walk.
+        The parts are id ranges where the server takes range filters, else slices by offset,
+        else one walk (see :mod:`secfindings._partitions`)."""
         pa = need("pyarrow", "arrow", "to_arrow()")
         if _partitions.wanted(partitions):
             return _partitions.concat_arrow(_partitions.tables(self, progress, partitions))
@@ -365,10 +366,11 @@ class Paginator(_Walk[T]):
 
     def estimate(self, *, partitions: int = 1) -> _estimate.Estimate:
         """How many requests this walk will make and how long it will take at the client's
-        budget, read as ``partitions`` id ranges at once (``findings_view`` only). Costs one
-        request: the connection's ``total_count`` and the split's id bounds (kept for a
-        partitioned walk of this paginator, which then does not ask again), timed for the
-        latency. ``print(estimate)`` shows it as a table; see :class:`Estimate`."""
+        budget, read as ``partitions`` parts at once (``findings_view`` only). Costs one
+        request where the server has ``total_count``: the count and the split's id bounds (kept
+        for a partitioned walk of this paginator, which then does not ask again), timed for the
+        latency; without it, ``first: 1`` probes by offset count the rows (``estimate.probes``).
+        ``print(estimate)`` shows it as a table; see :class:`Estimate`."""
         return _estimate.estimate(self, partitions)
 
     def _export(
@@ -403,9 +405,9 @@ class Paginator(_Walk[T]):
         properly) and ``cursor`` is after the last of them: continue into a new file with
         ``after=paginator.cursor``. Needs ``secfindings[arrow]``.
 
-        ``partitions=N`` (``findings_view`` only): the walk is split into N id ranges read at
-        once (threads), whole pages written as they arrive, so rows of different ranges
-        interleave. There is no single cursor then: ``ExportResult.resume`` (and
+        ``partitions=N`` (``findings_view`` only): the walk is split into N parts read at
+        once (threads; see :meth:`to_arrow`), whole pages written as they arrive, so rows of
+        different parts interleave. There is no single cursor then: ``ExportResult.resume`` (and
         ``paginator.resume`` after a failure) continues it, passed as ``resume=`` to the same
         export of a new paginator of the same walk (into a new file for Parquet)."""
         return self._export(path, "parquet", False, progress, True, partitions, resume)
@@ -562,7 +564,7 @@ class AsyncPaginator(_Walk[T]):
 
     async def to_arrow(self, *, progress: Progress = None, partitions: int = 1) -> Any:
         """The rest of the walk as a ``pyarrow.Table`` (see :meth:`Paginator.to_arrow`;
-        ``partitions=N`` reads N id ranges at once, as tasks)."""
+        ``partitions=N`` reads N parts at once, as tasks)."""
         pa = need("pyarrow", "arrow", "to_arrow()")
         if _partitions.wanted(partitions):
             return _partitions.concat_arrow(await _partitions.tables_async(self, progress, partitions))
@@ -639,7 +641,7 @@ class AsyncPaginator(_Walk[T]):
         resume: str | ExportResult | None = None,
     ) -> ExportResult:
         """Streams the rest of the walk into a Parquet file (see :meth:`Paginator.write_parquet`;
-        ``partitions=N`` reads N id ranges at once, as tasks)."""
+        ``partitions=N`` reads N parts at once, as tasks)."""
         return await self._export(path, "parquet", False, progress, True, partitions, resume)
 
     async def write_csv(
