@@ -175,8 +175,8 @@ def test_what_counts_as_which_change():
     ("base", "head", "message"),
     [
         (pa.table({"title": ["x"]}), pa.table({"id_int": [1]}), "share no id column"),
-        (pa.table({"id_int": [1, 1]}), pa.table({"id_int": [1]}), "BASE has 1 rows whose id_int came before"),
-        (pa.table({"id_int": [1]}), pa.table({"id_int": [1, None]}), "HEAD has 1 rows without id_int"),
+        (pa.table({"id_int": [1, 1]}), pa.table({"id_int": [1]}), "BASE has 1 row whose id_int came before"),
+        (pa.table({"id_int": [1]}), pa.table({"id_int": [1, None]}), "HEAD has 1 row without id_int"),
         ("/nonexistent/base.parquet", pa.table({"id_int": [1]}), "no such snapshot"),
         (42, pa.table({"id_int": [1]}), "got int"),
     ],

@@ -467,6 +467,8 @@ def _hint(ctx: click.Context, pager: Any, fmt: str) -> None:
     """After an interruption: prints the command that completes the export, as it is to be run."""
     if pager is None:
         return
+    from secfindings._plain import plural
+
     written: ExportResult | None = getattr(pager, "_written", None)
     cursor = written.cursor if written is not None else pager.cursor
     state = written.resume if written is not None else None  # a partitioned export's
@@ -491,7 +493,8 @@ def _hint(ctx: click.Context, pager: Any, fmt: str) -> None:
         if p["limit"] is not None:
             p["limit"] -= rows
             if p["limit"] <= 0:
-                click.echo(f"all {rows} rows asked for were written to {p['out']}", err=True)
+                were = "was" if rows == 1 else "were"
+                click.echo(f"all {plural(rows, 'row')} asked for {were} written to {p['out']}", err=True)
                 return
             change += ["--limit", str(p["limit"])]
     argv += ["--out", str(out)]
@@ -513,7 +516,7 @@ def _hint(ctx: click.Context, pager: Any, fmt: str) -> None:
     if not p["progress"]:
         argv.append("--no-progress")
     if rows:
-        click.echo(f"{rows} rows were written to {p['out']}", err=True)
+        click.echo(f"{plural(rows, 'row')} {'was' if rows == 1 else 'were'} written to {p['out']}", err=True)
     click.echo(f"resume with: {shlex.join(change)}; that is, run:", err=True)
     click.echo(f"  {shlex.join(argv)}", err=True)
 

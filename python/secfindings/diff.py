@@ -38,6 +38,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
 
+from secfindings._plain import plural
 from secfindings._shared import need
 from secfindings.errors import ValidationError
 from secfindings.formats import line_text, markdown_text
@@ -242,7 +243,8 @@ class DiffResult:
         """``20 new, 7 resolved, 2 reopened, 5 changed (of 1000 -> 1013 findings)``."""
         c = self.counts
         kinds = ", ".join(f"{c[k]} {k}" for k in CHANGES)
-        return f"{kinds} (of {c['base_rows']} -> {c['head_rows']} findings, matched by {self.key})"
+        head = plural(c["head_rows"], "finding")
+        return f"{kinds} (of {c['base_rows']} -> {head}, matched by {self.key})"
 
     def _shown(self, row: dict[str, Any]) -> tuple[str, str, str, str]:
         fields = ", ".join(row.get("changed_fields") or [])
@@ -278,7 +280,8 @@ class DiffResult:
         out = ["| change | findings |", "|---|---:|"]
         out += [f"| {k} | {c[k]} |" for k in CHANGES]
         out.append(
-            f"\n{c['base_rows']} findings in BASE, {c['head_rows']} in HEAD, matched by `{self.key}`.\n"
+            f"\n{plural(c['base_rows'], 'finding')} in BASE, {c['head_rows']} in HEAD, "
+            f"matched by `{self.key}`.\n"
         )
         rows = self.rows(limit)
         if rows:
@@ -363,7 +366,7 @@ def diff(base: Source, head: Source) -> DiffResult:
         except (pa.ArrowInvalid, pa.ArrowNotImplementedError) as exc:
             raise ValidationError(f"{which}'s {key} column cannot be read as ids: {exc}") from None
         if col.null_count:
-            raise ValidationError(f"{which} has {col.null_count} rows without {key}")
+            raise ValidationError(f"{which} has {plural(col.null_count, 'row')} without {key}")
         # Duplicates by sorting (a distinct count's hash table would take more memory).
         ordered = pc.take(col, pc.sort_indices(col))
         dupes = (
@@ -371,7 +374,9 @@ def diff(base: Source, head: Source) -> DiffResult:
         )
         del ordered
         if dupes:
-            raise ValidationError(f"{which} has {dupes} rows whose {key} came before: one row per finding")
+            raise ValidationError(
+                f"{which} has {plural(dupes, 'row')} whose {key} came before: one row per finding"
+            )
         return col
 
     # The join, by hashing: each BASE row finds its HEAD row (index_in hashes HEAD's ids), and
