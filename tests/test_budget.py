@@ -160,6 +160,9 @@ _WORKER = textwrap.dedent(
     token, base, auth, folder, n = sys.argv[1:6]
     c = secfindings.Client(token, base_url=base, auth_url=auth, schema="off", max_retries=0,
                            rate_limit=(4, 1.0), budget=folder if folder != "off" else False)
+    c._native.current_jwt()  # the token exchange (the identity provider) before the barrier
+    print("ready", flush=True)
+    sys.stdin.readline()  # the barrier: the test releases every worker at once
     ok = 0
     for _ in range(int(n)):
         try:
@@ -173,14 +176,24 @@ _WORKER = textwrap.dedent(
 
 
 def _run_workers(emu: Emulator, token: str, folder: str, workers: int, calls: int) -> list[int]:
+    """Starts the workers, waits until each is ready (started, its JWT got), then releases them
+    together: their calls overlap however slowly each process started (a barrier, no timing)."""
     procs = [
         subprocess.Popen(
             [sys.executable, "-c", _WORKER, token, emu.base_url, emu.auth_url, folder, str(calls)],
+            stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             text=True,
         )
         for _ in range(workers)
     ]
+    for p in procs:
+        assert p.stdout is not None
+        assert p.stdout.readline() == "ready\n"
+    for p in procs:
+        assert p.stdin is not None
+        p.stdin.write("go\n")
+        p.stdin.flush()
     outs = []
     for p in procs:
         out, _ = p.communicate(timeout=120)
