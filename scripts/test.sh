@@ -18,7 +18,7 @@ cargo test --no-default-features --features arrow --lib --quiet
 cargo test -p secfindings-emulator --quiet
 
 step "pytest"
-"$PY" -m pytest -q "$@"
+"$PY" -m pytest -q ${SECFINDINGS_JUNIT:+--junitxml="$SECFINDINGS_JUNIT"} "$@"
 
 step "the wheel, installed without Rust on PATH (quickstart and a test smoke)"
 bash scripts/wheel_test.sh
