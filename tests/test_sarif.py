@@ -254,12 +254,16 @@ def test_an_interrupted_command_prints_the_command_that_completes_the_file(valid
             "SECFINDINGS_AUTH_URL": server.auth_url,
         }
         args = ["export", "--format", fmt, "--out", str(path), "--page-size", "2", "--no-progress"]
+        args += ["--severity", "critical,high", "--status", "open"]
         res = CliRunner().invoke(main, args, env=env, prog_name="secfindings")
         assert res.exit_code == 1, res.output
         assert "resume with: --after 4 --append" in res.stderr
         lines = res.stderr.splitlines()
         command = shlex.split(lines[lines.index(next(x for x in lines if x.endswith("that is, run:"))) + 1])
         assert command[:2] == ["secfindings", "export"]
+        # The plain filters are part of the walk: the command that completes it keeps them.
+        assert command[command.index("--severity") + 1] == "critical,high"
+        assert command[command.index("--status") + 1] == "open"
         if fmt == "sarif":  # the interrupted file is a valid log of the pages written
             log = json.loads(path.read_text())
             assert not errors(validator, log)
