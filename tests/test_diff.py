@@ -285,6 +285,7 @@ HOSTILE = [
 ]
 
 
+@pytest.mark.reliability_input
 def test_markdown_escapes_every_vector(tmp_path):
     """A title (a severity, a status key) from a snapshot cannot add a line, a heading, HTML, an
     image or a cell to the Markdown (only | was escaped before)."""
@@ -314,6 +315,7 @@ def test_markdown_escapes_every_vector(tmp_path):
     assert html.count("<tr>") == 1 + 4 + 1 + n
 
 
+@pytest.mark.reliability_input
 @pytest.mark.parametrize(
     ("ids", "message"),
     [
@@ -338,6 +340,7 @@ def test_ids_that_are_not_ids_are_clear_errors(tmp_path, ids, message):
     assert ok.counts["resolved"] == 1
 
 
+@pytest.mark.reliability_input
 @pytest.mark.parametrize("kind", ["parquet", "csv", "jsonl"])
 def test_titles_that_are_not_utf8_are_clear_errors(tmp_path, kind):
     bad = b"caf\xe9 \xff"
@@ -386,6 +389,7 @@ def test_exports_of_each_profile_diff_by_the_edits_made(profiled_emulator, tmp_p
     assert ("severity" in got["fields"]) == (emu.profile == "default")
 
 
+@pytest.mark.reliability_input
 def test_the_table_cannot_drive_a_terminal():
     titles = ["x\r\n::error::forged", "\x1b[2Kerased", "abc\u202edesrever", "nul\x00"]
     n = len(titles)

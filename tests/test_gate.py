@@ -262,6 +262,7 @@ def test_outputs_markdown_sarif_json_and_the_step_summary(snap, tmp_path):
     ]
 
 
+@pytest.mark.reliability_input
 @pytest.mark.parametrize(
     ("args", "message"),
     [
@@ -367,6 +368,7 @@ def node(i: int, **kw: Any) -> dict[str, Any]:
     return {"id": f"f{i}", "id_int": i, "title": f"finding {i}", "actual_status": {"category": "OPEN"}, **kw}
 
 
+@pytest.mark.reliability_hostile
 @pytest.mark.parametrize("severity", [None, 0, 6, 99, "high", True, 4.5])
 def test_a_finding_of_no_severity_fails_the_gate(severity):
     """No --max means no finding may be counted: one whose severity is null or not 1..5 is
@@ -384,6 +386,7 @@ def test_a_finding_of_no_severity_fails_the_gate(severity):
         assert "  unknown        1      1" in res.output
 
 
+@pytest.mark.reliability_hostile
 def test_null_nodes_and_scores_that_are_not_numbers_are_counted_not_tracebacks():
     nodes = [
         None,
@@ -430,6 +433,7 @@ def unescaped_pipes(line: str) -> int:
     return len(re.findall(r"(?<!\\)(?:\\\\)*\|", line))
 
 
+@pytest.mark.reliability_hostile
 def test_markdown_outputs_escape_every_vector(tmp_path):
     nodes = [
         node(i, severity=5, score=9.0, title=t, resource_name=t) for i, t in enumerate(HOSTILE_TITLES, 1)
@@ -470,6 +474,7 @@ def test_markdown_outputs_escape_every_vector(tmp_path):
         assert html.count("<tr>") == 1 + 5 + 1 + len(HOSTILE_TITLES)
 
 
+@pytest.mark.reliability_hostile
 def test_junit_holds_only_what_xml_can_hold():
     nodes = [node(i, severity=5, title=t) for i, t in enumerate(HOSTILE_TITLES, 1)]
     with findings_server(nodes) as (_, env):
@@ -483,6 +488,7 @@ def test_junit_holds_only_what_xml_can_hold():
     assert len(failure.text.splitlines()) == len(HOSTILE_TITLES)
 
 
+@pytest.mark.reliability_input
 def test_a_baseline_whose_ids_are_not_ids_is_a_usage_error(emulator, tmp_path):
     import pyarrow as pa
     import pyarrow.parquet as pq
@@ -627,6 +633,7 @@ def test_export_takes_the_plain_flags_and_refuses_names_for_severities(snap, tmp
     assert "findings only" in res.output
 
 
+@pytest.mark.reliability_hostile
 def test_the_text_summary_cannot_drive_a_terminal_or_a_ci_log():
     """The one-screen summary goes to a terminal or a CI log: a title cannot add a line (a
     GitHub workflow command such as ::add-mask:: starts one), send ESC sequences (erase the

@@ -194,6 +194,7 @@ def test_the_command_writes_sarif_by_the_extension_of_out(profiled_emulator, val
         assert levels == {"error", "warning", "note"}
 
 
+@pytest.mark.reliability_hostile
 def test_non_finite_numbers_and_null_nodes_give_strict_json(validator, tmp_path):
     nodes = [
         '{"id":"a","id_int":1,"title":"x","severity":5,"score":1e999,"actual_status":{"category":"OPEN"}}',
