@@ -423,3 +423,51 @@ def test_a_huge_batch_size_is_the_largest_batch() -> None:
 
     with Emulator(findings=5) as emu, emu.client() as c:
         assert [f.id_int for f in c.findings([1, 2], batch_size=2**70) if f] == [1, 2]
+
+
+# ------------------------------------------------------------------- what a failure does not mean
+
+
+def test_a_timeout_splits_the_batch_but_is_not_remembered_as_a_size_limit() -> None:
+    """A batch that timed out once is split to get through, but the client's next lookup starts
+    at the size asked again: a slow moment is not a server's limit on aliases."""
+    from tests.servers.http import HostileServer, Response
+    from tests.servers.http import client as hostile_client
+
+    sizes: list[int] = []
+    stalled: list[bool] = []
+
+    def api(req: Any) -> Any:
+        variables = req.json()["variables"]
+        sizes.append(len(variables))
+        if not stalled:
+            stalled.append(True)
+            return Response.slow()  # the first request stalls until the client gives up
+        return Response.of_json({"data": {f"f{k[1:]}": {"id_int": int(v)} for k, v in variables.items()}})
+
+    with HostileServer() as server:
+        server.api = api
+        with hostile_client(server, timeout=0.3) as c:
+            first = c.findings(list(range(1, 41)), fields="id_int", batch_size=40)
+            assert [f.id_int for f in first] == list(range(1, 41))
+            assert sizes[:3] == [40, 20, 20]
+            sizes.clear()
+            again = c.findings(list(range(1, 41)), fields="id_int", batch_size=40)
+    assert [f.id_int for f in again] == list(range(1, 41))
+    assert sizes == [40]
+
+
+def test_a_not_found_below_an_alias_keeps_the_finding() -> None:
+    """An error at ``["f1", "title"]`` is about a field of finding f1, which exists."""
+    from tests.servers.http import client as hostile_client
+
+    def answer(body: dict[str, Any]) -> dict[str, Any]:
+        return {
+            "data": {"f0": {"id_int": 1, "title": "a"}, "f1": {"id_int": 2, "title": None}},
+            "errors": [{"message": "Finding matching query does not exist.", "path": ["f1", "title"]}],
+        }
+
+    server, _ = _hostile(answer)
+    with server, hostile_client(server) as c:
+        found = c.findings([1, 2], fields="id_int title")
+    assert [f.id_int if f is not None else None for f in found] == [1, 2]

@@ -112,9 +112,17 @@ pub fn split(body: &[u8], n: usize) -> Result<Vec<Option<Value>>> {
     let mut missing = vec![false; n];
     let mut other = Vec::new();
     for err in errors {
-        let index = err
-            .get("path")
-            .and_then(Value::as_array)
+        let path = err.get("path").and_then(Value::as_array);
+        // Below the alias (`["f1", "title"]`) an error is about a field of a finding that
+        // exists: the finding is kept (that field null), never taken for a missing id.
+        if path.is_some_and(|p| p.len() > 1) {
+            if matches!(Error::graphql(vec![err.clone()], None), Error::GraphQL { not_found: true, .. }) {
+                continue;
+            }
+            other.push(err);
+            continue;
+        }
+        let index = path
             .and_then(|p| p.first())
             .and_then(Value::as_str)
             .and_then(|alias| alias.strip_prefix('f'))
@@ -240,7 +248,11 @@ impl Lookups {
             match self.one(transport, op, selection, ids).await {
                 Err(e) if is_refusal(&e) && ids.len() > 1 => {
                     let half = ids.len().div_ceil(2);
-                    self.refused(op.name, half);
+                    // A timeout may be the moment, not the size: this batch is split, but the
+                    // client's later batches start at the size asked again.
+                    if !matches!(e, Error::Timeout(_)) {
+                        self.refused(op.name, half);
+                    }
                     log::info!(
                         "{}: the server refused {} lookups in one request; trying {half}",
                         op.name,
@@ -309,6 +321,22 @@ mod tests {
         });
         let got = split(body.to_string().as_bytes(), 3).unwrap();
         assert_eq!(got, vec![Some(json!({"id": "a"})), None, Some(json!({"id": "c"}))]);
+    }
+
+    #[test]
+    fn a_missing_field_of_a_finding_keeps_the_finding() {
+        let body = json!({
+            "data": {"f0": {"id": "a"}, "f1": {"id": "b", "title": null}},
+            "errors": [{"message": "Finding matching query does not exist.", "path": ["f1", "title"]}]
+        });
+        let got = split(body.to_string().as_bytes(), 2).unwrap();
+        assert_eq!(got, vec![Some(json!({"id": "a"})), Some(json!({"id": "b", "title": null}))]);
+        // Any other error below an alias still fails the batch.
+        let body = json!({
+            "data": {"f0": {"id": "a", "title": null}},
+            "errors": [{"message": "permission denied", "path": ["f0", "title"]}]
+        });
+        assert!(split(body.to_string().as_bytes(), 1).is_err());
     }
 
     #[test]
