@@ -22,6 +22,7 @@ from __future__ import annotations
 import asyncio
 import datetime as dt
 import heapq
+import math
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -205,38 +206,55 @@ def _check(walk: Any, partitions: object) -> tuple[Any, dict[str, Any], int]:
 @dataclass(frozen=True)
 class _Found:
     """What the estimate's requests found: the bounds (their ``total`` counted by probes where
-    the server has no ``total_count``), how, and how the walk will be split."""
+    the server has no ``total_count``), how, and the split the walk will be read in (None: one
+    walk)."""
 
     bounds: _partitions.Bounds | None
     counted_by: str | None
-    strategy: str
-    parts: int
+    split: _plan.Split | None
+
+    @property
+    def strategy(self) -> str:
+        return "sequential" if self.split is None else self.split.strategy
+
+    @property
+    def parts(self) -> int:
+        return 1 if self.split is None else len(self.split.slices)
 
 
 def _steps(walk: Any, client: Any, schema: Any, partitions: int) -> _plan.Steps[_Found]:
     """The estimate's requests: the bounds and count (a probe first where the client has no
-    schema to say whether there is a ``total_count``), the split's capabilities, and the count
-    by offset probes where there is no ``total_count``."""
+    schema to say whether there is a ``total_count``), the count by offset probes where there is
+    none, and for ``partitions`` > 1 the split itself, made as the partitioned walk would make it
+    (and kept for it)."""
     plan = _plan.Walk.of(walk)
     base_url = client.base_url
     with_total = yield from _plan.capability_steps(base_url, schema, _plan.TOTAL_COUNT)
     bounds = yield from _plan.bounds_steps(plan, schema, with_total)
+    counted_by = None if bounds is None or bounds.total is None else "total_count"
     if bounds is None:
-        return _Found(None, "total_count" if with_total else None, "sequential", 1)
-    counted_by: str | None = "total_count" if bounds.total is not None else None
-    strategy, parts = "sequential", 1
-    if partitions > 1 and (yield from _plan.capability_steps(base_url, schema, _plan.ID_RANGE)):
-        strategy, parts = "id_ranges", len(_plan.id_ranges(bounds.low, bounds.high, partitions))
-    elif (partitions > 1 or bounds.total is None) and (
-        yield from _plan.capability_steps(base_url, schema, _plan.OFFSET)
-    ):
-        if bounds.total is None:
-            counted = yield from _plan.count_steps(plan, schema)
-            bounds = _partitions.Bounds(bounds.low, bounds.high, counted.rows)
+        return _Found(None, "total_count" if with_total else None, None)
+    if partitions > 1:
+        descending = _partitions._sort_order(plan.args.get("sort"))
+        split = yield from _plan.split_steps(plan, schema, partitions, descending, bounds, True)
+        if split.bounds is not None and split.bounds.total is not None and counted_by is None:
             counted_by = "offset probes"
-        if partitions > 1:
-            strategy, parts = "offset_slices", max(1, min(partitions, bounds.total or 1))
-    return _Found(bounds, counted_by, strategy, parts)
+        return _Found(split.bounds, counted_by, split)
+    if bounds.total is None and (yield from _plan.capability_steps(base_url, schema, _plan.OFFSET)):
+        counted = yield from _plan.count_steps(plan, schema)
+        return _Found(_partitions.Bounds(bounds.low, bounds.high, counted.rows), "offset probes", None)
+    return _Found(bounds, counted_by, None)
+
+
+def _pages(found: _Found, rows: int, page_size: int) -> int:
+    """The page requests of the walk: offset slices read a set number of rows each (the last
+    the rest); id ranges are taken as even."""
+    split = found.split
+    if split is None or split.strategy != "offset_slices":
+        return _partitions.requests_for(rows, page_size, found.parts)
+    limits = [s.limit for s in split.slices[:-1]]
+    last = max(0, rows - sum(x or 0 for x in limits))
+    return sum(max(1, math.ceil(n / page_size)) for n in [*(x or 0 for x in limits), last])
 
 
 def _work_out(
@@ -266,13 +284,7 @@ def _work_out(
             rows = min(rows, int(walk._limit))
     requests = None
     if rows is not None:
-        if walk._limit is not None and rows == 0:
-            requests = 0
-        elif found.strategy == "offset_slices":
-            # Even slices by rows, each after a probe for the cursor of the row before it.
-            requests = _partitions.requests_for(rows, page_size, found.parts) + found.parts - 1
-        else:
-            requests = _partitions.requests_for(rows, page_size, found.parts)
+        requests = 0 if walk._limit is not None and rows == 0 else _pages(found, rows, page_size)
     counts, took = cost.of("findings_bounds")
     probe_seconds = cost.seconds - took
     latency = took if counts else None
@@ -305,7 +317,7 @@ def estimate(walk: Any, partitions: object = 1) -> Estimate:
     client._native.current_jwt()  # a token exchange is not part of the round trips timed
     cost = _plan.Cost()
     found = _plan.drive(client, _steps(walk, client, schema, n), cost)
-    walk._split_bounds = found.bounds
+    _keep(walk, found, n)
     return _work_out(walk, client, args, n, found, cost)
 
 
@@ -316,5 +328,13 @@ async def estimate_async(walk: Any, partitions: object = 1) -> Estimate:
     await asyncio.to_thread(client._native.current_jwt)  # not part of the round trips timed
     cost = _plan.Cost()
     found = await _plan.drive_async(client, _steps(walk, client, schema, n), cost)
-    walk._split_bounds = found.bounds
+    _keep(walk, found, n)
     return _work_out(walk, client, args, n, found, cost)
+
+
+def _keep(walk: Any, found: _Found, partitions: int) -> None:
+    """What the estimate found, for the walk of this paginator that follows (it asks again for
+    none of it): the bounds and count, and the split for the same ``partitions``."""
+    walk._split_bounds = found.bounds
+    if found.split is not None:
+        walk._split_plan = (partitions, found.split)

@@ -349,6 +349,10 @@ class Plan:
         split = yield from _plan.split_steps(
             self.walk, schema, self.partitions, self.descending, bounds, known
         )
+        return self.adopt(split)
+
+    def adopt(self, split: _plan.Split) -> list[Part]:
+        """The partitions of a split the plan made (now, or for an estimate of this walk)."""
         self.strategy = split.strategy
         self.total = None if split.bounds is None else split.bounds.total
         return [Part(s.low, s.high, s.cursor, False, s.limit, s.filtered) for s in split.slices]
@@ -617,10 +621,18 @@ def requests_for(rows: int, page_size: int, partitions: int = 1) -> int:
 
 
 def _cached_bounds(walk: Any) -> tuple[bool, Bounds | None]:
-    """Bounds (and count) an ``estimate(partitions=N)`` of this paginator already found."""
+    """Bounds (and count) an ``estimate()`` of this paginator already found."""
     if hasattr(walk, "_split_bounds"):
         return True, walk._split_bounds
     return False, None
+
+
+def _cached_split(walk: Any, plan: Plan) -> list[Part] | None:
+    """The split an ``estimate(partitions=N)`` of this paginator made, for the same N."""
+    kept = getattr(walk, "_split_plan", None)
+    if kept is None or kept[0] != plan.partitions:
+        return None
+    return plan.adopt(kept[1])
 
 
 def _parts(walk: Any, plan: Plan) -> list[Part]:
@@ -628,6 +640,9 @@ def _parts(walk: Any, plan: Plan) -> list[Part]:
     plan.sort = plan._sort(schema)  # a resumed slice is read in the order it was cut in
     if plan.parts is not None:
         return plan.parts
+    cached = _cached_split(walk, plan)
+    if cached is not None:
+        return cached
     known, bounds = _cached_bounds(walk)
     return _plan.drive(plan.client, plan.steps(schema, bounds, known))
 
@@ -637,6 +652,9 @@ async def _parts_async(walk: Any, plan: Plan) -> list[Part]:
     plan.sort = plan._sort(schema)
     if plan.parts is not None:
         return plan.parts
+    cached = _cached_split(walk, plan)
+    if cached is not None:
+        return cached
     known, bounds = _cached_bounds(walk)
     return await _plan.drive_async(plan.client, plan.steps(schema, bounds, known))
 
