@@ -92,6 +92,8 @@ async def test_the_estimate_is_within_ten_percent_of_the_requests_made(
     made = emulator.stats()["api_requests"]
     assert table.num_rows == expected_rows
     assert within(estimate.requests, made), (estimate.requests, made)
+    if emulator.profile == "known":  # slices of a set number of rows, their cursors found already
+        assert estimate.requests == made
     assert estimate.page_size == page_size
     assert estimate.partitions == partitions
 
