@@ -657,3 +657,29 @@ def test_the_text_summary_cannot_drive_a_terminal_or_a_ci_log():
     assert not [line for line in lines if line.startswith("::")]
     bad = [ch for ch in res.output if ch != "\n" and unicodedata.category(ch) in ("Cc", "Cf")]
     assert bad == []
+
+
+@pytest.mark.reliability_hostile
+def test_a_server_with_no_way_to_place_a_severity_is_one_line_exit_2():
+    """A server whose FindingsView has no severity and whose filter refuses the field: the gate
+    cannot work, and says so in one line, exit 2 (not an API failure, exit 1)."""
+    from tests.servers.http import Response
+    from tests.servers.variant import _edit_type
+
+    sdl = _edit_type(secfindings._native.builtin_sdl(), "FindingsView", drop=("severity",))
+    refused = {
+        "errors": [{"message": "Unknown filter field: severity", "locations": [{"line": 1, "column": 3}]}]
+    }
+
+    def answer(req: Any) -> Any:
+        if "severity" in json.dumps(req.json().get("variables")):
+            return Response.of_json(refused, status=400)
+        return [node(1, title="a")]
+
+    with findings_server(answer, sdl=sdl) as (_, env):
+        res = gate(env)
+    assert res.exit_code == 2, res.output
+    assert res.output == (
+        "error: the gate counts findings per severity, and this server has no severity on "
+        "FindingsView and refused a filter on it: GraphQL error: Unknown filter field: severity\n"
+    )

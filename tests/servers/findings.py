@@ -35,18 +35,22 @@ def _page(nodes: Sequence[Any]) -> bytes:
 
 @contextmanager
 def findings_server(
-    nodes: Sequence[Any] | Callable[[Request], Sequence[Any]],
+    nodes: Sequence[Any] | Callable[[Request], Sequence[Any] | Response],
+    sdl: str | None = None,
 ) -> Iterator[tuple[HostileServer, dict[str, str]]]:
     """The server and the environment of a command pointed at it. ``nodes``: the nodes of every
     ``findings_view`` page (a node given as text is sent as that raw JSON, ``1e999`` for one), or
-    a function of the request that gives them."""
-    schema = {"data": introspection_of(_native.builtin_sdl())}
+    a function of the request that gives them (or a whole answer). ``sdl``: the schema its
+    introspection shows (default: the built-in one)."""
+    schema = {"data": introspection_of(sdl or _native.builtin_sdl())}
     server = HostileServer()
 
     def api(req: Request) -> Response:
         if is_introspection(req):
             return Response.of_json(schema)
         got = nodes(req) if callable(nodes) else nodes
+        if isinstance(got, Response):
+            return got
         return Response.text(_page(got), content_type="application/json")
 
     server.api = api
