@@ -13,8 +13,9 @@ SECFINDINGS_REGION or SECFINDINGS_AUTH_URL) or from a prompt on a terminal, neve
 line, where they would land in the shell's history and the process list.
 
 Exit codes: 0 done, 1 the API or the network failed, 2 bad usage or arguments, 3 authentication
-failed, 4 a limit of `gate` was exceeded, 130 interrupted (Ctrl-C). Errors go to stderr, one line,
-never with a secret.
+failed, 4 a limit of `gate` was exceeded, 130 interrupted (Ctrl-C), 141 the reader of stdout
+went away (`| head`: quietly, as a tool that SIGPIPE ends). Errors go to stderr, one line, never
+with a secret.
 """
 
 from __future__ import annotations
@@ -96,6 +97,16 @@ def _interrupted() -> NoReturn:
     sys.exit(130)
 
 
+def _reader_gone() -> NoReturn:
+    """stdout's reader closed it (``| head -1``): end quietly with the exit status of a tool that
+    SIGPIPE ends (128 + 13); stdout goes to /dev/null so that the flush at exit fails no more."""
+    import contextlib
+
+    with contextlib.suppress(OSError, ValueError):
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+    sys.exit(141)
+
+
 @contextmanager
 def _errors() -> Iterator[None]:
     """Maps the library's errors to messages and exit codes a shell user expects."""
@@ -103,6 +114,8 @@ def _errors() -> Iterator[None]:
         yield
     except KeyboardInterrupt:
         _interrupted()
+    except BrokenPipeError:
+        _reader_gone()
     except (ConfigurationError, ValidationError) as exc:
         click.echo(f"error: {exc}", err=True)
         sys.exit(2)
@@ -196,6 +209,8 @@ class _Main(click.Group):
             return super().invoke(ctx)
         except KeyboardInterrupt:
             _interrupted()
+        except BrokenPipeError:
+            _reader_gone()
         except click.Abort as exc:  # click.prompt turns Ctrl-C into Abort
             if isinstance(exc.__context__, KeyboardInterrupt):
                 _interrupted()
@@ -230,7 +245,13 @@ def query(file: Any, variables: tuple[str, ...], operation: str | None) -> None:
 
 @main.command()
 @click.argument("what", type=click.Choice(sorted(EXPORTS)), default="findings")
-@click.option("--out", "out", type=click.Path(dir_okay=False, path_type=Path), default=None)
+@click.option(
+    "--out",
+    "out",
+    type=click.Path(dir_okay=False, path_type=Path),
+    default=None,
+    help="The file to write; - for stdout (any format but Parquet).",
+)
 @click.option(
     "--format",
     "fmt",
@@ -315,6 +336,12 @@ def export(
     if out is None:
         raise click.UsageError("Missing option '--out'.")
     fmt = fmt or _format_of(out)
+    # `--out -` streams to stdout (as `query -` reads stdin), added to, never emptied: what the
+    # shell connected it to (a pipe, `> file`, `>> file`) is the shell's to manage.
+    to_stdout = str(out) == "-"
+    if to_stdout and fmt == "parquet":
+        raise click.BadParameter("Parquet is not streamed to stdout: give a file", param_hint="--out")
+    target: str | Path = _stdout() if to_stdout else out
     if partitions != 1 or resume is not None:
         if EXPORTS[what] != "findings_view":
             raise click.BadParameter("--partitions and --resume apply to findings only")
@@ -331,7 +358,7 @@ def export(
         )
     if append and overwrite:
         raise click.UsageError("--append and --overwrite contradict each other: give one of them")
-    if not append and not overwrite and out.is_file() and out.stat().st_size > 0:
+    if not append and not overwrite and not to_stdout and out.is_file() and out.stat().st_size > 0:
         how = (
             "--overwrite to replace it"
             if fmt == "parquet"
@@ -358,14 +385,17 @@ def export(
                 split: dict[str, Any] = {}
                 if partitions != 1 or resume is not None:
                     split = {"partitions": partitions, "resume": resume}
+                append = append or to_stdout
                 if fmt == "parquet":
-                    result = writer(out, progress=progress, **split)
+                    result = writer(target, progress=progress, **split)
                 elif fmt == "csv":
                     result = writer(
-                        out, append=append, progress=progress, escape_formulas=escape_formulas, **split
+                        target, append=append, progress=progress, escape_formulas=escape_formulas, **split
                     )
                 else:
-                    result = writer(out, append=append, progress=progress, **split)
+                    result = writer(target, append=append, progress=progress, **split)
+        except BrokenPipeError:
+            raise  # the reader of stdout went away: nothing to finish
         except OSError as exc:
             if exc.filename is None:  # a failed write names no file: say which
                 exc.filename = str(out)
@@ -379,7 +409,8 @@ def export(
     from secfindings._plain import plural
 
     click.echo(
-        f"wrote {plural(result.rows, 'row')} in {plural(result.pages, 'page')} to {result.path}"
+        f"wrote {plural(result.rows, 'row')} in {plural(result.pages, 'page')} to "
+        f"{'stdout' if to_stdout else result.path}"
         + (f"; last cursor {result.cursor}" if result.cursor else ""),
         err=True,
     )
@@ -422,6 +453,13 @@ def _dry_run(
         _checked_findings(client, operation, "", kwargs)
         estimate = client.findings_view(**kwargs).estimate(partitions=partitions)
     click.echo(str(estimate))
+
+
+def _stdout() -> str:
+    """The path of this process's stdout, for a writer that takes a path (``--out -``)."""
+    if not os.path.exists("/dev/stdout"):
+        raise click.BadParameter("- (stdout) needs a system with /dev/stdout", param_hint="--out")
+    return "/dev/stdout"
 
 
 def _format_of(out: Path) -> str:
