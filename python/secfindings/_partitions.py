@@ -385,17 +385,30 @@ class Plan:
 
     def keep_batch(self, part: Part, batch: Any) -> Any:
         """A page of columns with only the rows of ``part`` (and without an ``id_int`` the walk
-        added)."""
+        added). A page wholly inside the partition, the usual case, is handed on as it came."""
         if not part.checked and not self.strip_id:
             return batch
         pa = need("pyarrow", "arrow", "partitions=")
+        pc = need("pyarrow.compute", "arrow", "partitions=")
         rb = pa.record_batch(batch)
         if part.checked:
-            ids = rb.column(rb.schema.get_field_index("id_int")).to_pylist()
-            mask = [part.holds(v) for v in ids]
-            if not all(mask):
-                self._note(mask.count(False))
-                rb = rb.filter(pa.array(mask, type=pa.bool_()))
+            ids = rb.column(rb.schema.get_field_index("id_int"))
+            ends = pc.min_max(ids)
+            low, high = ends["min"].as_py(), ends["max"].as_py()
+            inside = ids.null_count == 0 and (
+                low is None
+                or ((part.low is None or low >= part.low) and (part.high is None or high <= part.high))
+            )
+            if not inside:
+                mask = pc.is_valid(ids)
+                if part.low is not None:
+                    mask = pc.and_(mask, pc.fill_null(pc.greater_equal(ids, part.low), False))
+                if part.high is not None:
+                    mask = pc.and_(mask, pc.fill_null(pc.less_equal(ids, part.high), False))
+                self._note(len(rb) - pc.sum(mask).as_py())
+                rb = rb.filter(mask)
+            elif not self.strip_id:
+                return batch
         if self.strip_id:
             keep = [i for i, name in enumerate(rb.schema.names) if name != "id_int"]
             rb = pa.RecordBatch.from_arrays(
