@@ -24,7 +24,8 @@ Capabilities (:func:`capable`, :func:`capable_async`):
 
 The strategies that use them:
 
-- **partitions** (:func:`split`, in :mod:`secfindings._partitions`): ``id_ranges`` where
+- **partitions** (:func:`split_steps`; :mod:`secfindings._partitions`, ``secfindings.dask``, and
+  ``estimate(partitions=N)``, which hands its split to the walk that follows): ``id_ranges`` where
   :data:`ID_RANGE` holds; else ``offset_slices`` where :data:`OFFSET` holds (the rows counted,
   each slice starting after the cursor of the row before it, found by a ``first: 1`` probe at
   that offset, and reading a fixed number of rows); else ``sequential``, one walk, with one
@@ -38,12 +39,13 @@ The strategies that use them:
   the incremental sync (which other modules own). It returns a :class:`NewerThan`:
 
       plan = newer_than(Walk.of(pager), "last_reported_time", watermark, lookback)
-      pager = plan.paginator()          # the walk to make: sorted by the key descending where the
-      for row in pager:                 # schema sorts by it, the range filter only where a probe
-          if plan.past(row[key]):       # showed the server honours it
-              break                     # sorted: everything after is older
-          if plan.keep(row[key]):
-              ...                       # at or after watermark - lookback
+      # the walk to make: sorted by the key descending where the schema sorts by it, the range
+      # filter only where a probe showed the server honours it
+      for row in plan.paginator(fields="id_int last_reported_time"):
+          if plan.past(row.last_reported_time):   # sorted: everything after is older
+              break
+          if plan.keep(row.last_reported_time):   # at or after watermark - lookback
+              ...
 
   ``plan.sorted`` / ``plan.filtered`` say what the server does for it; ``plan.readable`` whether
   the key is a field of the rows at all (not on a facts-only server's FindingsView for
