@@ -125,7 +125,7 @@ def test_newer_than_reads_each_profile_as_it_allows(profiled_client: Any, profil
     )
     assert plan.since == watermark - dt.timedelta(hours=1)
     if profiled_emulator.profile == "default":
-        assert (plan.sorted, plan.filtered, plan.readable) == (True, True, True)
+        assert (plan.sorted, plan.filtered, plan.readable, plan.sortable) == (True, True, True, True)
         assert plan.sort == "LAST_REPORTED_TIME_DESC"
         assert plan.past("2023-12-31T22:00:00+00:00")
         assert not plan.past("2023-12-31T23:30:00Z")
@@ -135,6 +135,7 @@ def test_newer_than_reads_each_profile_as_it_allows(profiled_client: Any, profil
         assert all(plan.keep(t) for t in times)
     else:  # no such field on a facts-only FindingsView, and no range condition: nothing to use
         assert (plan.sorted, plan.filtered, plan.readable) == (False, False, False)
+        assert plan.sortable  # its sort values name the key: a caller reading it elsewhere may
         assert plan.extra_filter() is None
         assert not plan.past("2000-01-01T00:00:00Z")
     assert os.environ["SECFINDINGS_SCHEMA_CACHE"]

@@ -764,7 +764,10 @@ class NewerThan:
     """How to read the findings whose ``key`` is at or after ``since`` (a watermark minus its
     lookback) on this server. ``sorted``: the walk is sorted by the key descending, so it may stop
     at the first older row (:meth:`past`); ``filtered``: the server takes ``key gte since`` (a
-    probe showed it honours it); ``readable``: the key is a field of the rows."""
+    probe showed it honours it); ``readable``: the key is a field of the rows; ``sortable``: the
+    server sorts by the key (``sorted`` needs it readable too: a walk sorted by a key it cannot
+    show cannot tell where to stop, unless the caller looks the key up elsewhere, as
+    ``client.findings(ids)`` does on ``Finding``)."""
 
     walk: Walk
     key: str
@@ -772,6 +775,7 @@ class NewerThan:
     sorted: bool
     filtered: bool
     readable: bool
+    sortable: bool = False
 
     @property
     def sort(self) -> str | None:
@@ -818,7 +822,7 @@ def _newer_than(
     since = _as_time(watermark)
     if since is None:
         raise ValidationError(f"a watermark is a datetime, not {type(watermark).__name__}")
-    return NewerThan(walk, key, since - lookback, sortable and readable, filtered, readable)
+    return NewerThan(walk, key, since - lookback, sortable and readable, filtered, readable, sortable)
 
 
 def newer_than(
