@@ -9,8 +9,8 @@ use serde::Serialize;
 
 use crate::fault::Fault;
 use crate::response::{json, status_fault, truncate, with_header, Conn, ResetConnection, RespBody};
+use crate::state::Shared;
 use crate::stats::{Counters, LoggedRequest};
-use crate::Shared;
 
 /// The members of a GraphQL POST body, as sent.
 struct GqlBody {

@@ -49,13 +49,13 @@ impl FaultQueue {
         if count == 0 {
             return;
         }
-        let mut queue = crate::lock(&self.queue);
+        let mut queue = crate::locks::lock(&self.queue);
         queue.push_back((fault, count));
         self.pending.store(queue.len(), Ordering::Release);
     }
 
     pub fn clear(&self) {
-        let mut queue = crate::lock(&self.queue);
+        let mut queue = crate::locks::lock(&self.queue);
         queue.clear();
         self.pending.store(0, Ordering::Release);
     }
@@ -65,7 +65,7 @@ impl FaultQueue {
         if self.pending.load(Ordering::Acquire) == 0 {
             return None;
         }
-        let mut queue = crate::lock(&self.queue);
+        let mut queue = crate::locks::lock(&self.queue);
         let (fault, remaining) = queue.front_mut()?;
         *remaining = remaining.saturating_sub(1);
         let taken =

@@ -18,7 +18,7 @@ use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::watch;
 
 use crate::response::{json, Conn, ResetConnection, RespBody};
-use crate::Shared;
+use crate::state::Shared;
 
 /// Request bodies above this are refused; GraphQL requests are far smaller.
 const MAX_BODY: usize = 16 * 1024 * 1024;

@@ -20,12 +20,15 @@ pub mod graphql;
 mod http;
 mod idp;
 mod limits;
+mod locks;
 mod response;
+mod sockets;
+mod state;
 mod stats;
 mod ws;
 
 use std::net::{IpAddr, SocketAddr};
-use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use tokio::sync::watch;
@@ -34,13 +37,15 @@ pub use crate::caller::Caller;
 pub use crate::config::{EmulatorConfig, LimitScope, RateLimit};
 pub use crate::fault::{Fault, FaultTarget};
 pub use crate::graphql::{FindingUpdate, Profile};
+pub use crate::sockets::WsProtocols;
 pub use crate::stats::{LoggedRequest, Stats};
-pub use crate::ws::WsProtocols;
 
 use crate::auth::Auth;
 use crate::fault::FaultQueue;
 use crate::graphql::GraphqlService;
 use crate::limits::Limiter;
+use crate::locks::lock;
+use crate::state::Shared;
 use crate::stats::{Counters, RequestLog};
 
 /// Why an emulator could not start.
@@ -52,24 +57,6 @@ pub enum EmulatorError {
     Runtime(#[source] std::io::Error),
     #[error("cannot build the GraphQL schema: {0}")]
     Schema(String),
-}
-
-/// Everything the connection tasks share.
-pub(crate) struct Shared {
-    graphql: GraphqlService,
-    auth: Auth,
-    global_limit: Limiter,
-    customer_limit: Limiter,
-    token_limit: Limiter,
-    idp_limit: Limiter,
-    api_faults: FaultQueue,
-    idp_faults: FaultQueue,
-    counters: Counters,
-    log: RequestLog,
-    /// `Some` when `EmulatorConfig::response_cache` is on.
-    cache: Option<cache::ResponseCache>,
-    ws: ws::WsState,
-    knobs: config::Knobs,
 }
 
 /// A running emulator. Dropping it shuts it down.
@@ -104,7 +91,7 @@ impl Emulator {
             counters: Counters::default(),
             log: RequestLog::default(),
             cache: config.response_cache.then(cache::ResponseCache::default),
-            ws: ws::WsState::default(),
+            ws: sockets::WsState::default(),
             knobs: config::Knobs::new(&config),
         });
         let runtime = tokio::runtime::Builder::new_multi_thread()
@@ -324,9 +311,4 @@ fn bind(addr: SocketAddr) -> std::io::Result<tokio::net::TcpListener> {
     socket.set_reuseaddr(true)?;
     socket.bind(addr)?;
     socket.listen(LISTEN_BACKLOG)
-}
-
-/// Locks, ignoring poisoning: every critical section leaves its data consistent.
-pub(crate) fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
-    mutex.lock().unwrap_or_else(PoisonError::into_inner)
 }

@@ -37,7 +37,7 @@ impl Limiter {
 
     /// Changing the limit starts fresh windows, so a test sees exactly the limit it set.
     pub fn set(&self, limit: Option<RateLimit>) {
-        let mut inner = crate::lock(&self.inner);
+        let mut inner = crate::locks::lock(&self.inner);
         inner.limit = limit;
         inner.windows.clear();
         self.enabled.store(limit.is_some(), Ordering::Release);
@@ -49,7 +49,7 @@ impl Limiter {
             return Ok(());
         }
         let now = Instant::now();
-        let mut inner = crate::lock(&self.inner);
+        let mut inner = crate::locks::lock(&self.inner);
         let Some(limit) = inner.limit else {
             return Ok(());
         };

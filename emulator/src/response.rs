@@ -16,7 +16,7 @@ use hyper::header::{HeaderName, HeaderValue, CONTENT_LENGTH, CONTENT_TYPE};
 use hyper::{Response, StatusCode};
 use tokio::time::Sleep;
 
-use crate::Shared;
+use crate::state::Shared;
 
 /// How long a truncated answer waits between sending its part and closing, so the part is flushed
 /// to the socket before hyper drops the connection.

@@ -77,7 +77,7 @@ pub(crate) struct RequestLog {
 
 impl RequestLog {
     pub fn push(&self, entry: LoggedRequest) {
-        let mut entries = crate::lock(&self.entries);
+        let mut entries = crate::locks::lock(&self.entries);
         if entries.len() >= LOG_CAPACITY {
             entries.pop_front();
         }
@@ -85,10 +85,10 @@ impl RequestLog {
     }
 
     pub fn snapshot(&self) -> Vec<LoggedRequest> {
-        crate::lock(&self.entries).iter().cloned().collect()
+        crate::locks::lock(&self.entries).iter().cloned().collect()
     }
 
     pub fn clear(&self) {
-        crate::lock(&self.entries).clear();
+        crate::locks::lock(&self.entries).clear();
     }
 }

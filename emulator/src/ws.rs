@@ -6,7 +6,7 @@
 //! closes the socket with 4401, as a server that enforces token lifetimes on long-lived
 //! connections would. A refused `connection_init` closes with 4403.
 
-use std::sync::atomic::{AtomicBool, AtomicU64, AtomicU8, Ordering};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -20,15 +20,16 @@ use hyper::header::{
 };
 use hyper::{Request, Response, StatusCode};
 use hyper_util::rt::TokioIo;
-use tokio::sync::broadcast;
 use tokio_tungstenite::tungstenite::handshake::derive_accept_key;
 use tokio_tungstenite::tungstenite::protocol::frame::coding::CloseCode;
 use tokio_tungstenite::tungstenite::protocol::{CloseFrame, Role, WebSocketConfig};
 use tokio_tungstenite::tungstenite::Message;
 use tokio_tungstenite::WebSocketStream;
 
+use crate::locks::lock;
 use crate::response::{json, RespBody};
-use crate::Shared;
+use crate::sockets::{Control, WsProtocols};
+use crate::state::Shared;
 
 /// How often an open socket's JWT is checked again.
 const RECHECK: Duration = Duration::from_millis(100);
@@ -38,84 +39,6 @@ const MAX_MESSAGE: usize = 1024 * 1024;
 /// (up to this size) on every poll of the read half, which the protocol loop polls after every
 /// event it sends: at the default 128 KiB that fill was a large part of the cost of an event.
 const READ_CHUNK: usize = 16 * 1024;
-
-/// Which subprotocols the emulator accepts (tests of the client's fallback turn one off).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum WsProtocols {
-    /// graphql-transport-ws when offered, else graphql-ws.
-    Both,
-    /// Only graphql-transport-ws.
-    TransportWs,
-    /// Only the legacy graphql-ws (subscriptions-transport-ws).
-    LegacyOnly,
-}
-
-/// What tests can do to every open socket.
-#[derive(Clone, Copy, Debug)]
-enum Control {
-    /// Drop the TCP connection without a close frame.
-    Drop,
-}
-
-pub(crate) struct WsState {
-    protocols: AtomicU8,
-    control: broadcast::Sender<Control>,
-    /// Sockets accepted since start.
-    pub accepted: AtomicU64,
-    /// Sockets open now.
-    pub open: AtomicU64,
-    /// Sockets still to be dropped when their `connection_init` arrives (before the ack).
-    drop_at_init: AtomicU64,
-}
-
-impl Default for WsState {
-    fn default() -> Self {
-        Self {
-            protocols: AtomicU8::new(0),
-            control: broadcast::channel(16).0,
-            accepted: AtomicU64::new(0),
-            open: AtomicU64::new(0),
-            drop_at_init: AtomicU64::new(0),
-        }
-    }
-}
-
-impl WsState {
-    pub fn set_protocols(&self, p: WsProtocols) {
-        let v = match p {
-            WsProtocols::Both => 0,
-            WsProtocols::TransportWs => 1,
-            WsProtocols::LegacyOnly => 2,
-        };
-        self.protocols.store(v, Ordering::Release);
-    }
-
-    fn protocols(&self) -> WsProtocols {
-        match self.protocols.load(Ordering::Acquire) {
-            1 => WsProtocols::TransportWs,
-            2 => WsProtocols::LegacyOnly,
-            _ => WsProtocols::Both,
-        }
-    }
-
-    /// Drops every open socket abruptly (no close frame), as a network failure or a load
-    /// balancer would.
-    pub fn drop_all(&self) {
-        let _ = self.control.send(Control::Drop);
-    }
-
-    /// Drops the next `count` sockets when their `connection_init` arrives, before the ack (a
-    /// connection lost in its handshake).
-    pub fn drop_next_at_init(&self, count: u64) {
-        let _ = self
-            .drop_at_init
-            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |n| Some(n.saturating_add(count)));
-    }
-
-    fn take_drop_at_init(&self) -> bool {
-        self.drop_at_init.fetch_update(Ordering::AcqRel, Ordering::Acquire, |n| n.checked_sub(1)).is_ok()
-    }
-}
 
 pub(crate) fn is_upgrade(req: &Request<Incoming>) -> bool {
     req.headers()
@@ -226,7 +149,7 @@ async fn serve(shared: &Arc<Shared>, io: TokioIo<hyper::upgrade::Upgraded>, prot
             let token = bearer(&payload);
             match token.as_deref().and_then(|t| shared.auth.verify(t)) {
                 Some(caller) => {
-                    *crate::lock(&jwt) = token;
+                    *lock(&jwt) = token;
                     let mut data = async_graphql::Data::default();
                     data.insert(caller);
                     Ok(data)
@@ -265,7 +188,7 @@ async fn serve(shared: &Arc<Shared>, io: TokioIo<hyper::upgrade::Upgraded>, prot
                 }
             },
             _ = recheck.tick() => {
-                let token = crate::lock(&jwt).clone();
+                let token = lock(&jwt).clone();
                 if let Some(token) = token {
                     if shared.auth.verify(&token).is_none() {
                         let _ = sink.send(close(4401, "Unauthorized: the JWT expired or was revoked")).await;
