@@ -62,6 +62,8 @@ def _keep(row: dict[str, Any], tree: dict[str, Any] | None) -> bool:
         return bool(have > value)
     if cond == "gte":
         return bool(have >= value)
+    if cond == "lte":
+        return bool(have <= value)
     if cond == "in":
         return str(have) in [str(v) for v in value]
     raise AssertionError(f"the fake does not know {cond}")
@@ -80,7 +82,10 @@ class FindingsServer:
         self.id_pages = 0
 
     def api(self, req: Any) -> Response:
-        variables = json.loads(req.body)["variables"]
+        body = json.loads(req.body)
+        variables = body["variables"]
+        if str(body.get("operationName") or "").startswith("probe_"):
+            return self.probe(variables)
         config = variables.get("filters_config") or {}
         tree = config.get("filtersjson")
         tree = json.loads(tree) if isinstance(tree, str) else tree
@@ -107,6 +112,15 @@ class FindingsServer:
         edges = [{"cursor": str(start + i + 1), "node": n} for i, n in enumerate(chunk)]
         info = {"hasNextPage": start + len(chunk) < len(rows), "endCursor": str(start + len(chunk))}
         return Response.of_json({"data": {"findings_view": {"edges": edges, "pageInfo": info}}})
+
+    def probe(self, variables: dict[str, Any]) -> Response:
+        """The walk plan's probes: aliased ``first: 1`` walks, one per filter."""
+        data = {}
+        for alias, config in variables.items():
+            tree = json.loads(config["filtersjson"])
+            rows = [r for r in self.rows if _keep(r, tree)][:1]
+            data[alias] = {"edges": [{"node": {"id_int": r["id_int"]}} for r in rows]}
+        return Response.of_json({"data": data})
 
 
 @pytest.fixture

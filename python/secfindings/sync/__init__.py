@@ -24,6 +24,7 @@ from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from secfindings import _newer, _plan
 from secfindings.errors import ValidationError
 from secfindings.sync._dest import (
     DatabaseError,
@@ -117,7 +118,8 @@ def _options(
     if reconcile not in (True, False, None):
         raise ValidationError(f"reconcile must be True, False or None (when due), not {reconcile!r}")
     return Options(
-        fields=with_required(fields, ["id_int", "last_reported_time"]),
+        # last_reported_time too where the server's rows have it (the engine adds it).
+        fields=with_required(fields, ["id_int"]),
         lookback=_duration("lookback", lookback),
         reconcile=reconcile,
         reconcile_every=_duration("reconcile_every", reconcile_every),
@@ -224,6 +226,8 @@ class SyncPlan:
     @property
     def requests(self) -> int | None:
         """The requests of the run (None where the server gave no count)."""
+        if "incremental" in self.kinds and self.incremental is None:
+            return None  # read newest first until past the window: not counted beforehand
         total = 0
         for part in (self.incremental, self.reconcile):
             if part is not None:
@@ -287,7 +291,9 @@ def plan(
     kinds = run_kinds(state, by_time, now, options)
     since = state.watermark - options.lookback if state.watermark is not None else None
     result = SyncPlan(str(target), kinds, state.watermark, since, state.last_full_reconcile)
-    if "incremental" in kinds and since is not None:
+    if "incremental" in kinds and since is not None and _newer.newer(client, _newer.KEY).filtered:
+        # (Where the server takes no range on the time, the run reads newest first and stops:
+        # nothing counts that walk beforehand, and the plan says "?".)
         result.incremental = client.findings_view(
             fields="id_int",
             sort=["LAST_REPORTED_TIME_ASC", "ID_ASC"],
@@ -296,10 +302,11 @@ def plan(
         ).estimate()
     if "reconcile" in kinds or "first" in kinds:
         after = state.reconcile_after_id
+        ranged = after is not None and _plan.capable(client, _plan.ID_RANGE)
         result.reconcile = client.findings_view(
             fields="id_int",
             sort=["ID_ASC"],
-            filters=None if after is None else field("id").gt(after),
+            filters=field("id").gte(after + 1) if ranged and after is not None else None,
             page_size=page_size,
         ).estimate()
     return result

@@ -11,6 +11,8 @@ from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from secfindings._newer import by_time
+
 __all__ = [
     "FINDINGS",
     "SNAPSHOTS",
@@ -149,6 +151,19 @@ class Source(abc.ABC):
     def requests(self) -> int:
         """Requests the client has sent so far."""
 
+    @abc.abstractmethod
+    def newer(self, key: str) -> Any:
+        """How this server reads findings newer than a watermark by ``key``
+        (:class:`secfindings._newer.Newer`; at most one probe, remembered)."""
+
+    @abc.abstractmethod
+    def capable(self, name: str) -> bool:
+        """Whether the server has the walk plan's capability ``name`` (probed once)."""
+
+    @abc.abstractmethod
+    def times(self, ids: Sequence[int]) -> dict[int, dt.datetime | None]:
+        """The ``last_reported_time`` of findings by id, looked up (``finding(id)``, batched)."""
+
 
 @dataclass
 class _State:
@@ -203,10 +218,8 @@ def run_kinds(state: _State, by_time: bool, now: dt.datetime, opt: Options) -> l
 
 
 def _by_time(schema: Any) -> bool:
-    """Whether the server can sort and filter findings by last_reported_time."""
-    from secfindings._watch import watch_key
-
-    return watch_key(schema) == "last_reported_time"
+    """Whether the server can give the findings newer than a time (see :mod:`secfindings._newer`)."""
+    return by_time(schema)
 
 
 def budget(changed: int, page_size: int = 100) -> int:

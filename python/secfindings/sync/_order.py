@@ -13,13 +13,15 @@ __all__ = ["IdOrder"]
 class IdOrder:
     """Takes the pages of a walk by id. While the ids ascend, an id equal to the one before it
     is dropped (a page that lists a finding twice, a page that starts again with the last one);
-    a row without an id is dropped (a table keyed by id cannot hold it). An id lower than one
+    a row without an id is dropped (a table keyed by id cannot hold it), and so is one at or
+    before ``after`` (committed before: a walk that cannot start past it reads it again). An id lower than one
     before it means the server does not keep the order: ``broken`` turns True, and from then
     on every id is kept in ``seen`` (the caller adds what it read before) and nothing is
     dropped but rows without an id (the staging keeps one row per id)."""
 
     def __init__(self, key: str, after: int | None) -> None:
         self.key = key
+        self.start = after
         self.last = after
         self.broken = False
         self.seen: set[int] = set()
@@ -30,8 +32,8 @@ class IdOrder:
         ids = batch.column(self.key).to_pylist()
         keep: list[int] = []
         for n, ident in enumerate(ids):
-            if ident is None:
-                continue
+            if ident is None or (self.start is not None and ident <= self.start):
+                continue  # no id, or one committed before (a walk that could not start past it)
             if self.broken:
                 self.seen.add(ident)
                 keep.append(n)

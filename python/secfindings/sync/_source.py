@@ -5,9 +5,11 @@ synchronous by design, and its coroutines are run on the caller's event loop).""
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Iterator
+import datetime as dt
+from collections.abc import Iterator, Sequence
 from typing import Any
 
+from secfindings import _newer, _plan
 from secfindings._shared import need
 from secfindings.sync._model import Source
 
@@ -45,6 +47,15 @@ class ClientSource(Source):
     def call(self, name: str, **arguments: Any) -> Any:
         return getattr(self.client, name)(**_walk_arguments(arguments)).to_arrow()
 
+    def newer(self, key: str) -> Any:
+        return _newer.newer(self.client, key)
+
+    def capable(self, name: str) -> bool:
+        return _plan.capable(self.client, name)
+
+    def times(self, ids: Sequence[int]) -> dict[int, dt.datetime | None]:
+        return _newer.times_of(self.client.findings(list(ids), fields=_newer.TIMES))
+
 
 class AsyncSource(Source):
     """An :class:`~secfindings.AsyncClient` seen from a worker thread."""
@@ -74,3 +85,12 @@ class AsyncSource(Source):
 
     def call(self, name: str, **arguments: Any) -> Any:
         return self._await(getattr(self.client, name)(**_walk_arguments(arguments)).to_arrow())
+
+    def newer(self, key: str) -> Any:
+        return self._await(_newer.newer_async(self.client, key))
+
+    def capable(self, name: str) -> bool:
+        return bool(self._await(_plan.capable_async(self.client, name)))
+
+    def times(self, ids: Sequence[int]) -> dict[int, dt.datetime | None]:
+        return _newer.times_of(self._await(self.client.findings(list(ids), fields=_newer.TIMES)))
