@@ -59,9 +59,20 @@ ANALYST: dict[str, str] = {
 }
 
 #: Fields added to an operation's default selection when the live type has them: what analysts
-#: group and sort by, which the documented-only defaults lack.
+#: group and sort by, which the documented-only defaults lack. For the rules and the other
+#: collections, which the catalog selects by id alone: what a rule is (its name, whether it is on,
+#: what it does, the conditions it applies to, as the filter JSON).
+_CONDITIONS = "filters_config { filtersjson }"
 DEFAULT_EXTRA: dict[str, str] = {
     "FindingsView": "severity due_date discovered_time last_reported_time",
+    "ScoringRule": f"id_int name active method value round_function priority {_CONDITIONS}",
+    "StatusRuleObject": f"id_int name enabled status_key priority {_CONDITIONS}",
+    "SLAGroup": f"id_int name priority {_CONDITIONS}",
+    "SLAPreference": f"id_int name sla_group_name severity days at_risk_days active {_CONDITIONS}",
+    "TicketSLARule": f"id_int name enabled days provider_type priority {_CONDITIONS}",
+    "FindingFilter": "id_int name type filter",
+    "RemediationQueue": f"id_int title state status priority endpoint_type {_CONDITIONS}",
+    "CHResource": "id_int resource_name resource_type cloud_provider cloud_account region findings_count",
 }
 
 
