@@ -12,8 +12,11 @@ from __future__ import annotations
 
 import ast
 import asyncio
+import contextlib
+import difflib
 import importlib.util
 import inspect
+import io
 import os
 import re
 import subprocess
@@ -23,9 +26,21 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from tests.docs_code import ROOT, Block, blocks, pages
+from tests.docs_code import (
+    ROOT,
+    Block,
+    Fenced,
+    blocks,
+    commands,
+    consoles,
+    fenced,
+    files,
+    pages,
+    same_text,
+    unchecked_outputs,
+)
 
-from secfindings.testing import Emulator
+from secfindings.testing import PROFILES, Emulator
 
 pytest.importorskip("mkdocs", reason="the docs extra: pip install -e '.[docs]'")
 
@@ -122,32 +137,88 @@ def test_the_public_name_check_finds_a_method_without_a_docstring() -> None:
 # ------------------------------------------------------------------------------ code runs
 
 
-@pytest.fixture(scope="module")
-def docs_emulator() -> Iterator[Emulator]:
-    with Emulator(findings=2_000, seed=7) as emu:
+@pytest.fixture(params=PROFILES)
+def docs_emulator(request: pytest.FixtureRequest) -> Iterator[Emulator]:
+    """The pages run against both of the emulator's models: ours, and only what the public
+    facts about the service show (what a reader's code meets on the real service). Each page
+    has an emulator of its own, so what it prints does not depend on the pages run before it."""
+    with Emulator(findings=2_000, seed=7, profile=request.param) as emu:
         yield emu
 
 
-def _run_page(page_blocks: list[Block], namespace: dict[str, Any]) -> None:
+def _differs(where: str, shown: str, printed: str) -> str:
+    diff = difflib.unified_diff(shown.splitlines(), printed.splitlines(), "shown", "printed", lineterm="")
+    return f"{where}: the page shows what a run does not print:\n" + "\n".join(diff)
+
+
+def _run_page(
+    page_blocks: list[Block],
+    namespace: dict[str, Any],
+    *,
+    profile: str = "default",
+    console: list[Fenced] | None = None,
+    folder: Path | None = None,
+) -> None:
+    """Runs the page's Python blocks (and the commands of its ``<!-- output -->`` console
+    blocks) in page order; on the default profile what each prints must be what the page
+    shows after it. Raises an AssertionError naming the page's line."""
+    steps: list[Block | Fenced] = sorted([*page_blocks, *(console or [])], key=lambda b: b.line)
+    problems: list[str] = []
     loop = asyncio.new_event_loop()
     try:
-        for block in page_blocks:
-            if not block.run:
+        for step in steps:
+            if isinstance(step, Fenced):
+                problems += _run_commands(step, profile, folder or Path.cwd())
                 continue
-            code = compile(block.code, block.where, "exec", flags=ast.PyCF_ALLOW_TOP_LEVEL_AWAIT)
+            if not step.runs_on(profile):
+                continue
+            code = compile(step.code, step.where, "exec", flags=ast.PyCF_ALLOW_TOP_LEVEL_AWAIT)
+            printed = io.StringIO()
             try:
-                if code.co_flags & inspect.CO_COROUTINE:
-                    loop.run_until_complete(eval(code, namespace))
-                else:
-                    exec(code, namespace)
+                with contextlib.redirect_stdout(printed):
+                    if code.co_flags & inspect.CO_COROUTINE:
+                        loop.run_until_complete(eval(code, namespace))
+                    else:
+                        exec(code, namespace)
             except Exception as exc:
-                raise AssertionError(f"{block.where}: {type(exc).__name__}: {exc}") from exc
+                raise AssertionError(f"{step.where}: {type(exc).__name__}: {exc}") from exc
+            shown = step.output
+            if shown is not None and profile == "default" and not same_text(shown.text, printed.getvalue()):
+                problems.append(_differs(shown.where, shown.text, printed.getvalue()))
     finally:
         for value in list(namespace.values()):
             close = getattr(value, "close", None)
             if callable(close) and type(value).__module__.startswith("secfindings"):
                 close()
         loop.close()
+    if problems:
+        raise AssertionError("\n".join(problems))
+
+
+def _run_commands(block: Fenced, profile: str, folder: Path) -> list[str]:
+    """The commands of one console block, in a shell each (``$?`` is the status of the one
+    before), with the ``secfindings`` of this environment first on the PATH."""
+    env = {**os.environ, "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}"}
+    problems = []
+    status = 0
+    for command, shown in commands(block.text):
+        done = subprocess.run(
+            f"(exit {status}); {command}",
+            shell=True,
+            executable="/bin/bash",
+            cwd=folder,
+            env=env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+            timeout=600,  # a watchdog against a hang
+        )
+        status = done.returncode
+        if profile == "default" and not same_text(shown, done.stdout):
+            problems.append(_differs(f"{block.where}: $ {command}", shown, done.stdout))
+        elif profile != "default" and status != 0 and not command.startswith("echo "):
+            problems.append(f"{block.where}: $ {command}\nexit {status}:\n{done.stdout}")
+    return problems
 
 
 @pytest.mark.parametrize("page", PAGES, ids=[str(p.relative_to(ROOT)) for p in PAGES])
@@ -156,7 +227,6 @@ def test_the_python_blocks_run_against_the_emulator(
     docs_emulator: Emulator,
     tmp_path: Path,
     monkeypatch: pytest.MonkeyPatch,
-    capsys: pytest.CaptureFixture[str],
 ) -> None:
     # The user's settings go; the run's own cache folders (conftest.py) stay.
     keep = {"SECFINDINGS_SCHEMA_CACHE", "SECFINDINGS_BUDGET_DIR"}
@@ -168,10 +238,30 @@ def test_the_python_blocks_run_against_the_emulator(
     monkeypatch.chdir(tmp_path)  # files the examples write land here
     page_blocks = blocks(page)
     for block in page_blocks:
-        if not block.run:
+        if not block.run or block.default_only:
             assert len(block.reason) >= 10, f"{block.where}: say why the block does not run"
-    _run_page(page_blocks, {"__name__": "__docs__"})
-    capsys.readouterr()
+    for file in files(page):
+        (tmp_path / file.reason).write_text(file.text, encoding="utf-8")
+    _run_page(
+        page_blocks,
+        {"__name__": "__docs__"},
+        profile=docs_emulator.profile,
+        console=consoles(page),
+        folder=tmp_path,
+    )
+
+
+def test_every_printed_output_of_the_docs_is_checked_by_a_run() -> None:
+    """A ```console block with output lines, or a ```text block right after a Python block, is
+    what something printed: it is compared with a run here (``<!-- output -->``) or by a test
+    that names it (``<!-- printed: NAME -->``)."""
+    unchecked = [where for page in pages() for where in unchecked_outputs(page)]
+    assert unchecked == [], "mark each (tests/docs_code.py says how)"
+    tests = [p.read_text(encoding="utf-8") for p in Path(__file__).parent.glob("test_*.py")]
+    for page in pages():
+        for block in fenced(page):
+            if block.mark == "printed":  # a test that reads the page's printed blocks
+                assert any("<!-- printed: " in t and page.name in t for t in tests), block.where
 
 
 def test_a_stale_example_fails(
@@ -190,7 +280,56 @@ def test_a_stale_example_fails(
     page_blocks = blocks(page)
     assert [(b.run, b.check) for b in page_blocks] == [(True, True), (False, True), (True, True)]
     with pytest.raises(AssertionError, match=r"stale\.md:\d+: TypeError: .*sortt"):
-        _run_page(page_blocks, {"__name__": "__docs__"})
+        _run_page(page_blocks, {"__name__": "__docs__"}, profile=docs_emulator.profile)
+
+
+def test_a_stale_printed_output_fails(
+    tmp_path: Path, docs_emulator: Emulator, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """What a page shows as printed is compared with what its code prints (on the default
+    profile), a console block's commands with what they print, and a block of our model only is
+    left out on the known profile."""
+    page = tmp_path / "printed.md"
+    page.write_text(
+        "```python\nimport secfindings\nclient = secfindings.Client()\n"
+        "print(client.finding(17).id_int)   \n```\n\n<!-- output -->\n```text\n17  \n```\n\n"
+        "<!-- our model only: a field of our model -->\n"
+        "```python\nprint(len(client.findings_view(fields='id due_date', limit=2).to_list()))\n```\n\n"
+        "<!-- output -->\n```text\n2\n```\n\n"
+        "<!-- file: hello.sh -->\n```sh\necho hello; echo there >&2\n```\n\n"
+        "<!-- output -->\n```console\n$ bash hello.sh\nhello\nthere\n$ echo $? \\\n  again\n0 again\n```\n",
+        encoding="utf-8",
+    )
+    (tmp_path / "hello.sh").write_text(files(page)[0].text, encoding="utf-8")
+    monkeypatch.setenv("SECFINDINGS_API_TOKEN", docs_emulator.create_api_token("docs"))
+    monkeypatch.setenv("SECFINDINGS_BASE_URL", docs_emulator.base_url)
+    monkeypatch.setenv("SECFINDINGS_AUTH_URL", docs_emulator.auth_url)
+
+    def run() -> None:
+        namespace: dict[str, Any] = {"__name__": "__docs__"}
+        console, profile = consoles(page), docs_emulator.profile
+        _run_page(blocks(page), namespace, profile=profile, console=console, folder=tmp_path)
+
+    assert [b.runs_on("known") for b in blocks(page)] == [True, False]
+    assert unchecked_outputs(page) == []
+    run()  # as shown: passes
+
+    stale = page.read_text(encoding="utf-8").replace("\n17  \n", "\n18\n").replace("0 again", "1 again")
+    page.write_text(stale, encoding="utf-8")
+    if docs_emulator.profile != "default":  # outputs are compared on the default profile only
+        run()
+        return
+    with pytest.raises(AssertionError) as failed:
+        run()
+    assert "printed.md:8: the page shows what a run does not print:\n--- shown\n+++ printed" in str(
+        failed.value
+    )
+    assert "-18\n+17" in str(failed.value)
+    assert re.search(
+        r"printed\.md:28: \$ echo \$\? again: the page shows .*\n-1 again\n\+0 again", str(failed.value), re.S
+    )
+    page.write_text(stale.replace("<!-- output -->\n```text\n2", "```text\n2"), encoding="utf-8")
+    assert unchecked_outputs(page) == [f"{page}:17"]
 
 
 def test_the_version_has_a_release_entry_and_the_command_prints_it() -> None:
