@@ -22,6 +22,9 @@ from secfindings._progress import Progress, Reporter
 from secfindings._shared import need, poll_briefly
 from secfindings._watch import AsyncWatch, Watch, watch_key
 from secfindings.errors import PaginationError, ValidationError
+from secfindings.formats import FIELDS, selection
+from secfindings.formats.ocsf import OcsfExport
+from secfindings.formats.sarif import SarifExport
 
 if TYPE_CHECKING:
     from secfindings._native import NativePages
@@ -42,12 +45,8 @@ _LINES = ("jsonl", "ocsf", "sarif")
 def _format(fmt: str) -> type[Export]:
     """The writer of an export format: OCSF and SARIF live in :mod:`secfindings.formats`."""
     if fmt == "ocsf":
-        from secfindings.formats.ocsf import OcsfExport
-
         return OcsfExport
     if fmt == "sarif":
-        from secfindings.formats.sarif import SarifExport
-
         return SarifExport
     return Export
 
@@ -251,6 +250,19 @@ class _Walk(Generic[T]):
             raise ValidationError("watch() needs a findings_view(...) paginator")
         method, args = self._replay
         return method, args, by or watch_key(self._schema)
+
+    def _with_format_fields(self, fmt: str) -> Any:
+        """For ``write_ocsf`` / ``write_sarif``: a ``findings_view`` walk made without ``fields=``
+        and not started is read again with the formats' own selection (the one ``secfindings
+        export --format`` asks for, less what the server lacks), so the two give the same
+        records. None when the walk chose its fields, or has begun."""
+        if self._replay is None or self._replay[1].get("fields") is not None:
+            return None
+        if self._pos.page is not None or self._done or self._streamed or self._stopped is not None:
+            return None
+        method, args = self._replay
+        fields = selection(getattr(method, "__self__", None), FIELDS, f"write_{fmt}")
+        return method(**{**args, "fields": fields}, after=self._pages.cursor, limit=self._limit)
 
 
 class Paginator(_Walk[T]):
@@ -457,20 +469,34 @@ class Paginator(_Walk[T]):
         self, path: str | os.PathLike[str], *, append: bool = False, progress: Progress = None
     ) -> ExportResult:
         """Streams the rest of the walk into OCSF JSON lines: a Vulnerability Finding (2002) or a
-        Compliance Finding (2003) per finding, mapped as :mod:`secfindings.formats.ocsf` says
-        (select ``fields=secfindings.formats.FIELDS`` for the whole mapping; no dependency).
+        Compliance Finding (2003) per finding, mapped as :mod:`secfindings.formats.ocsf` says (no
+        dependency). A ``findings_view`` walk made without ``fields=`` is read with
+        ``secfindings.formats.FIELDS``, less what the server lacks, as ``secfindings export
+        --format ocsf`` reads it: the two write the same records.
         Memory stays at about a page; resume with ``after=paginator.cursor`` and ``append=True``."""
-        return self._export(path, "ocsf", append, progress)
+        return self._format_export(path, "ocsf", append, progress)
 
     def write_sarif(
         self, path: str | os.PathLike[str], *, append: bool = False, progress: Progress = None
     ) -> ExportResult:
         """Streams the rest of the walk into a SARIF 2.1.0 log: a result per finding, a rule per
-        kind of finding, as :mod:`secfindings.formats.sarif` says (select
-        ``fields=secfindings.formats.FIELDS`` for the whole mapping; no dependency). The log is
+        kind of finding, as :mod:`secfindings.formats.sarif` says (no dependency; without
+        ``fields=`` the walk selects as :meth:`write_ocsf` does). The log is
         ended properly also after a failure; resume with ``after=paginator.cursor`` and
         ``append=True`` (the same run goes on)."""
-        return self._export(path, "sarif", append, progress)
+        return self._format_export(path, "sarif", append, progress)
+
+    def _format_export(
+        self, path: str | os.PathLike[str], fmt: str, append: bool, progress: Progress
+    ) -> ExportResult:
+        again = self._with_format_fields(fmt)
+        if again is None:
+            return self._export(path, fmt, append, progress)
+        try:
+            return again._export(path, fmt, append, progress)  # type: ignore[no-any-return]
+        finally:
+            self._written, self._done = again._written, True
+            self._pos.base = again.cursor
 
 
 class AsyncPaginator(_Walk[T]):
@@ -675,10 +701,22 @@ class AsyncPaginator(_Walk[T]):
         self, path: str | os.PathLike[str], *, append: bool = False, progress: Progress = None
     ) -> ExportResult:
         """Streams the rest of the walk into OCSF JSON lines (see :meth:`Paginator.write_ocsf`)."""
-        return await self._export(path, "ocsf", append, progress)
+        return await self._format_export(path, "ocsf", append, progress)
 
     async def write_sarif(
         self, path: str | os.PathLike[str], *, append: bool = False, progress: Progress = None
     ) -> ExportResult:
         """Streams the rest of the walk into a SARIF 2.1.0 log (see :meth:`Paginator.write_sarif`)."""
-        return await self._export(path, "sarif", append, progress)
+        return await self._format_export(path, "sarif", append, progress)
+
+    async def _format_export(
+        self, path: str | os.PathLike[str], fmt: str, append: bool, progress: Progress
+    ) -> ExportResult:
+        again = self._with_format_fields(fmt)
+        if again is None:
+            return await self._export(path, fmt, append, progress)
+        try:
+            return await again._export(path, fmt, append, progress)  # type: ignore[no-any-return]
+        finally:
+            self._written, self._done = again._written, True
+            self._pos.base = again.cursor
