@@ -156,3 +156,49 @@ def test_bad_calls_are_400_or_404_with_a_message(standalone: Standalone) -> None
     assert "colour" in body["error"]
     status, body = standalone.call("drop_next_websockets", count=-1)
     assert status == 400
+
+
+def test_the_testing_guides_curl_runs_with_what_the_emulator_prints() -> None:
+    """docs/guides/testing.md's `<!-- printed: emulator-control-curl -->` block: its command,
+    run in a shell with the `export` lines a fresh `secfindings emulator --control` prints (and
+    nothing else), prints what the page shows. A variable the emulator does not print ($KEY,
+    $CONTROL_URL) would be empty here."""
+    import re
+    import shutil
+
+    from tests.docs_code import ROOT, commands, fenced, same_text
+
+    (block,) = [b for b in fenced(ROOT / "docs/guides/testing.md") if b.reason == "emulator-control-curl"]
+    cmd = [sys.executable, "-m", "secfindings", "emulator", "--port", "0", "--control"]
+    base = {k: v for k, v in os.environ.items() if not k.startswith("SECFINDINGS_")}
+    with subprocess.Popen(
+        cmd, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, env=base
+    ) as proc:
+        try:
+            assert proc.stdout is not None
+            exports: dict[str, str] = {}
+            for line in proc.stdout:
+                if line.startswith("export "):
+                    name, _, value = line[len("export ") :].strip().partition("=")
+                    exports[name] = value
+                if line.startswith("serving"):
+                    break
+            for command, shown in commands(block.text):
+                used = set(re.findall(r"\$\{?([A-Z_]+)", command))
+                assert used <= set(exports), f"the emulator prints no {sorted(used - set(exports))}"
+                assert shutil.which("curl") is not None, "the guide's command needs curl"
+                done = subprocess.run(
+                    ["bash", "-c", command],
+                    env={**base, **exports},
+                    capture_output=True,
+                    text=True,
+                    timeout=60,
+                )
+                assert done.returncode == 0, done.stderr
+                assert same_text(shown, done.stdout + "\n"), (shown, done.stdout)
+        finally:
+            proc.send_signal(signal.SIGINT)
+            try:
+                proc.wait(timeout=20)
+            except subprocess.TimeoutExpired:
+                proc.kill()

@@ -160,6 +160,8 @@ def main(argv: list[str] | None = None, prog: str = "python -m secfindings.emula
     if control is not None:
         print(f"control_url: {control.url}")
         print(f"control_key: {control.key}")
+        print(f"export SECFINDINGS_CONTROL_URL={control.url}")
+        print(f"export SECFINDINGS_CONTROL_KEY={control.key}")
     print("serving; press Ctrl-C to stop", flush=True)
     try:
         threading.Event().wait()

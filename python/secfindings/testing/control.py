@@ -7,8 +7,8 @@ prints at start (``Authorization: Bearer <key>``); the answer is ``{"result": ..
 ``{"error": "..."}`` with status 400 (bad arguments), 401 (no or wrong key) or 404 (no such hook).
 ``GET /`` (with the key) lists the hooks::
 
-    curl -s -X POST -H "Authorization: Bearer $KEY" -d '{"severity": 5}' \\
-        http://127.0.0.1:$CONTROL_PORT/create_finding
+    curl -s -X POST -H "Authorization: Bearer $SECFINDINGS_CONTROL_KEY" -d '{"severity": 5}' \\
+        "$SECFINDINGS_CONTROL_URL/create_finding"
     {"result": [5001, "1"]}
 
 It listens on 127.0.0.1 only, is off unless asked for, compares keys in constant time, and takes
