@@ -338,7 +338,7 @@ def test_plain_progress_prints_a_line_every_few_seconds(client, monkeypatch, cap
     assert _progress.Reporter.EVERY == 5.0
     client.findings_view(page_size=50).to_list(progress=True)
     assert capsys.readouterr().err.splitlines() == [
-        "50 items, 1 pages, 0 waits",
+        "50 items, 1 page, 0 waits",
         "200 items, 4 pages, 0 waits",
         "300 items, 6 pages, 0 waits",
         "300 items, 6 pages: done",

@@ -8,6 +8,8 @@ import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
+from secfindings._plain import plural
+
 if TYPE_CHECKING:
     from secfindings._native import NativePages
 
@@ -89,14 +91,17 @@ class Reporter:
         now = _clock()
         if self._last is None or now - self._last >= self.EVERY:
             self._last = now
-            of = f" of {info['total']}" if info["total"] is not None else ""
-            _say(f"{info['items']}{of} items, {info['pages']} pages, {info['waits']} waits")
+            if info["total"] is not None:
+                items = f"{info['items']} of {plural(info['total'], 'item')}"
+            else:
+                items = plural(info["items"], "item")
+            _say(f"{items}, {plural(info['pages'], 'page')}, {plural(info['waits'], 'wait')}")
 
     def close(self, ok: bool = True) -> None:
         if self._bar is not None:
             self._bar.close()
         elif self._cb == self._plain and self.pages:
-            _say(f"{self.items} items, {self.pages} pages: {'done' if ok else 'stopped'}")
+            _say(f"{plural(self.items, 'item')}, {plural(self.pages, 'page')}: {'done' if ok else 'stopped'}")
 
 
 def _say(line: str) -> None:
