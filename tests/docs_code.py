@@ -181,7 +181,9 @@ def unchecked_outputs(path: Path) -> list[str]:
         shows_output = block.language == "console" and any(
             line.strip() and not line.startswith("$") for line in _commands_and_outputs_lines(block.text)
         )
-        after_code = block.language in PRINTED and previous is not None and previous.language in PYTHON
+        after_code = (
+            block.language in PRINTED - {"console"} and previous is not None and previous.language in PYTHON
+        )
         if (shows_output or after_code) and block.mark not in ("output", "printed"):
             problems.append(block.where)
         previous = block
