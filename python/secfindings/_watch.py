@@ -6,9 +6,10 @@ from __future__ import annotations
 
 import datetime as dt
 import time
-from collections.abc import AsyncIterator, Callable, Iterator
+from collections.abc import AsyncIterator, Callable, Iterable, Iterator
 from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
+from secfindings import _newer
 from secfindings._native import catalog, poll_backoff
 from secfindings.errors import RateLimitError, ValidationError
 from secfindings.filters import Filter, Tree, all_of, field, filter_tree
@@ -25,16 +26,15 @@ _WATCH_KEYS = {"last_reported_time": "LAST_REPORTED_TIME_ASC", "id": "ID_ASC"}
 
 
 def watch_key(schema: Schema | None) -> str:
-    """``last_reported_time`` when the server's schema can sort and filter by it (or when the
-    schema is not known), else ``id``."""
-    if schema is None:
-        return "last_reported_time"
-    import graphql
+    """``last_reported_time`` when the server can give the findings newer than a time (sorted by
+    it, the time on the rows or by ``finding(id)``; or when the schema is not known), else
+    ``id`` (see :mod:`secfindings._newer`)."""
+    return "last_reported_time" if _newer.by_time(schema) else "id"
 
-    sort = schema.graphql_schema.get_type("FindingsViewSortEnum")
-    sortable = isinstance(sort, graphql.GraphQLEnumType) and "LAST_REPORTED_TIME_ASC" in sort.values
-    has = "last_reported_time" in schema.fields("FindingsView")
-    return "last_reported_time" if sortable and has else "id"
+
+#: How far past this machine's clock a finding's time may be and still be watched: one further
+#: ahead (a scanner's year 9999) would hold the watermark there and hide every later finding.
+FUTURE_MARGIN = dt.timedelta(hours=1)
 
 
 #: Between a time watermark and the findings already handed out at that time.
@@ -47,16 +47,17 @@ def _ident(item: Any) -> Any:
     return ident if ident is not None else getattr(item, "id", None)
 
 
-def _aware(value: Any) -> Any:
-    """A time of a finding as an aware datetime (a lookup's model may hold the ISO text)."""
-    if isinstance(value, str):
-        try:
-            value = dt.datetime.fromisoformat(value.replace("Z", "+00:00"))
-        except ValueError:
-            return None
-    if isinstance(value, dt.datetime) and value.tzinfo is None:
-        return None  # a time that cannot be placed is not watched
-    return value
+def _placed(value: Any) -> dt.datetime | None:
+    """A finding's time as a watch can place it: aware, and not past the clock's margin (else
+    None: not watched)."""
+    when = _newer.aware(value)
+    if when is None or when > dt.datetime.now(dt.timezone.utc) + FUTURE_MARGIN:
+        return None
+    return when
+
+
+def _order(pair: tuple[Any, Any]) -> tuple[Any, int]:
+    return pair[0], int(getattr(pair[1], "id_int", None) or 0)
 
 
 def _tie_text(ids: set[Any]) -> str:
@@ -136,25 +137,30 @@ class _WatchState:
         text = str(self.key.isoformat())
         return f"{text}{_TIE}{_tie_text(self.ids)}" if self.ids else text
 
-    def of(self, item: Any) -> Any:
-        return item.id_int if self.by == "id" else _aware(item.last_reported_time)
+    def own_keys(self, items: list[Any], newer: _newer.Newer) -> list[Any] | None:
+        """The keys of items read off them (None: their times must be looked up)."""
+        if self.by == "id":
+            return [getattr(i, "id_int", None) for i in items]
+        if not newer.readable:
+            return None
+        return [_placed(getattr(i, "last_reported_time", None)) for i in items]
 
-    def begin(self, item: Any) -> bool:
-        """Takes one item of the newest-first walk that starts a watch from now: the newest key
-        and every finding at it count as seen. False when the walk has passed them."""
-        key = self.of(item)
-        if key is None:
-            return True  # no key: not watchable, and not where "now" is
-        if self.key is None or key == self.key:
-            self.key = key
-            self.ids.add(_ident(item))
-            return True
-        return False
+    def begin(self, pairs: Iterable[tuple[Any, Any]]) -> bool:
+        """Takes (item, key) pairs of the newest-first walk that starts a watch from now: the
+        newest key and every finding at it count as seen. False when the walk has passed them."""
+        for item, key in pairs:
+            if key is None:
+                continue  # no key: not watchable, and not where "now" is
+            if self.key is None or key == self.key:
+                self.key = key
+                self.ids.add(_ident(item))
+            else:
+                return False
+        return True
 
-    def seen(self, item: Any) -> bool:
+    def seen(self, item: Any, key: Any) -> bool:
         """Whether the item is behind the watermark or was yielded already at it (or has no key,
         which a watch cannot place); else it moves the watermark and counts as yielded."""
-        key = self.of(item)
         if key is None:
             return True
         ident = _ident(item)
@@ -168,8 +174,23 @@ class _WatchState:
         self.key, self.ids = key, {ident}
         return False
 
-    def arguments(self, base: dict[str, Any], newest_first: bool = False) -> dict[str, Any]:
-        """The walk's arguments with the watermark ANDed into its filters, ordered by the key."""
+    def collect(self, pairs: Iterable[tuple[Any, Any]], out: list[tuple[Any, Any]]) -> bool:
+        """Takes (item, key) pairs of a newest-first poll into ``out`` (key, item); True once
+        the walk is past the watermark (everything after is older)."""
+        for item, key in pairs:
+            if key is None:
+                continue
+            if self.key is not None and (key < self.key or (self.by == "id" and key == self.key)):
+                return True
+            out.append((key, item))
+        return False
+
+    def arguments(
+        self, base: dict[str, Any], newer: _newer.Newer, newest_first: bool = False
+    ) -> dict[str, Any]:
+        """The walk's arguments: oldest first with the watermark ANDed into its filters where
+        the server honours the range (``newer.filtered``), else newest first (it stops at the
+        watermark)."""
         args = dict(base)
         parts: list[Any] = []
         user = args.pop("filters", None)
@@ -179,19 +200,20 @@ class _WatchState:
             if part is None:
                 continue
             parts.append(part if isinstance(part, Filter) else Tree(filter_tree(part)))
-        if self.key is not None:
+        ascending = newer.filtered and not newest_first
+        if self.key is not None and ascending:
             # Ids are unique: past the watermark exactly. Times tie: from it, and the ids seen
             # at it are skipped.
             if self.by == "id":
-                parts.append(field("id").gt(self.value))
+                parts.append(field("id").gte(int(self.key) + 1))
             else:
                 parts.append(field("last_reported_time").gte(self.key.isoformat()))
         args["filters"] = all_of(*parts) if len(parts) > 1 else (parts[0] if parts else None)
         args["filters_config"] = config or None
         order = _WATCH_KEYS[self.by]
-        args["sort"] = order.replace("_ASC", "_DESC") if newest_first else order
+        args["sort"] = order if ascending else order.replace("_ASC", "_DESC")
         # The fields the key needs, and no more: a server may lack last_reported_time.
-        needed = "id id_int" if self.by == "id" else "id id_int last_reported_time"
+        needed = "id id_int last_reported_time" if self.by != "id" and newer.readable else "id id_int"
         fields = args.get("fields")
         if fields is not None:
             text_fields = fields if isinstance(fields, str) else " ".join(fields)
@@ -225,9 +247,12 @@ _WATCH_DOC = """A live feed of findings by polling (for servers without subscrip
     at that instant (``2026-01-01T00:04:00+00:00;3-4,9``), so none comes twice; a plain time
     means "from that instant on".
     Without one it starts, at the first iteration, from the newest finding then. Findings
-    without the key are not watched. A 429 makes it wait as the server asks (at least
-    ``interval``, and longer with each 429 in a row); other errors are raised. ``max_polls``
-    bounds the polls (tests, batch jobs).
+    without the key, or with a time more than an hour past this machine's clock, are not
+    watched. Where no probe showed that the server honours a range filter on the key, each
+    poll reads newest first and stops at the watermark (the times looked up by ``finding(id)``
+    where the rows lack them), and still yields oldest first. A 429 makes it wait as the
+    server asks (at least ``interval``, and longer with each 429 in a row); other errors are
+    raised. ``max_polls`` bounds the polls (tests, batch jobs).
     """
 
 
@@ -255,6 +280,8 @@ class _WatchBase(Generic[T]):
         self._started = watermark is not None
         self._failures = 0  # 429s in a row
         self._restart = False
+        #: How this server reads newer findings (decided at the first poll: one probe at most).
+        self._newer: _newer.Newer | None = None
 
     @property
     def watermark(self) -> str | int | None:
@@ -265,20 +292,46 @@ class _WatchBase(Generic[T]):
     def _more(self) -> bool:
         return self._max_polls is None or self.polls < self._max_polls
 
+    @property
+    def _client(self) -> Any:
+        return getattr(self._method, "__self__", None)
+
+    @property
+    def _key_name(self) -> str:
+        return "id" if self._state.by == "id" else _newer.KEY
+
     def _walk(self, newest_first: bool = False) -> Any:
         """A paginator over the findings past the watermark (newest first: where "now" is)."""
-        return self._method(**self._state.arguments(self._args, newest_first=newest_first))
+        assert self._newer is not None
+        return self._method(**self._state.arguments(self._args, self._newer, newest_first=newest_first))
 
-    def _new(self, page: Page[T]) -> Iterator[T]:
+    def _looked_up(self, items: list[Any], found: Any) -> list[Any]:
+        times = _newer.times_of(found)
+        return [
+            _placed(times.get(int(i.id_int))) if getattr(i, "id_int", None) is not None else None
+            for i in items
+        ]
+
+    @staticmethod
+    def _ids(items: list[Any]) -> list[int]:
+        return [int(i.id_int) for i in items if getattr(i, "id_int", None) is not None]
+
+    def _new(self, page: Page[T], keys: list[Any]) -> Iterator[T]:
         """The items of a page not yielded before, each counted as yielded when handed out. At
         the end, ``_restart`` says whether the poll goes on from the moved watermark rather than
         from the page's cursor (findings that move while it walks are not skipped)."""
         moved = False
-        for item in page.items:
-            if not self._state.seen(item):
+        for item, key in zip(page.items, keys, strict=True):
+            if not self._state.seen(item, key):
                 moved = True
                 yield item
         self._restart = moved and page.page_info.has_next_page
+
+    def _fresh(self, found: list[tuple[Any, Any]]) -> Iterator[T]:
+        """What a newest-first poll collected, oldest first, each not yielded before."""
+        for key, item in sorted(found, key=_order):
+            if not self._state.seen(item, key):
+                yield item
 
     def _pause(self, throttled: RateLimitError | None) -> float | None:
         """After a poll (or a 429): counts it; the seconds to wait before the next, None when no
@@ -294,11 +347,41 @@ class _WatchBase(Generic[T]):
 class Watch(_WatchBase[T]):
     __doc__ = _WATCH_DOC
 
+    def _decide(self) -> None:
+        if self._newer is None:
+            client = self._client
+            self._newer = (
+                _newer.Newer(self._key_name, True, True)
+                if client is None
+                else _newer.newer(client, self._key_name)
+            )
+
+    def _keys(self, items: list[Any]) -> list[Any]:
+        assert self._newer is not None
+        keys = self._state.own_keys(items, self._newer)
+        if keys is None:
+            ids = self._ids(items)
+            keys = self._looked_up(items, self._client.findings(ids, fields=_newer.TIMES) if ids else [])
+        return keys
+
+    def _start(self) -> None:
+        for page in self._walk(newest_first=True).pages():
+            if not self._state.begin(zip(page.items, self._keys(page.items), strict=True)):
+                break
+
     def _poll(self) -> Iterator[T]:
+        assert self._newer is not None
+        if not self._newer.filtered:
+            found: list[tuple[Any, Any]] = []
+            for page in self._walk().pages():
+                if self._state.collect(zip(page.items, self._keys(page.items), strict=True), found):
+                    break
+            yield from self._fresh(found)
+            return
         while True:
             self._restart = False
             for page in self._walk().pages():
-                yield from self._new(page)
+                yield from self._new(page, self._keys(page.items))
                 if self._restart:
                     break
             if not self._restart:
@@ -307,10 +390,9 @@ class Watch(_WatchBase[T]):
     def __iter__(self) -> Iterator[T]:
         while self._more():
             try:
+                self._decide()
                 if not self._started:
-                    for item in self._walk(newest_first=True):
-                        if not self._state.begin(item):
-                            break
+                    self._start()
                     self._started = True
                 yield from self._poll()
             except RateLimitError as exc:
@@ -324,11 +406,44 @@ class Watch(_WatchBase[T]):
 class AsyncWatch(_WatchBase[T]):
     __doc__ = "The asyncio twin of :class:`Watch` (``async for``).\n\n    " + _WATCH_DOC
 
+    async def _decide(self) -> None:
+        if self._newer is None:
+            client = self._client
+            self._newer = (
+                _newer.Newer(self._key_name, True, True)
+                if client is None
+                else await _newer.newer_async(client, self._key_name)
+            )
+
+    async def _keys(self, items: list[Any]) -> list[Any]:
+        assert self._newer is not None
+        keys = self._state.own_keys(items, self._newer)
+        if keys is None:
+            ids = self._ids(items)
+            keys = self._looked_up(
+                items, await self._client.findings(ids, fields=_newer.TIMES) if ids else []
+            )
+        return keys
+
+    async def _start(self) -> None:
+        async for page in self._walk(newest_first=True).pages():
+            if not self._state.begin(zip(page.items, await self._keys(page.items), strict=True)):
+                break
+
     async def _poll(self) -> AsyncIterator[T]:
+        assert self._newer is not None
+        if not self._newer.filtered:
+            found: list[tuple[Any, Any]] = []
+            async for page in self._walk().pages():
+                if self._state.collect(zip(page.items, await self._keys(page.items), strict=True), found):
+                    break
+            for item in self._fresh(found):
+                yield item
+            return
         while True:
             self._restart = False
             async for page in self._walk().pages():
-                for item in self._new(page):
+                for item in self._new(page, await self._keys(page.items)):
                     yield item
                 if self._restart:
                     break
@@ -340,10 +455,9 @@ class AsyncWatch(_WatchBase[T]):
 
         while self._more():
             try:
+                await self._decide()
                 if not self._started:
-                    async for item in self._walk(newest_first=True):
-                        if not self._state.begin(item):
-                            break
+                    await self._start()
                     self._started = True
                 async for item in self._poll():
                     yield item
