@@ -225,15 +225,15 @@ def test_first_sync_then_changes_converge_within_the_budget(big: Emulator, dest:
     assert new_mark > watermark
 
 
-def test_an_unchanged_server_writes_no_version(emulator: Emulator, tmp_path: Any) -> None:
-    client = emulator.client()
+def test_an_unchanged_server_writes_no_version(profiled_emulator: Emulator, tmp_path: Any) -> None:
+    client = profiled_emulator.client()
     dest = str(tmp_path / "f.duckdb")
     client.sync(dest)
-    emulator.reset_stats()
+    profiled_emulator.reset_stats()
     again = client.sync(dest, reconcile=True)
     assert (again.created, again.updated, again.removed) == (0, 0, 0)
-    assert again.rows_read >= emulator.findings  # the reconcile read everything
-    assert len(history(dest)) == emulator.findings
+    assert again.rows_read >= profiled_emulator.findings  # the reconcile read everything
+    assert len(history(dest)) == profiled_emulator.findings
     runs = fetch(dest, "SELECT kind, status FROM sync_runs ORDER BY started_at")
     assert [(r["kind"], r["status"]) for r in runs] == [("first", "ok"), ("incremental+reconcile", "ok")]
 
@@ -259,12 +259,14 @@ def test_an_incremental_run_alone_misses_a_bare_status_change_until_the_reconcil
     assert table_rows(dest)[target]["actual_status_category"] == "FIXED"
 
 
-def test_removed_findings_leave_the_table_and_close_their_version(emulator: Emulator, dest: str) -> None:
-    client = emulator.client()
+def test_removed_findings_leave_the_table_and_close_their_version(
+    profiled_emulator: Emulator, dest: str
+) -> None:
+    client = profiled_emulator.client()
     client.sync(dest)
-    gone = [5, 17, emulator.findings]  # the last one too: the walk's final chunk has no upper bound
+    gone = [5, 17, profiled_emulator.findings]  # the last one too: the walk's final chunk has no upper bound
     for i in gone:
-        emulator.remove_finding(i)
+        profiled_emulator.remove_finding(i)
     result = client.sync(dest, reconcile=True)
     assert result.removed == 3
     assert not set(gone) & set(table_rows(dest))
@@ -274,8 +276,8 @@ def test_removed_findings_leave_the_table_and_close_their_version(emulator: Emul
     assert_equal_to_server(dest, client)
 
 
-def test_a_reconcile_is_due_after_reconcile_every(emulator: Emulator, tmp_path: Any) -> None:
-    client = emulator.client()
+def test_a_reconcile_is_due_after_reconcile_every(profiled_emulator: Emulator, tmp_path: Any) -> None:
+    client = profiled_emulator.client()
     dest = str(tmp_path / "f.duckdb")
     client.sync(dest)
     assert client.sync(dest).kind == "incremental"
@@ -284,35 +286,35 @@ def test_a_reconcile_is_due_after_reconcile_every(emulator: Emulator, tmp_path: 
 
 
 def test_a_server_that_cannot_sort_by_last_reported_time_reconciles_every_run(
-    emulator: Emulator, tmp_path: Any, monkeypatch: pytest.MonkeyPatch
+    profiled_emulator: Emulator, tmp_path: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     import secfindings.sync._engine as engine
 
     monkeypatch.setattr(engine, "_by_time", lambda schema: False)
-    client = emulator.client()
+    client = profiled_emulator.client()
     dest = str(tmp_path / "f.duckdb")
     first = client.sync(dest)
-    emulator.create_finding(severity=2)
+    profiled_emulator.create_finding(severity=2)
     again = client.sync(dest)
     assert again.kind == "reconcile"
     assert again.created == 1
     assert again.incremental_requests == 0
-    assert first.reconcile_requests == math.ceil(emulator.findings / 100)  # no newest-time request
+    assert first.reconcile_requests == math.ceil(profiled_emulator.findings / 100)  # no newest-time request
     assert_equal_to_server(dest, client)
 
 
-def test_the_async_client_syncs_the_same(emulator: Emulator, tmp_path: Any) -> None:
+def test_the_async_client_syncs_the_same(profiled_emulator: Emulator, tmp_path: Any) -> None:
     import asyncio
 
     dest = str(tmp_path / "f.duckdb")
 
     async def main() -> Any:
-        async with emulator.async_client() as client:
+        async with profiled_emulator.async_client() as client:
             return await client.sync(dest)
 
     result = asyncio.run(main())
-    assert result.created == emulator.findings
-    assert_equal_to_server(dest, emulator.client())
+    assert result.created == profiled_emulator.findings
+    assert_equal_to_server(dest, profiled_emulator.client())
 
 
 def test_a_different_selection_is_refused_with_a_clear_error(emulator: Emulator, tmp_path: Any) -> None:
@@ -325,8 +327,8 @@ def test_a_different_selection_is_refused_with_a_clear_error(emulator: Emulator,
     assert set(table_rows(dest)[1]) == {"id_int", "title", "severity", "last_reported_time"}
 
 
-def test_other_collections_are_snapshots_with_history(emulator: Emulator, dest: str) -> None:
-    client = emulator.client()
+def test_other_collections_are_snapshots_with_history(profiled_emulator: Emulator, dest: str) -> None:
+    client = profiled_emulator.client()
     first = client.sync(dest, collections="all")
     assert set(first.collections) == set(secfindings.sync.COLLECTIONS)
 

@@ -144,18 +144,20 @@ def _env(emulator: Emulator) -> dict[str, str]:
     }
 
 
-def test_the_command_syncs_and_prints_one_line_per_run(emulator: Emulator, tmp_path: Path) -> None:
+def test_the_command_syncs_and_prints_one_line_per_run(profiled_emulator: Emulator, tmp_path: Path) -> None:
     dest = str(tmp_path / "f.duckdb")
     runner = CliRunner()
-    first = runner.invoke(main, ["sync", dest, "--no-progress"], env=_env(emulator))
+    first = runner.invoke(main, ["sync", dest, "--no-progress"], env=_env(profiled_emulator))
     assert first.exit_code == 0, first.output
-    assert f"first, {emulator.findings} read, {emulator.findings} created" in first.stdout
-    emulator.create_finding(severity=5)
-    second = runner.invoke(main, ["sync", dest, "--no-progress", "--lookback", "2m"], env=_env(emulator))
+    assert f"first, {profiled_emulator.findings} read, {profiled_emulator.findings} created" in first.stdout
+    profiled_emulator.create_finding(severity=5)
+    second = runner.invoke(
+        main, ["sync", dest, "--no-progress", "--lookback", "2m"], env=_env(profiled_emulator)
+    )
     assert second.exit_code == 0, second.output
     assert "incremental," in second.stdout
     assert "1 created" in second.stdout
-    assert_equal_to_server(dest, emulator.client())
+    assert_equal_to_server(dest, profiled_emulator.client())
     assert fetch(dest, "SELECT lookback_seconds FROM sync_state")[0]["lookback_seconds"] == 120
 
 
@@ -223,10 +225,10 @@ def test_watch_merges_the_findings_named_by_events(emulator: Emulator, tmp_path:
     assert list(feed) == []
 
 
-def test_watch_polls_where_there_are_no_subscriptions(emulator: Emulator, tmp_path: Path) -> None:
+def test_watch_polls_where_there_are_no_subscriptions(profiled_emulator: Emulator, tmp_path: Path) -> None:
     import secfindings.sync as sync
 
-    client = emulator.client()
+    client = profiled_emulator.client()
     dest = str(tmp_path / "f.duckdb")
     runs = list(sync.watch(client, dest, interval=0.05, subscribe=False, max_runs=3))
     assert [r.kind for r in runs] == ["first", "incremental", "incremental"]
@@ -283,10 +285,10 @@ def test_the_plan_says_what_the_next_run_does_and_costs_without_writing(
     assert "incremental + reconcile" in str(sync.plan(client, dest, reconcile=True))
 
 
-def test_the_command_dry_run_prints_the_plan(emulator: Emulator, tmp_path: Path) -> None:
+def test_the_command_dry_run_prints_the_plan(profiled_emulator: Emulator, tmp_path: Path) -> None:
     dest = str(tmp_path / "f.duckdb")
-    result = CliRunner().invoke(main, ["sync", dest, "--dry-run"], env=_env(emulator))
+    result = CliRunner().invoke(main, ["sync", dest, "--dry-run"], env=_env(profiled_emulator))
     assert result.exit_code == 0, result.output
     assert "first" in result.stdout
-    assert f"{emulator.findings:,} findings" in result.stdout
+    assert f"{profiled_emulator.findings:,} findings" in result.stdout
     assert not (tmp_path / "f.duckdb").exists()
