@@ -16,7 +16,8 @@ before it, found by one probe at that offset); else **one sequential walk**, wit
 line. Every partition knows the ids its rows must lie in, and rows outside them are dropped: a
 server that ignores a filter or strays past a range cannot make a row appear twice. (Offset
 slices hold the findings as they stand when the walk starts, as offset cursors do: a finding
-removed during the walk shifts the rows after it.)
+removed during the walk shifts the rows after it, and a walk that reads fewer rows than it
+counted says so in one WARNING line.)
 
 Order: ``to_arrow`` / ``to_pandas`` / ``to_polars`` concatenate the partitions in the order of the
 sequential walk (``sort=`` unset, ``ID_ASC`` or ``ID_DESC``). Streaming exports write whole pages
