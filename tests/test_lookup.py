@@ -210,7 +210,10 @@ def test_a_malformed_id_is_named_before_anything_is_sent_instead_of_sinking_the_
     message = str(info.value)
     assert message.startswith("4 of 2,003 ids asked of finding() cannot be ids, so nothing was sent")
     assert "ids[0] 'id' (neither a number nor a global id)" in message
-    assert "ids[2000] 'U2NvcGVHcm91cDox' (the global id of a ScopeGroup, not of a Finding)" in message
+    assert (
+        "ids[2000] 'U2NvcGVHcm91cDox' (the global id of a ScopeGroup, not of a Finding: give the "
+        "finding's id_int)" in message
+    )
     assert "ids[2001] 'RmluZGluZzphYmM=' (a global id of Finding:'abc', whose key is not a number)" in message
     assert "ids[2002] -4 (a negative number)" in message
     assert "\n" not in message

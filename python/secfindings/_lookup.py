@@ -158,7 +158,7 @@ def _malformed(op: Lookup, i: Id) -> str | None:
     if not (pk.strip().isascii() and pk.strip().isdigit()):
         return f"a global id of {type_name}:{pk!r:.40}, whose key is not a number"
     if op.kind == "query" and type_name != op.type:
-        return f"the global id of a {type_name}, not of a {op.type}"
+        return f"the global id of a {type_name}, not of a {op.type}: give the {op.type.lower()}'s id_int"
     return None
 
 
