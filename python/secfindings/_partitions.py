@@ -465,9 +465,10 @@ class _Natives:
     export (``finish_table`` widens over the columns of the first walk that gave a page: a walk
     that has given none has no columns yet; ``freeze`` fixes them all)."""
 
-    def __init__(self, pages: list[NativePages], total: int | None) -> None:
+    def __init__(self, pages: list[NativePages], total: int | None, strip_id: bool = False) -> None:
         self._all = pages
         self._total = total
+        self._strip_id = strip_id
         self.first: NativePages | None = None  # the first walk that gave a page
 
     @property
@@ -479,11 +480,20 @@ class _Natives:
         return self._all[0].waits() if self._all else (0, 0)
 
     def finish_table(self, batches: list[Any]) -> Any:
-        return (self.first or self._all[0]).finish_table(batches)
+        table = (self.first or self._all[0]).finish_table(batches)
+        return _without_id(table) if self._strip_id else table
 
     def freeze(self) -> None:
         for p in self._all:
             p.freeze()
+
+
+def _without_id(table: Any) -> Any:
+    """A partition's table without the ``id_int`` column the walk added for its check (the
+    native walk widens its pages to the columns it asked for, that one included)."""
+    pa = need("pyarrow", "arrow", "partitions=")
+    found = pa.table(table)
+    return found.drop_columns(["id_int"]) if "id_int" in found.column_names else found
 
 
 class _Ledger:
@@ -534,7 +544,7 @@ class Run:
         self.plan = plan
         self.parts = parts
         self.walks = [(i, plan.open(p)) for i, p in enumerate(parts) if not p.done]
-        self.natives = _Natives([p for _, p in self.walks], plan.total)
+        self.natives = _Natives([p for _, p in self.walks], plan.total, plan.strip_id)
         self.ledger = _Ledger(parts)
 
     def reported(self) -> NativePages:
@@ -598,17 +608,11 @@ class Run:
         tables: list[tuple[int, Any]] = []
         for i, pages in self.walks:
             if batches[i] or not tables:
-                tables.append((i, pages.finish_table(batches[i])))
+                table = pages.finish_table(batches[i])
+                tables.append((i, _without_id(table) if self.plan.strip_id else table))
         tables.sort(key=lambda t: t[0], reverse=self.reversed)
         nonempty = [t for i, t in tables if batches[i]]
-        if nonempty:
-            return nonempty
-        empty = tables[0][1]
-        if self.plan.strip_id:  # no page came: the walk's own columns, without the id it added
-            pa = need("pyarrow", "arrow", "partitions=")
-            table = pa.table(empty)
-            empty = table.drop_columns(["id_int"]) if "id_int" in table.column_names else table
-        return [empty]
+        return nonempty or [tables[0][1]]
 
     @property
     def reversed(self) -> bool:
