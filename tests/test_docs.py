@@ -2,10 +2,14 @@
 
 - ``mkdocs build --strict``: no broken link, no warning, every public name documented
   (scripts/docs_hooks.py), the CLI reference generated from click;
-- every Python block of the README and of docs/ runs against the emulator (tests/docs_code.py
-  says how a block is marked as not runnable, and why), a page's blocks in order in one session,
-  with the SECFINDINGS_* settings pointing at an emulator, so ``secfindings.Client()`` works as
-  it does for a user with the variables set.
+- every Python block of the README and of docs/ runs against the emulator, on both of its
+  profiles (tests/docs_code.py says how a block is marked as not runnable, or as of our model
+  only, and why), a page's blocks in order in one session, with the SECFINDINGS_* settings
+  pointing at an emulator of the page's own, so ``secfindings.Client()`` works as it does for a
+  user with the variables set;
+- every printed output the pages show (a ```text block after a Python block, a ```console
+  block's lines) is what a run prints: compared here, or by the test a ``printed:`` marker
+  points to (tests/test_docs_runs.py, tests/test_estimate.py).
 """
 
 from __future__ import annotations
@@ -240,7 +244,10 @@ def test_the_python_blocks_run_against_the_emulator(
     for block in page_blocks:
         if not block.run or block.default_only:
             assert len(block.reason) >= 10, f"{block.where}: say why the block does not run"
+        if block.output is not None:
+            assert block.run, f"{block.output.where}: shows the output of a block that does not run"
     for file in files(page):
+        assert file.reason, f"{file.where}: name the file"
         (tmp_path / file.reason).write_text(file.text, encoding="utf-8")
     _run_page(
         page_blocks,
