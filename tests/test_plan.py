@@ -139,3 +139,15 @@ def test_newer_than_reads_each_profile_as_it_allows(profiled_client: Any, profil
         assert plan.extra_filter() is None
         assert not plan.past("2000-01-01T00:00:00Z")
     assert os.environ["SECFINDINGS_SCHEMA_CACHE"]
+
+
+@pytest.mark.asyncio
+async def test_newer_than_with_the_async_client(profiled_async_client: Any, profiled_emulator: Any) -> None:
+    watermark = dt.datetime(2024, 1, 1, tzinfo=dt.timezone.utc)
+    walk = _plan.Walk.of(profiled_async_client.findings_view(fields="id_int"))
+    plan = await _plan.newer_than_async(walk, "last_reported_time", watermark)
+    assert plan.filtered == (profiled_emulator.profile == "default")
+    assert await _plan.capable_async(profiled_async_client, _plan.OFFSET)
+    if plan.sorted:
+        rows = await plan.paginator(fields="id_int last_reported_time", limit=5).to_list()
+        assert all(plan.keep(r.last_reported_time) for r in rows)
