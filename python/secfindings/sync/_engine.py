@@ -9,7 +9,6 @@ the next run converges.
 
 from __future__ import annotations
 
-import contextlib
 import datetime as dt
 import time
 from collections.abc import Iterator, Sequence
@@ -110,26 +109,21 @@ class Engine(Tables):
         before = self.source.requests()
         try:
             newer = self.source.newer(_newer.KEY)
-            self.db.begin()
-            self.db.execute(f"DROP TABLE IF EXISTS {STAGE}")
-            if newer.filtered:
-                staged = self._stage_walk(self._filtered_walk(since), state, result)
-                newest, newest_id = self._watermark_of_stage(result) if staged else (None, None)
-            else:
-                staged, newest, newest_id = self._newest_first(newer, since, state, result)
-            if staged:
-                self._merge(started, result)
-                self.db.execute(f"DROP TABLE {STAGE}")
-            if newest is not None and newest >= state.watermark:
-                state.watermark, state.watermark_id = newest, newest_id
-            state.lookback_seconds = self.opt.lookback.total_seconds()
-            result.watermark = state.watermark
-            self._write_state(state, started)
-            self.db.commit()
-        except BaseException:
-            with contextlib.suppress(Exception):
-                self.db.rollback()
-            raise
+            with self.db.transaction():
+                self.db.execute(f"DROP TABLE IF EXISTS {STAGE}")
+                if newer.filtered:
+                    staged = self._stage_walk(self._filtered_walk(since), state, result)
+                    newest, newest_id = self._watermark_of_stage(result) if staged else (None, None)
+                else:
+                    staged, newest, newest_id = self._newest_first(newer, since, state, result)
+                if staged:
+                    self._merge(started, result)
+                    self.db.execute(f"DROP TABLE {STAGE}")
+                if newest is not None and newest >= state.watermark:
+                    state.watermark, state.watermark_id = newest, newest_id
+                state.lookback_seconds = self.opt.lookback.total_seconds()
+                result.watermark = state.watermark
+                self._write_state(state, started)
         finally:
             result.incremental_requests += self.source.requests() - before
 
@@ -302,34 +296,47 @@ class Engine(Tables):
         if chunk and not broken:
             ids = chunk[-1].column(self.col.key)
             last = int(ids[len(ids) - 1].as_py())
-        self.db.begin()
-        try:
+        with self.db.transaction():
             if self.fresh and chunk:
                 self._append(chunk, state, started, result)
-                return self._chunk_state(state, started, result, last, after, done)
-            self.db.execute(f"DROP TABLE IF EXISTS {STAGE}")
-            if chunk:
-                self._stage(chunk, state)
-            elif self.columns is None:
-                if self.db.columns(self.col.name) is None:
-                    self._check_columns(self._empty_schema(), state)
-                else:
-                    self.columns = self.db.columns(self.col.name)
-            missing = self._missing(chunk, after, last, done, key, broken)
-            if missing:
-                found = self._verify(missing)
-                if found:
-                    self._stage(found, state)
-                    present = {int(v) for b in found for v in b.column(self.col.key).to_pylist()}
-                    missing = [k for k in missing if k not in present]
-            if chunk or self.db.columns(STAGE) is not None:
-                self._merge(started, result)
-                self.db.execute(f"DROP TABLE {STAGE}")
-            self._remove(missing, started, result)
-            return self._chunk_state(state, started, result, last, after, done)
-        except BaseException:
-            self.db.rollback()
-            raise
+            else:
+                self._compare_chunk(chunk, state, started, result, after, last, done, key, broken)
+            self._chunk_state(state, started, result, last, done)
+        return last if last is not None else after
+
+    def _compare_chunk(
+        self,
+        chunk: list[Any],
+        state: _State,
+        started: dt.datetime,
+        result: SyncResult,
+        after: int | None,
+        last: int | None,
+        done: bool,
+        key: str,
+        broken: bool,
+    ) -> None:
+        """A chunk staged and merged into the table, and the table's rows in its range that the
+        walk did not read removed once the server confirms they are gone."""
+        self.db.execute(f"DROP TABLE IF EXISTS {STAGE}")
+        if chunk:
+            self._stage(chunk, state)
+        elif self.columns is None:
+            if self.db.columns(self.col.name) is None:
+                self._check_columns(self._empty_schema(), state)
+            else:
+                self.columns = self.db.columns(self.col.name)
+        missing = self._missing(chunk, after, last, done, key, broken)
+        if missing:
+            found = self._verify(missing)
+            if found:
+                self._stage(found, state)
+                present = {int(v) for b in found for v in b.column(self.col.key).to_pylist()}
+                missing = [k for k in missing if k not in present]
+        if chunk or self.db.columns(STAGE) is not None:
+            self._merge(started, result)
+            self.db.execute(f"DROP TABLE {STAGE}")
+        self._remove(missing, started, result)
 
     def _missing(
         self, chunk: list[Any], after: int | None, last: int | None, done: bool, key: str, broken: bool
@@ -378,35 +385,28 @@ class Engine(Tables):
         started: dt.datetime,
         result: SyncResult,
         last: int | None,
-        after: int | None,
         done: bool,
-    ) -> int | None:
-        """The reconcile's progress (or its end), written and committed with the chunk's rows."""
-        try:
-            if done:
-                if state.last_full_reconcile is None:
-                    self._first_versions(state.reconcile_started or started)
-                state.reconcile_after_id = None
-                state.last_full_reconcile = state.reconcile_started
-                mark = state.reconcile_mark
-                if mark is not None and (state.watermark is None or mark > state.watermark):
-                    state.watermark = mark
-                if state.watermark is None:
-                    state.watermark = self._table_newest()
-                state.reconcile_started = state.reconcile_mark = None
-                result.reconciled = True
-            elif self._order is not None and self._order.broken:
-                state.reconcile_after_id = self._start  # not past ids it did not see in order
-            else:
-                state.reconcile_after_id = last
-            state.lookback_seconds = self.opt.lookback.total_seconds()
-            result.watermark = state.watermark
-            self._write_state(state, started)
-            self.db.commit()
-        except BaseException:
-            self.db.rollback()
-            raise
-        return last if last is not None else after
+    ) -> None:
+        """The reconcile's progress (or its end), written in the chunk's transaction."""
+        if done:
+            if state.last_full_reconcile is None:
+                self._first_versions(state.reconcile_started or started)
+            state.reconcile_after_id = None
+            state.last_full_reconcile = state.reconcile_started
+            mark = state.reconcile_mark
+            if mark is not None and (state.watermark is None or mark > state.watermark):
+                state.watermark = mark
+            if state.watermark is None:
+                state.watermark = self._table_newest()
+            state.reconcile_started = state.reconcile_mark = None
+            result.reconciled = True
+        elif self._order is not None and self._order.broken:
+            state.reconcile_after_id = self._start  # not past ids it did not see in order
+        else:
+            state.reconcile_after_id = last
+        state.lookback_seconds = self.opt.lookback.total_seconds()
+        result.watermark = state.watermark
+        self._write_state(state, started)
 
     def run_ids(self, ids: Sequence[int]) -> SyncResult:
         """The findings of ``ids`` fetched and merged in one transaction (the watch's answer to
@@ -420,29 +420,28 @@ class Engine(Tables):
         if state.last_full_reconcile is None:
             return self.run()  # nothing to merge into yet: the first load
         before = self.source.requests()
-        self.db.begin()
         try:
-            self.db.execute(f"DROP TABLE IF EXISTS {STAGE}")
-            found = self._verify(sorted(set(ids)))
-            result.rows_read = sum(b.num_rows for b in found)
-            present: set[int] = set()
-            if found:
-                self._stage(found, state)
-                present = {int(v) for b in found for v in b.column(self.col.key).to_pylist()}
-            else:
-                self.columns = self.db.columns(self.col.name)
-            if self.db.columns(STAGE) is not None:
-                self._merge(started, result)
-                self.db.execute(f"DROP TABLE {STAGE}")
-            self._remove([k for k in sorted(set(ids)) if k not in present and self._has(k)], started, result)
-            result.incremental_requests = self.source.requests() - before
-            result.watermark = state.watermark
-            result.seconds = time.perf_counter() - t0
-            self._write_state(state, started)
-            self._log(result, started, "ok")
-            self.db.commit()
+            with self.db.transaction():
+                self.db.execute(f"DROP TABLE IF EXISTS {STAGE}")
+                found = self._verify(sorted(set(ids)))
+                result.rows_read = sum(b.num_rows for b in found)
+                present: set[int] = set()
+                if found:
+                    self._stage(found, state)
+                    present = {int(v) for b in found for v in b.column(self.col.key).to_pylist()}
+                else:
+                    self.columns = self.db.columns(self.col.name)
+                if self.db.columns(STAGE) is not None:
+                    self._merge(started, result)
+                    self.db.execute(f"DROP TABLE {STAGE}")
+                gone = [k for k in sorted(set(ids)) if k not in present and self._has(k)]
+                self._remove(gone, started, result)
+                result.incremental_requests = self.source.requests() - before
+                result.watermark = state.watermark
+                result.seconds = time.perf_counter() - t0
+                self._write_state(state, started)
+                self._log(result, started, "ok")
         except BaseException as exc:
-            self.db.rollback()
             self.log_failure(result, started, exc)
             raise
         return result
@@ -457,35 +456,33 @@ class Engine(Tables):
         state = self.state()
         state.fields = "*"
         before = self.source.requests()
-        self.db.begin()
         try:
-            table = self.source.call(self.col.name, fields="*", page_size=self.opt.page_size)
-            result.rows_read = table.num_rows
-            batches = [self._renamed(b) for b in table.combine_chunks().to_batches()]
-            if not batches:
-                batches = [self._renamed(self.pa.RecordBatch.from_pylist([], schema=table.schema))]
-            self.db.execute(f"DROP TABLE IF EXISTS {STAGE}")
-            self._stage(batches, state)
-            self._merge(started, result)
-            key = quote(self.col.key)
-            gone = [
-                r[0]
-                for r in self.db.query(
-                    f"SELECT f.{key} FROM {quote(self.col.name)} f "
-                    f"WHERE f.{key} NOT IN (SELECT {key} FROM {STAGE})"
-                )
-            ]
-            self.db.execute(f"DROP TABLE {STAGE}")
-            self._remove(gone, started, result)
-            state.last_full_reconcile = started
-            result.reconciled = True
-            result.reconcile_requests = self.source.requests() - before
-            result.seconds = time.perf_counter() - t0
-            self._write_state(state, started)
-            self._log(result, started, "ok")
-            self.db.commit()
+            with self.db.transaction():
+                table = self.source.call(self.col.name, fields="*", page_size=self.opt.page_size)
+                result.rows_read = table.num_rows
+                batches = [self._renamed(b) for b in table.combine_chunks().to_batches()]
+                if not batches:
+                    batches = [self._renamed(self.pa.RecordBatch.from_pylist([], schema=table.schema))]
+                self.db.execute(f"DROP TABLE IF EXISTS {STAGE}")
+                self._stage(batches, state)
+                self._merge(started, result)
+                key = quote(self.col.key)
+                gone = [
+                    r[0]
+                    for r in self.db.query(
+                        f"SELECT f.{key} FROM {quote(self.col.name)} f "
+                        f"WHERE f.{key} NOT IN (SELECT {key} FROM {STAGE})"
+                    )
+                ]
+                self.db.execute(f"DROP TABLE {STAGE}")
+                self._remove(gone, started, result)
+                state.last_full_reconcile = started
+                result.reconciled = True
+                result.reconcile_requests = self.source.requests() - before
+                result.seconds = time.perf_counter() - t0
+                self._write_state(state, started)
+                self._log(result, started, "ok")
         except BaseException as exc:
-            self.db.rollback()
             result.reconcile_requests = self.source.requests() - before
             self.log_failure(result, started, exc)
             raise
