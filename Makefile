@@ -3,8 +3,8 @@
 help:  ## list the targets
 	@grep -E '^[a-z-]+:.*##' Makefile | sed 's/:.*## /\t/'
 
-dev:  ## build the extension into .venv (editable) with the test extras
-	bash -c 'source scripts/_venv.sh && install_package "[test]"'
+dev:  ## build the extension into .venv (editable) with the test dependency group
+	bash -c 'source scripts/_venv.sh && install_package --group test'
 
 test:  ## everything: Rust tests, fmt, clippy, ruff, mypy, stubtest, pytest
 	bash scripts/test.sh

@@ -10,6 +10,13 @@ PY="$VENV/bin/python"
 export PATH="$PWD/$VENV/bin:$PATH"
 install_package() {
   # Editable install: maturin builds the extension (release profile, incremental in target/).
+  # `install_package --group test` adds a dependency group of pyproject.toml (pip >= 25.1);
+  # `install_package "[extra]"` an extra.
+  if [ "${1:-}" = "--group" ]; then
+    "$PY" -m pip install --quiet --disable-pip-version-check --upgrade 'pip>=25.1'
+    "$PY" -m pip install --quiet --disable-pip-version-check -e . --group "$2"
+    return
+  fi
   local extras="${1:-}"
   "$PY" -m pip install --quiet --disable-pip-version-check -e ".${extras}"
 }

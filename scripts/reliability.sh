@@ -7,7 +7,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 source scripts/_venv.sh
 if ! "$PY" -c "import secfindings, hypothesis" 2>/dev/null; then
-  install_package "[test]"
+  install_package --group test
 fi
 report="$(mktemp)"
 printf '== Rust: fuzz of the page scanner and the response decoder\n'

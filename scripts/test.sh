@@ -7,8 +7,8 @@ cd "$(dirname "$0")/.."
 source scripts/_venv.sh
 step() { printf '\n== %s\n' "$*"; }
 
-step "build and install the package with test extras"
-install_package "[test]"
+step "build and install the package with the test dependency group"
+install_package --group test
 
 # The lint half is `make lint`'s own script (same venv: SECFINDINGS_VENV is inherited).
 bash scripts/lint.sh
