@@ -282,13 +282,18 @@ def test_the_emulator_with_a_finding_in_2100_keeps_the_watermark_at_its_clock(tm
 
 def test_a_nul_in_a_value_does_not_fail_the_sync(serve: Any, dest: str) -> None:
     """PostgreSQL's text cannot hold NUL: it becomes U+FFFD there; the other two keep it."""
-    rows = [node(n) for n in range(1, 11)]
-    rows[3] = node(4, title="bad\x00title")
+    rows = [{**node(n), "datasource_tags_values": ["a", "b"]} for n in range(1, 11)]
+    rows[3] = {**node(4, title="bad\x00title"), "datasource_tags_values": ["ok", "x\x00y", None]}
     client = serve(FindingsServer(rows))
-    client.sync(dest, fields=FIELDS)
-    title = table_rows(dest)[4]["title"]
-    assert title == ("bad\ufffdtitle" if dest.startswith("postgresql") else "bad\x00title")
+    client.sync(dest, fields=f"{FIELDS} datasource_tags_values")
+    row = table_rows(dest)[4]
+    on_pg = dest.startswith("postgresql")
+    assert row["title"] == ("bad\ufffdtitle" if on_pg else "bad\x00title")
+    tags = row["datasource_tags_values"]
+    if on_pg:
+        assert tags == ["ok", "x\ufffdy", None]
     assert len(table_rows(dest)) == 10
+    assert table_rows(dest)[5]["datasource_tags_values"] in (["a", "b"], '["a", "b"]')
 
 
 def test_a_value_larger_than_duckdbs_memory_limit_syncs(
