@@ -49,6 +49,8 @@ def test_a_first_sync_equals_the_server_and_a_quiet_second_reads_at_most_3_pages
     first = client.sync(dest)
     assert first.kind == "first"
     assert first.created == FINDINGS
+    # The pages, the newest time, and on "known" that time's lookup (docs/guides/sync.md).
+    assert first.requests == FINDINGS // 100 + (2 if emu.profile == "known" else 1)
     assert_equal_to_server(dest, client)
     assert state(dest)["watermark"] is not None  # by the sort and, on "known", by lookups
     emu.clear_request_log()
@@ -56,6 +58,7 @@ def test_a_first_sync_equals_the_server_and_a_quiet_second_reads_at_most_3_pages
     assert second.kind == "incremental"
     assert (second.created, second.updated, second.removed) == (0, 0, 0)
     assert pages(emu) <= 3
+    assert second.requests <= 3  # on "known": 2 pages (one read ahead) and 1 lookup of times
     assert len(history(dest)) == FINDINGS
     assert_equal_to_server(dest, client)
 
