@@ -110,7 +110,7 @@ async def test_every_row_once_from_a_server_that_lies_about_id_ranges(
         assert any("outside the partition" in r.getMessage() for r in warned)
     else:  # the probe saw the lie: offset slices, which the server does not lie about
         assert not warned
-        assert any(b.get("operationName") == "findings_at" for b in proxy.forwarded)
+        assert any(b.get("operationName", "").startswith("findings_at") for b in proxy.forwarded)
 
 
 def test_a_server_that_ignores_the_id_filter_in_dask(proxy: LyingProxy) -> None:

@@ -27,14 +27,15 @@ The strategies that use them:
 - **partitions** (:func:`split_steps`; :mod:`secfindings._partitions`, ``secfindings.dask``, and
   ``estimate(partitions=N)``, which hands its split to the walk that follows): ``id_ranges`` where
   :data:`ID_RANGE` holds; else ``offset_slices`` where :data:`OFFSET` holds (the rows counted,
-  each slice starting after the cursor of the row before it, found by a ``first: 1`` probe at
-  that offset, and reading a fixed number of rows); else ``sequential``, one walk, with one
+  each slice starting after the cursor of the row before it, found by ``first: 1`` probes at
+  those offsets, all in one request, and reading a fixed number of rows); else ``sequential``, one walk, with one
   WARNING line. Every slice also knows the id interval its rows must lie in: rows outside it are
   dropped, so a server that ignores a filter, strays past a range or shifts a slice cannot make
   a row appear twice.
 - **count** (:func:`count_steps`, used by ``estimate()``): ``total_count`` where offered; else
-  ``first: 1`` probes by offset, exponential then a binary search, their requests and time
-  reported on the estimate.
+  ``first: 1`` probes by offset (a ladder of offsets, then a search 16 ways a request, the
+  offsets of a request as aliased fields of one document), their requests and time reported on
+  the estimate.
 - **newer than a watermark** (:func:`newer_than`, :func:`newer_than_async`): for ``watch()`` and
   the incremental sync (which other modules own). It returns a :class:`NewerThan`:
 
@@ -628,34 +629,97 @@ def _at_offset(
     return (cursor if isinstance(cursor, str) else None), _id_of(edges[0])
 
 
-#: The first offset the exponential search asks for past 0, and its factor.
-_FIRST_STEP = 64
-_FACTOR = 8
+#: The most rows looked up in one request (aliased fields); a server that refuses that many is
+#: asked one offset at a time.
+_ALIASES = 16
+#: The offsets the count asks for first, in one request: 0, then 64 times powers of 8.
+_LADDER = [0, *(64 * 8**k for k in range(9))]
+
+
+def _at_offsets(
+    walk: Walk, schema: Any, offsets: list[int], sort: str | None, singles: list[bool] | None = None
+) -> Steps[dict[int, tuple[str | None, int] | None]]:
+    """The cursor and id of the row at each offset (None: no row there): up to
+    :data:`_ALIASES` offsets a request, as aliased fields of one document; one at a time where
+    the server refuses such a document (then ``singles``, when given, holds True)."""
+    found: dict[int, tuple[str | None, int] | None] = {}
+    if len(offsets) == 1 or (singles and singles[0]):
+        for o in offsets:
+            found[o] = yield from _at_offset(walk, schema, o, sort)
+        return found
+    order = f", sort: [{sort}]" if sort else ""
+    for start in range(0, len(offsets), _ALIASES):
+        chunk = offsets[start : start + _ALIASES]
+        fields = "".join(
+            f" o{k}: findings_view(filters_config: $filters_config, first: 1, offset: {int(o)}{order})"
+            " { edges { cursor node { id_int } } }"
+            for k, o in enumerate(chunk)
+        )
+        doc = f"query findings_at_offsets($filters_config: FiltersConfigInput) {{{fields} }}"
+        try:
+            data = yield doc, walk.variables() or None, "findings_at_offsets"
+        except Exception as exc:
+            if not refused(exc):
+                raise
+            if singles is not None:
+                singles[0] = True
+            for o in chunk:  # one at a time
+                found[o] = yield from _at_offset(walk, schema, o, sort)
+            continue
+        for k, o in enumerate(chunk):
+            edges = _edges(data, f"o{k}")
+            cursor = edges[0].get("cursor") if edges else None
+            found[o] = ((cursor if isinstance(cursor, str) else None), _id_of(edges[0])) if edges else None
+    return found
+
+
+class _Counter:
+    """Counts the requests of a generator it wraps (what a count's probes cost)."""
+
+    def __init__(self) -> None:
+        self.requests = 0
+
+    def run(self, steps: Steps[T]) -> Steps[T]:
+        try:
+            ask = next(steps)
+            while True:
+                self.requests += 1
+                try:
+                    answer = yield ask
+                except Exception as exc:
+                    ask = steps.throw(exc)
+                else:
+                    ask = steps.send(answer)
+        except StopIteration as done:
+            value: T = done.value
+            return value
 
 
 def count_steps(walk: Walk, schema: Any, sort: str | None = None) -> Steps[Counted]:
-    """How many rows the walk has, found with ``first: 1`` probes by offset: exponential (64,
-    512, 4096, ...) until a probe finds no row, then a binary search between the last offset with
-    a row and the first without."""
-    probes = 1
-    if (yield from _at_offset(walk, schema, 0, sort)) is None:
-        return Counted(0, probes)
-    present, absent = 0, _FIRST_STEP
-    while True:
-        probes += 1
-        if (yield from _at_offset(walk, schema, absent, sort)) is None:
-            break
-        present, absent = absent, absent * _FACTOR
-        if absent > 1 << 40:
-            raise TransportError("the server answers a row at every offset: it does not end")
+    """How many rows the walk has, found with ``first: 1`` probes by offset: a ladder of offsets
+    (0, 64, 512, 4096, ...) in one request, then a search between the last offset with a row and
+    the first without, 15 offsets a request (each narrows the span 16 times): about 6 requests
+    for 100,000 rows."""
+    counter = _Counter()
+    singles = [False]  # the server refused aliased fields: a binary search, one probe a request
+    if (yield from counter.run(_at_offsets(walk, schema, [0], sort)))[0] is None:
+        return Counted(0, counter.requests)
+    found = yield from counter.run(_at_offsets(walk, schema, _LADDER[1:], sort, singles))
+    present = max([0, *(o for o in _LADDER[1:] if found[o] is not None)])
+    beyond = [o for o in _LADDER if o > present and found[o] is None]
+    if not beyond:
+        raise TransportError("the server answers a row at every offset: it does not end")
+    absent = min(beyond)
     while absent - present > 1:
-        middle = (present + absent) // 2
-        probes += 1
-        if (yield from _at_offset(walk, schema, middle, sort)) is None:
-            absent = middle
-        else:
-            present = middle
-    return Counted(present + 1, probes)
+        ways = 2 if singles[0] else _ALIASES
+        step = max(1, (absent - present) // ways)
+        offsets = list(range(present + step, absent, step))[: ways - 1]
+        found = yield from counter.run(_at_offsets(walk, schema, offsets, sort, singles))
+        for o in offsets:
+            if found[o] is None:
+                absent = min(absent, o)
+        present = max([present, *(o for o in offsets if found[o] is not None and o < absent)])
+    return Counted(present + 1, counter.requests)
 
 
 # ---------------------------------------------------------------------------------- partitions
@@ -730,9 +794,9 @@ def split_steps(
     size = -(-rows // partitions) if rows else 1
     starts = list(range(0, max(rows, 1), size))
     # The row before each slice: its cursor starts the slice, its id bounds the slice before.
-    before: list[tuple[str | None, int] | None] = []
-    for start in starts[1:]:
-        before.append((yield from _at_offset(walk, schema, start - 1, sort)))
+    rows_before = [start - 1 for start in starts[1:]]
+    at = (yield from _at_offsets(walk, schema, rows_before, sort)) if rows_before else {}
+    before = [at[o] for o in rows_before]
     found = [b for b in before if b is not None]
     ids = [b[1] for b in found]
     ordered = all((a > b) if descending else (a < b) for a, b in itertools.pairwise(ids))
