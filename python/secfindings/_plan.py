@@ -28,10 +28,10 @@ The strategies that use them:
   ``estimate(partitions=N)``, which hands its split to the walk that follows): ``id_ranges`` where
   :data:`ID_RANGE` holds; else ``offset_slices`` where :data:`OFFSET` holds (the rows counted,
   each slice starting after the cursor of the row before it, found by ``first: 1`` probes at
-  those offsets, all in one request, and reading a fixed number of rows); else ``sequential``, one walk, with one
-  WARNING line. Every slice also knows the id interval its rows must lie in: rows outside it are
-  dropped, so a server that ignores a filter, strays past a range or shifts a slice cannot make
-  a row appear twice.
+  those offsets, all in one request, and reading a fixed number of rows); else ``sequential``,
+  one walk, with one WARNING line. Every slice also knows the id interval its rows must lie
+  in: rows outside it are dropped, so a server that ignores a filter, strays past a range or
+  shifts a slice cannot make a row appear twice.
 - **count** (:func:`count_steps`, used by ``estimate()``): ``total_count`` where offered; else
   ``first: 1`` probes by offset (a ladder of offsets, then a search 16 ways a request, the
   offsets of a request as aliased fields of one document), their requests and time reported on
