@@ -211,7 +211,15 @@ impl Emulator {
         status: Option<&str>,
         due: Option<i64>,
     ) -> Result<(u64, String), String> {
+        self.forget_answers();
         self.shared.graphql.create_finding(severity, status, due)
+    }
+
+    /// The store is about to change outside a mutation: answers kept by the response cache go.
+    fn forget_answers(&self) {
+        if let Some(cache) = &self.shared.cache {
+            cache.clear();
+        }
     }
 
     /// The model this emulator serves.
@@ -232,6 +240,7 @@ impl Emulator {
 
     /// Changes (or removes) a finding and publishes `finding_changed` of `kind`.
     pub fn update_finding(&self, id: u64, update: FindingUpdate, kind: &str) -> Result<String, String> {
+        self.forget_answers();
         self.shared.graphql.update_finding(id, update, kind)
     }
 

@@ -11,7 +11,9 @@ use base64::engine::general_purpose::STANDARD;
 use base64::Engine as _;
 use reqwest::header::HeaderMap;
 use reqwest::StatusCode;
-use secfindings_emulator::{Emulator, EmulatorConfig, Fault, FaultTarget, LimitScope, RateLimit};
+use secfindings_emulator::{
+    Emulator, EmulatorConfig, Fault, FaultTarget, FindingUpdate, LimitScope, RateLimit,
+};
 use serde_json::{json, Value};
 
 const TARGET: &str = "AWSCognitoIdentityProviderService.InitiateAuth";
@@ -752,4 +754,22 @@ async fn throughput_smoke() {
     }
     let elapsed = started.elapsed();
     println!("32000 requests in {elapsed:?}: {:.0} req/s", 32000.0 / elapsed.as_secs_f64());
+}
+
+#[tokio::test]
+async fn the_response_cache_forgets_what_a_test_hook_changed() {
+    let emu = start_with(EmulatorConfig { findings: 20, response_cache: true, ..EmulatorConfig::default() });
+    let jwt = emu.issue_jwt("acme", "ci", HOUR);
+    let q = r#"{"query":"{ finding(id: 1) { finding_score { severity } } }"}"#;
+    let severity = |r: &Reply| r.json()["data"]["finding"]["finding_score"]["severity"].clone();
+    let before = severity(&api(&emu, Some(&jwt), q).await);
+    let other = if before == 1 { 2 } else { 1 };
+    emu.update_finding(1, FindingUpdate { severity: Some(other), ..FindingUpdate::default() }, "updated")
+        .unwrap();
+    assert_eq!(severity(&api(&emu, Some(&jwt), q).await), other, "a cached answer from before the change");
+    let q2 = r#"{"query":"{ findings_view(first: 100) { edges { node { id_int } } } }"}"#;
+    let count = |r: &Reply| r.json()["data"]["findings_view"]["edges"].as_array().map_or(0, Vec::len);
+    assert_eq!(count(&api(&emu, Some(&jwt), q2).await), 20);
+    emu.create_finding(3, None, None).unwrap();
+    assert_eq!(count(&api(&emu, Some(&jwt), q2).await), 21);
 }

@@ -193,8 +193,8 @@ impl Retrying {
                     status,
                     message: match retry_after {
                         Some(s) if s > self.policy.max_retry_wait.as_secs_f64() => format!(
-                            "rate limited (HTTP 429): the server asks to wait {s:.0}s, longer than max_retry_wait ({:.0}s)",
-                            self.policy.max_retry_wait.as_secs_f64()
+                            "rate limited (HTTP 429): the server asks to wait {s:.0}s, longer than max_retry_wait ({})",
+                            seconds(self.policy.max_retry_wait.as_secs_f64())
                         ),
                         Some(s) => format!("rate limited (HTTP 429) after {} retries; retry after {s:.0}s", self.retries),
                         None => format!("rate limited (HTTP 429) after {} retries", self.retries),
@@ -250,9 +250,28 @@ pub fn parse_retry_after(value: &str, now: SystemTime) -> Option<Duration> {
     Some(when.duration_since(now).unwrap_or(Duration::ZERO))
 }
 
+/// Seconds for a message: whole ones as they are (`3600s`), a fraction kept (`0.5s`, where
+/// `{:.0}` printed `0s`).
+pub fn seconds(v: f64) -> String {
+    if v.fract() == 0.0 || v >= 100.0 {
+        format!("{v:.0}s")
+    } else {
+        let text = format!("{v:.3}");
+        format!("{}s", text.trim_end_matches('0').trim_end_matches('.'))
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn seconds_keep_their_fraction() {
+        assert_eq!(seconds(0.5), "0.5s");
+        assert_eq!(seconds(0.25), "0.25s");
+        assert_eq!(seconds(60.0), "60s");
+        assert_eq!(seconds(3600.0), "3600s");
+    }
 
     #[test]
     fn a_poller_waits_as_asked_but_never_less_than_its_interval_or_a_doubling_backoff() {

@@ -201,10 +201,10 @@ impl Transport {
             status: 429,
             message: format!(
                 "the request budget of this API token (shared by every client of it on this machine) \
-                 allows the next request in {wait:.0}s, longer than max_retry_wait ({:.0}s); see \
+                 allows the next request in {wait:.0}s, longer than max_retry_wait ({}); see \
                  client.budget(). A wait a server asked for is kept in {}: delete it, or pass \
                  budget=False, to stop honouring it",
-                self.policy.max_retry_wait.as_secs_f64(),
+                super::retry::seconds(self.policy.max_retry_wait.as_secs_f64()),
                 self.budget
                     .view()
                     .path
@@ -221,10 +221,6 @@ impl Transport {
         if self.is_closed() {
             return Attempt::Fatal(Error::Closed("the client is closed".into()));
         }
-        let token = match self.tokens.get().await {
-            Ok(t) => t,
-            Err(e) => return Attempt::Fatal(e),
-        };
         // The shared budget books the send for every process of this token; when it cannot (no
         // limit to share, or its file is unusable), the client's own limiter paces it, after any
         // wait a server asked every client of the token for.
@@ -250,6 +246,12 @@ impl Transport {
             self.stats.limiter_waits.fetch_add(1, Ordering::Relaxed);
             add_micros(&self.stats.limiter_wait_us, waited);
         }
+        // The JWT is taken after the wait: one taken before it could lapse while the request
+        // waited its turn (a long Retry-After), and the API's 401 then read as a bad token.
+        let token = match self.tokens.get().await {
+            Ok(t) => t,
+            Err(e) => return Attempt::Fatal(e),
+        };
         self.stats.requests.fetch_add(1, Ordering::Relaxed);
         let started = Instant::now();
         let sent = self
