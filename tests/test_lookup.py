@@ -431,6 +431,7 @@ def test_a_huge_batch_size_is_the_largest_batch() -> None:
 # ------------------------------------------------------------------- what a failure does not mean
 
 
+@pytest.mark.reliability_fault
 def test_a_timeout_splits_the_batch_but_is_not_remembered_as_a_size_limit() -> None:
     """A batch that timed out once is split to get through, but the client's next lookup starts
     at the size asked again: a slow moment is not a server's limit on aliases."""
@@ -460,6 +461,7 @@ def test_a_timeout_splits_the_batch_but_is_not_remembered_as_a_size_limit() -> N
     assert sizes == [40]
 
 
+@pytest.mark.reliability_hostile
 def test_a_not_found_below_an_alias_keeps_the_finding() -> None:
     """An error at ``["f1", "title"]`` is about a field of finding f1, which exists."""
     from tests.servers.http import client as hostile_client
