@@ -139,3 +139,23 @@ def test_a_killed_first_load_resumes_on_both_profiles(emu: Emulator, tmp_path: A
     assert again.reconciled
     assert_equal_to_server(dest, client)
     assert len(history(dest)) == FINDINGS
+
+
+def test_the_async_client_reads_newer_findings_the_same(emu: Emulator, tmp_path: Any) -> None:
+    import asyncio
+
+    dest = str(tmp_path / "f.duckdb")
+    emu.update_finding(17, score=2.5)
+
+    async def main() -> tuple[Any, Any]:
+        async with emu.async_client() as client:
+            first = await client.sync(dest)
+            emu.update_finding(17, score=1.5)
+            emu.rereport_finding(17)
+            return first, await client.sync(dest)
+
+    first, second = asyncio.run(main())
+    assert first.kind == "first"
+    assert (second.kind, second.updated) == ("incremental", 1)
+    assert table_rows(dest)[17]["score"] == 1.5
+    assert_equal_to_server(dest, emu.client())
