@@ -162,6 +162,7 @@ class Engine(Tables):
         newest: dt.datetime | None = None
         newest_id: int | None = None
         staged = False
+        chunk: list[Any] = []  # staged together, as the filtered walk's pages are
         limit = future()
         try:
             for raw in walk:
@@ -172,8 +173,10 @@ class Engine(Tables):
                 result.rows_read += batch.num_rows
                 if not batch.num_rows:
                     continue
-                self._stage([batch], state)
-                staged = True
+                chunk.append(batch)
+                if len(chunk) >= self.opt.chunk_pages:
+                    self._stage(chunk, state)
+                    staged, chunk = True, []
                 ids = batch.column(self.col.key).to_pylist()
                 times = self._times(batch, ids)
                 for ident, when in zip(ids, times, strict=True):
@@ -189,6 +192,9 @@ class Engine(Tables):
             close = getattr(walk, "close", None)
             if callable(close):
                 close()
+        if chunk:
+            self._stage(chunk, state)
+            staged = True
         return staged, newest, newest_id
 
     def _times(self, batch: Any, ids: list[Any]) -> list[dt.datetime | None]:
