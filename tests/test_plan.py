@@ -185,3 +185,18 @@ async def test_newer_than_with_the_async_client(profiled_async_client: Any, prof
     if plan.sorted:
         rows = await plan.paginator(fields="id_int last_reported_time", limit=5).to_list()
         assert all(plan.keep(r.last_reported_time) for r in rows)
+
+
+def test_a_server_that_refuses_many_aliases_is_counted_one_offset_at_a_time() -> None:
+    from secfindings.testing import Emulator
+
+    with Emulator(300, seed=7, profile="known", max_aliases=3) as emu, emu.client() as client:
+        pager = client.findings_view(fields="id_int", page_size=20)
+        estimate = pager.estimate(partitions=4)
+        table = pager.to_arrow(partitions=4)
+        log = emu.request_log()
+    assert (estimate.rows, estimate.strategy) == (300, "offset_slices")
+    assert any(r["status"] == 400 for r in log)  # the ladder of 9 aliased fields was refused
+    singles = [r for r in log if r["operation_name"] == "findings_at"]
+    assert len(singles) > 9  # then asked one offset at a time (a binary search)
+    assert table.column("id_int").to_pylist() == list(range(1, 301))
