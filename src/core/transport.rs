@@ -7,7 +7,7 @@ use std::time::{Instant, SystemTime};
 use bytes::Bytes;
 use reqwest::header::{HeaderMap, AUTHORIZATION, CONTENT_TYPE, RETRY_AFTER};
 
-use super::auth::TokenProvider;
+use super::auth::{CachedToken, TokenProvider};
 use super::budget::{Booking, Budget};
 use super::config::{Credential, Settings};
 use super::error::{secs, Error, Result};
@@ -21,6 +21,14 @@ use super::secret::Redactor;
 const BODY_KEEP: usize = 4096;
 /// Read past what is kept, so that a secret echoed across the cut is whole when it is masked.
 const BODY_MARGIN: usize = 16 * 1024;
+
+/// An answer as [`Transport::post`] read it: `more` when the body went past its cap.
+struct Answer {
+    status: u16,
+    headers: reqwest::header::HeaderMap,
+    body: Bytes,
+    more: bool,
+}
 
 /// The HTTP side of a client: one connection pool, one token provider, one retry policy.
 pub struct Transport {
@@ -216,16 +224,33 @@ impl Transport {
         }
     }
 
-    /// One attempt: a JWT, the rate limiter, the POST, and what its answer means.
+    /// One attempt: its turn (the budget, the rate limiter), a JWT, the POST, and what its
+    /// answer means.
     async fn attempt(&self, req: &PreparedRequest, refreshed: &AtomicBool) -> Attempt<Bytes> {
         if self.is_closed() {
             return Attempt::Fatal(Error::Closed("the client is closed".into()));
         }
-        // The shared budget books the send for every process of this token; when it cannot (no
-        // limit to share, or its file is unusable), the client's own limiter paces it, after any
-        // wait a server asked every client of the token for.
+        if let Err(e) = self.wait_turn().await {
+            return Attempt::Fatal(e);
+        }
+        // The JWT is taken after the wait: one taken before it could lapse while the request
+        // waited its turn (a long Retry-After), and the API's 401 then read as a bad token.
+        let token = match self.tokens.get().await {
+            Ok(t) => t,
+            Err(e) => return Attempt::Fatal(e),
+        };
+        match self.post(req, &token).await {
+            Ok(answer) => self.judge(req, &token, refreshed, answer).await,
+            Err(failed) => failed,
+        }
+    }
+
+    /// Waits for this request's turn: the shared budget books the send for every process of
+    /// this token; when it cannot (no limit to share, or its file is unusable), the client's own
+    /// limiter paces it, after any wait a server asked every client of the token for.
+    async fn wait_turn(&self) -> Result<()> {
         let waited = match self.budget.reserve().await {
-            Booking::TooLong(wait) => return Attempt::Fatal(self.budget_spent(wait)),
+            Booking::TooLong(wait) => return Err(self.budget_spent(wait)),
             Booking::Booked(wait) => {
                 if !wait.is_zero() {
                     tokio::time::sleep(wait).await;
@@ -246,12 +271,17 @@ impl Transport {
             self.stats.limiter_waits.fetch_add(1, Ordering::Relaxed);
             add_micros(&self.stats.limiter_wait_us, waited);
         }
-        // The JWT is taken after the wait: one taken before it could lapse while the request
-        // waited its turn (a long Retry-After), and the API's 401 then read as a bad token.
-        let token = match self.tokens.get().await {
-            Ok(t) => t,
-            Err(e) => return Attempt::Fatal(e),
-        };
+        Ok(())
+    }
+
+    /// The POST and its answer, read as far as its status deserves: a 2xx body, or a 400 with
+    /// GraphQL errors, whole (up to the cap); any other error body only as far as an exception
+    /// keeps it.
+    async fn post(
+        &self,
+        req: &PreparedRequest,
+        token: &CachedToken,
+    ) -> std::result::Result<Answer, Attempt<Bytes>> {
         self.stats.requests.fetch_add(1, Ordering::Relaxed);
         let started = Instant::now();
         let sent = self
@@ -262,38 +292,35 @@ impl Transport {
             .body(req.body.clone())
             .send()
             .await;
-        let mut resp = match sent {
-            Ok(r) => r,
-            Err(e) => {
-                return Attempt::Failed {
-                    failure: classify(&e),
-                    error: transport_error(&self.settings.redactor, "API", &e),
-                }
-            }
-        };
+        let mut resp = sent.map_err(|e| Attempt::Failed {
+            failure: classify(&e),
+            error: transport_error(&self.settings.redactor, "API", &e),
+        })?;
         let status = resp.status().as_u16();
         let headers = resp.headers().clone();
-        // A 2xx body, or a 400 with GraphQL errors, is read whole (up to the cap); any other
-        // error body only as far as an exception keeps it.
         let cap = if (200..300).contains(&status) || status == 400 {
             self.settings.max_response_bytes
         } else {
             BODY_KEEP + BODY_MARGIN
         };
-        let (body, more) = match read_capped(&mut resp, cap).await {
-            Ok(b) => {
-                self.stats.bytes_received.fetch_add(b.0.len() as u64, Ordering::Relaxed);
-                b
-            }
-            Err(e) => {
-                let failure = if e.is_timeout() { Failure::TimedOut } else { Failure::ConnectionLost };
-                return Attempt::Failed {
-                    failure,
-                    error: transport_error(&self.settings.redactor, "API", &e),
-                };
-            }
-        };
+        let (body, more) = read_capped(&mut resp, cap).await.map_err(|e| Attempt::Failed {
+            failure: if e.is_timeout() { Failure::TimedOut } else { Failure::ConnectionLost },
+            error: transport_error(&self.settings.redactor, "API", &e),
+        })?;
+        self.stats.bytes_received.fetch_add(body.len() as u64, Ordering::Relaxed);
         log::debug!("{} -> HTTP {status} in {:.1} ms", req.label, started.elapsed().as_secs_f64() * 1e3);
+        Ok(Answer { status, headers, body, more })
+    }
+
+    /// What an answer means: done, refresh and again, or a failure the retry policy judges.
+    async fn judge(
+        &self,
+        req: &PreparedRequest,
+        token: &CachedToken,
+        refreshed: &AtomicBool,
+        answer: Answer,
+    ) -> Attempt<Bytes> {
+        let Answer { status, headers, body, more } = answer;
         if (200..300).contains(&status) {
             if more {
                 return Attempt::Fatal(Error::Transport(format!(

@@ -366,27 +366,41 @@ impl Task {
     }
 
     /// One connection, from connect to its end.
+    /// One connection, from its JWT to its end: opened, subscribed, then its events.
     async fn connection(&mut self) -> Ended {
+        let (mut socket, proto, token) = match self.open().await {
+            Ok(opened) => opened,
+            Err(ended) => return ended,
+        };
+        if let Sent::Stopped = self.subscribe(&mut socket, proto).await {
+            return self.goodbye(socket, proto).await;
+        }
+        self.events(socket, proto, &token).await
+    }
+
+    /// A JWT and a socket (a stop is heard while either is awaited), `connection_init`, and the
+    /// server's ack.
+    async fn open(&mut self) -> std::result::Result<(Socket, Proto, Arc<CachedToken>), Ended> {
         // A JWT and a socket, but a stop is heard while either is awaited.
         let mut stopped = self.stopped.clone();
         let mut closed = self.closed.clone();
         let token = tokio::select! {
             got = self.transport.tokens().get() => match got {
                 Ok(t) => t,
-                Err(e @ Error::Authentication { .. }) => return Ended::Fatal(e),
-                Err(e) => return Ended::Retry { why: e.to_string(), failed: true, retry_after: None },
+                Err(e @ Error::Authentication { .. }) => return Err(Ended::Fatal(e)),
+                Err(e) => return Err(Ended::Retry { why: e.to_string(), failed: true, retry_after: None }),
             },
-            _ = stopped.changed() => return Ended::Stopped,
-            _ = closed.changed() => return Ended::Stopped,
+            _ = stopped.changed() => return Err(Ended::Stopped),
+            _ = closed.changed() => return Err(Ended::Stopped),
         };
         let connected = tokio::select! {
             c = self.connect(&token) => c,
-            _ = stopped.changed() => return Ended::Stopped,
-            _ = closed.changed() => return Ended::Stopped,
+            _ = stopped.changed() => return Err(Ended::Stopped),
+            _ = closed.changed() => return Err(Ended::Stopped),
         };
         let (mut socket, proto) = match connected {
             Ok(pair) => pair,
-            Err(ended) => return ended,
+            Err(ended) => return Err(ended),
         };
         self.stats.connects.fetch_add(1, Ordering::Relaxed);
         if let Ok(mut p) = self.protocol.lock() {
@@ -397,7 +411,7 @@ impl Task {
         // read (and a dead socket shows on the next read).
         if let Sent::Stopped = self.send(&mut socket, Message::Text(proto.init(&authorization).into())).await
         {
-            return self.goodbye(socket, proto).await;
+            return Err(self.goodbye(socket, proto).await);
         }
         // Wait for the ack.
         let ack_deadline = tokio::time::sleep(self.transport.settings().timeout);
@@ -406,17 +420,22 @@ impl Task {
             tokio::select! {
                 () = &mut ack_deadline => {
                     drop_socket(socket).await;
-                    return Ended::Retry { why: "no connection_ack from the server".into(), failed: true, retry_after: None };
+                    return Err(Ended::Retry { why: "no connection_ack from the server".into(), failed: true, retry_after: None });
                 }
-                _ = stopped.changed() => return self.goodbye(socket, proto).await,
-                _ = closed.changed() => return self.goodbye(socket, proto).await,
+                _ = stopped.changed() => return Err(self.goodbye(socket, proto).await),
+                _ = closed.changed() => return Err(self.goodbye(socket, proto).await),
                 msg = socket.next() => match self.frame(msg, &mut socket, proto, &token).await {
                     Ok(Some(Incoming::Ack)) => break,
                     Ok(_) => {}
-                    Err(ended) => return self.failed_before_events(ended),
+                    Err(ended) => return Err(self.failed_before_events(ended)),
                 },
             }
         }
+        Ok((socket, proto, token))
+    }
+
+    /// The subscription, from the position when there is one.
+    async fn subscribe(&self, socket: &mut Socket, proto: Proto) -> Sent {
         let mut variables = self.spec.variables.clone();
         if let (Some(name), Some(cursor)) = (&self.resume, &self.cursor) {
             variables.insert(name.clone(), Value::String(cursor.clone()));
@@ -425,11 +444,20 @@ impl Task {
         if let (Some(n), Value::Object(m)) = (&self.spec.operation_name, &mut payload) {
             m.insert("operationName".into(), Value::String(n.clone()));
         }
-        if let Sent::Stopped = self.send(&mut socket, Message::Text(proto.subscribe(&payload).into())).await {
-            return self.goodbye(socket, proto).await;
+        if let Sent::Stopped = self.send(socket, Message::Text(proto.subscribe(&payload).into())).await {
+            return Sent::Stopped;
         }
+        Sent::Done
+    }
+
+    /// The events of an open, subscribed connection until it ends: each handed to the consumer
+    /// (with backpressure), pings while the server is quiet, a new connection before the JWT
+    /// lapses.
+    async fn events(&mut self, mut socket: Socket, proto: Proto, token: &CachedToken) -> Ended {
+        let mut stopped = self.stopped.clone();
+        let mut closed = self.closed.clone();
         // A new JWT before this one lapses: the connection is replaced a little ahead of it.
-        let renew_at = renew_deadline(&token, self.transport.settings());
+        let renew_at = renew_deadline(token, self.transport.settings());
         let renew = async move {
             match renew_at {
                 Some(at) => tokio::time::sleep_until(at.into()).await,
@@ -463,7 +491,7 @@ impl Task {
                 }
                 msg = socket.next() => {
                     heard = Instant::now();
-                    match self.frame(msg, &mut socket, proto, &token).await {
+                    match self.frame(msg, &mut socket, proto, token).await {
                         Ok(Some(Incoming::Next(payload))) => {
                             let cursor = if self.resume.is_some() { event_cursor(&payload) } else { None };
                             if cursor.as_deref().is_some_and(|c| !self.is_new(c)) {
