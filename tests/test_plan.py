@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 from tests.servers.proxy import LyingProxy
 
-from secfindings import _plan
+from secfindings import _plan, _probes
 from secfindings.errors import APIStatusError, GraphQLError
 
 
@@ -50,8 +50,8 @@ def test_capabilities_follow_the_profile_and_are_probed_once(
     # ... and on disk beside the schema cache: another process (memory gone) asks nothing.
     (kept,) = fresh_probes.glob("*.probes.json")
     assert oct(kept.stat().st_mode & 0o777) == oct(0o600)
-    with _plan._LOCK:
-        _plan._MEMORY.clear()
+    with _probes._LOCK:
+        _probes._MEMORY.clear()
     assert _plan.capable(profiled_client, _plan.ID_RANGE) == expected[0]
     assert probes_sent(profiled_emulator) == []
 
@@ -65,14 +65,14 @@ def test_a_damaged_probe_file_is_dropped_and_probed_again(
     for server in body["servers"].values():
         server["id_range"] = ["yes", "soon"]  # not a bool, not a time
     kept.write_text(json.dumps(body))
-    with _plan._LOCK:
-        _plan._MEMORY.clear()
+    with _probes._LOCK:
+        _probes._MEMORY.clear()
     emulator.clear_request_log()
     assert _plan.capable(client, _plan.ID_RANGE)
     assert probes_sent(emulator) == ["probe_id_range"]
     kept.write_text("{not json")
-    with _plan._LOCK:
-        _plan._MEMORY.clear()
+    with _probes._LOCK:
+        _probes._MEMORY.clear()
     assert _plan.capable(client, _plan.ID_RANGE)
     assert json.loads(kept.read_text())["format"] == 1  # rewritten whole
 
