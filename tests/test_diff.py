@@ -401,3 +401,117 @@ def test_the_table_cannot_drive_a_terminal():
     import unicodedata
 
     assert [ch for ch in text if ch != "\n" and unicodedata.category(ch) in ("Cc", "Cf")] == []
+
+
+def _pairs_to_compare(folder: Path) -> list[tuple[str, Any, Any]]:
+    """Snapshot pairs both engines must diff alike: the emulator's exports in every format, the
+    cases of each kind of change, hostile titles and statuses, NaN and signed zeros, dictionary
+    columns, no statuses, string ids, empty sides, a status key against a category."""
+    nan = float("nan")
+    cases: list[tuple[str, Any, Any]] = [
+        (f"{b}->{h}", folder / f"base.{b}", folder / f"head.{h}")
+        for b in ("parquet", "jsonl", "csv")
+        for h in ("parquet", "jsonl", "csv")
+    ]
+    n = len(HOSTILE)
+    cases.append(
+        (
+            "hostile",
+            pa.table({"id_int": list(range(n)), "title": HOSTILE, "actual_status.key": HOSTILE}),
+            pa.table({"id_int": list(range(n)), "title": HOSTILE, "actual_status.key": ["ok"] * n}),
+        )
+    )
+    titles = ["x\r\n::error::forged", "\x1b[2Kerased", "abc\u202edesrever", "nul\x00"]
+    cases.append(
+        (
+            "terminal",
+            pa.table({"id_int": pa.array([], pa.int64())}),
+            pa.table({"id_int": list(range(4)), "title": titles}),
+        )
+    )
+    cases.append(
+        (
+            "floats",
+            pa.table({"id": ["a", "b", "c", "d", "e", "f"], "score": [nan, nan, -0.0, None, 1.0, None]}),
+            pa.table({"id": ["f", "e", "d", "c", "b", "a"], "score": [None, nan, None, 0.0, 1.0, nan]}),
+        )
+    )
+    cat = ["OPEN", "FIXED", "IGNORED", None, "OPEN", "OPEN"]
+    cases.append(
+        (
+            "dictionaries",
+            pa.table(
+                {
+                    "id_int": [6, 5, 4, 3, 2, 1],
+                    "actual_status.category": pa.array(cat).dictionary_encode(),
+                    "sla_status": pa.array(["A", "B", None, "A", "C", "C"]).dictionary_encode(),
+                    "severity": pa.array([1, 2, 3, 4, 5, None], pa.int8()),
+                    "due_date": ["2024-01-01T00:00:00Z", None, "2024-01-02T00:00:00Z"] * 2,
+                }
+            ),
+            pa.table(
+                {
+                    "id_int": [1, 2, 3, 4, 7, 8],
+                    "actual_status.category": pa.array(["FIXED", "OPEN", "OPEN", None, "OPEN", "X"]),
+                    "sla_status": pa.array(["C", "C", "B", None, "A", "A"]).dictionary_encode(),
+                    "severity": [None, 5, 4, 3, 2, 1],
+                    "due_date": pa.array([None, 1_704_067_200_000_000] * 3, pa.timestamp("us", "UTC")),
+                }
+            ),
+        )
+    )
+    odd = pa.DictionaryArray.from_arrays(pa.array([0, 1, None, 2]), pa.array(["A", "A", "OPEN"]))
+    with_null = pa.DictionaryArray.from_arrays(pa.array([0, 1, 2, 1]), pa.array(["OPEN", None, "A"]))
+    cases.append(
+        (
+            "odd dictionaries",  # a value twice, a null value
+            pa.table({"id_int": [1, 2, 3, 4], "sla_status": odd, "actual_status.category": with_null}),
+            pa.table({"id_int": [4, 3, 2, 1], "sla_status": odd, "actual_status.category": odd}),
+        )
+    )
+    cases.append(
+        (
+            "no statuses",
+            pa.table({"id_int": [3, 1, 2], "severity": [1, 2, 3]}),
+            pa.table({"id_int": [2, 4], "severity": [3, 1]}),
+        )
+    )
+    cases.append(
+        (
+            "key and category",
+            pa.table({"id": ["x", "y"], "status.key": ["10", "20"], "status.category": ["OPEN", "FIXED"]}),
+            pa.table({"id": ["x", "y"], "actual_status_category": ["FIXED", "OPEN"]}),
+        )
+    )
+    cases.append(
+        ("empty", pa.table({"id": pa.array([], pa.string())}), pa.table({"id": pa.array([], pa.string())}))
+    )
+    return cases
+
+
+def test_duckdb_and_arrow_compute_diff_alike(edited):
+    """Where DuckDB is installed it does the join; Arrow compute stays the fallback. Both give the
+    same table (rows, order, types) and counts over the same snapshots, the hostile ones too."""
+    import sys
+
+    engine = sys.modules["secfindings.diff"]
+    for name, base, head in _pairs_to_compare(edited.folder):
+        sides = engine._read_sides(base, head)
+        assert engine._changes_duckdb(sides) is not None, name  # DuckDB did it, no fallback
+        fast = engine._diff(base, head, engine="duckdb")
+        slow = engine._diff(base, head, engine="pyarrow")
+        assert fast.table.schema == slow.table.schema, name
+        # repr: NaN is not equal to itself, and both must hold it in the same place.
+        assert repr(fast.table.to_pylist()) == repr(slow.table.to_pylist()), name
+        assert fast.counts == slow.counts, name
+        assert (fast.key, fast.fields) == (slow.key, slow.fields), name
+    assert engine._has_duckdb()
+    # The public call takes DuckDB where it is installed.
+    called = []
+    real = engine._changes_duckdb
+    try:
+        engine._changes_duckdb = lambda s: called.append(s) or real(s)
+        secfindings.diff(edited.folder / "base.parquet", edited.folder / "head.parquet")
+    finally:
+        engine._changes_duckdb = real
+    assert len(called) == 1

@@ -5,8 +5,9 @@ A snapshot is an export file (Parquet, JSON lines or CSV, as ``export`` writes t
 of such files: the parts of a resumed export), a ``pyarrow.Table``, or anything that hands out an
 Arrow C stream (``__arrow_c_stream__``): a DuckDB relation, a polars DataFrame, a paginator, or a
 table kept by ``sync`` read as of a time. Findings are matched by id (``id_int`` when both have
-it, else ``id``) in one Arrow hash join (pyarrow compute, no Python loop over rows), and each
-finding that differs is one of:
+it, else ``id``) in one join over the Arrow tables, with no Python loop over rows: DuckDB SQL
+where ``duckdb`` is installed, else Arrow compute (the same result), and each finding that
+differs is one of:
 
 - ``new``: in HEAD only;
 - ``resolved``: open in BASE, and gone from HEAD or closed in it;
@@ -329,15 +330,69 @@ def _count(pc: Any, mask: Any) -> int:
     return int(pc.sum(pc.cast(mask, "int64")).as_py() or 0)
 
 
+@dataclass
+class _Sides:
+    """Two snapshots read and checked: their tables, the key matched on, its ids per side (one
+    array each, checked), and the columns compared per field."""
+
+    b: Any
+    h: Any
+    key: str
+    id_b: Any
+    id_h: Any
+    pairs: dict[str, tuple[str, str]]
+
+
+@dataclass
+class _Changes:
+    """The rows that changed, as a join engine finds them: for each, its row in BASE and in HEAD
+    (null where it has none), its kind (an index into CHANGES) and the code of its changed fields
+    (bit i for the i-th compared field; null for new rows and where none changed); and the
+    counts."""
+
+    rows_b: Any
+    rows_h: Any
+    kind: Any
+    code: Any
+    counts: dict[str, int]
+
+
 def diff(base: Source, head: Source) -> DiffResult:
     """What changed from snapshot ``base`` to snapshot ``head`` (see the module): new, resolved,
-    reopened and changed findings, by id, in one Arrow join.
+    reopened and changed findings, by id, in one join: DuckDB SQL over the Arrow tables where
+    ``duckdb`` is installed, else Arrow compute (the same result either way).
 
-    The join holds only the ids and the row numbers of each side; each compared field is taken
-    through them and compared a column at a time, and the values are taken for the rows that
-    changed only, so memory stays near the size of the two snapshots' columns."""
-    pa = _pa()
-    pc = need("pyarrow.compute", "arrow", "secfindings.diff()")
+    Only the ids, the row numbers and the compared fields take part in the join; the values are
+    taken for the rows that changed only, so memory stays near the size of the two snapshots'
+    columns."""
+    return _diff(base, head, engine="duckdb" if _has_duckdb() else "pyarrow")
+
+
+def _has_duckdb() -> bool:
+    try:
+        import duckdb  # noqa: F401 - optional: the faster engine where installed
+    except ImportError:
+        return False
+    return True
+
+
+def _diff(base: Source, head: Source, engine: str) -> DiffResult:
+    sides = _read_sides(base, head)
+    changes = None
+    if engine == "duckdb":
+        changes = _changes_duckdb(sides)
+    if changes is None:  # asked for, or DuckDB could not take these columns
+        changes = _changes_arrow(sides)
+    return DiffResult(
+        table=_result_table(sides, changes),
+        counts=changes.counts,
+        key=sides.key,
+        fields=list(sides.pairs),
+    )
+
+
+def _read_sides(base: Source, head: Source) -> _Sides:
+    """Both snapshots read, the key both have, their ids checked, the columns compared."""
     b, h = read_snapshot(base), read_snapshot(head)
     key = next((k for k in _KEYS if k in b.column_names and k in h.column_names), None)
     if key is None:
@@ -346,51 +401,58 @@ def diff(base: Source, head: Source) -> DiffResult:
             f"HEAD has {sorted(h.column_names)}"
         )
     pairs = {n: p for n in COMPARED if (p := _pair(b, h, n)) is not None}
-    fields = list(pairs)
-    id_type = pa.int64() if key == "id_int" else pa.string()
+    return _Sides(b, h, key, _ids(b, key, "BASE"), _ids(h, key, "HEAD"), pairs)
 
-    def ids(table: Any, which: str) -> Any:
-        col = table.column(key)
-        if pa.types.is_dictionary(col.type):
-            col = col.cast(col.type.value_type)
-        fits = pa.types.is_integer(col.type) if key == "id_int" else _is_text(pa, col.type)
-        if not fits and key == "id_int" and pa.types.is_floating(col.type):
-            # JSON lines may read whole numbers as floats; 1.5 is no id.
-            whole = pc.all(pc.equal(pc.floor(col), col)).as_py()
-            fits = whole is not False
-        if not fits:
-            what = "whole numbers" if key == "id_int" else "text"
-            raise ValidationError(f"{which}'s {key} column holds {col.type}, not {what}: one id per finding")
-        try:
-            col = col.cast(id_type).combine_chunks()
-        except (pa.ArrowInvalid, pa.ArrowNotImplementedError) as exc:
-            raise ValidationError(f"{which}'s {key} column cannot be read as ids: {exc}") from None
-        if col.null_count:
-            raise ValidationError(f"{which} has {plural(col.null_count, 'row')} without {key}")
-        # Duplicates by sorting (a distinct count's hash table would take more memory).
-        ordered = pc.take(col, pc.sort_indices(col))
-        dupes = (
-            _count(pc, pc.equal(ordered.slice(1), ordered.slice(0, len(ordered) - 1))) if len(col) > 1 else 0
+
+def _ids(table: Any, key: str, which: str) -> Any:
+    """The ids of one side as one array of int64 (``id_int``) or text (``id``): refused when
+    they are not ids, when one is missing or when one repeats."""
+    pa = _pa()
+    pc = need("pyarrow.compute", "arrow", "secfindings.diff()")
+    col = table.column(key)
+    if pa.types.is_dictionary(col.type):
+        col = col.cast(col.type.value_type)
+    fits = pa.types.is_integer(col.type) if key == "id_int" else _is_text(pa, col.type)
+    if not fits and key == "id_int" and pa.types.is_floating(col.type):
+        # JSON lines may read whole numbers as floats; 1.5 is no id.
+        whole = pc.all(pc.equal(pc.floor(col), col)).as_py()
+        fits = whole is not False
+    if not fits:
+        what = "whole numbers" if key == "id_int" else "text"
+        raise ValidationError(f"{which}'s {key} column holds {col.type}, not {what}: one id per finding")
+    try:
+        col = col.cast(pa.int64() if key == "id_int" else pa.string()).combine_chunks()
+    except (pa.ArrowInvalid, pa.ArrowNotImplementedError) as exc:
+        raise ValidationError(f"{which}'s {key} column cannot be read as ids: {exc}") from None
+    if col.null_count:
+        raise ValidationError(f"{which} has {plural(col.null_count, 'row')} without {key}")
+    # Duplicates by sorting (a distinct count's hash table would take more memory).
+    ordered = pc.take(col, pc.sort_indices(col))
+    dupes = _count(pc, pc.equal(ordered.slice(1), ordered.slice(0, len(ordered) - 1))) if len(col) > 1 else 0
+    del ordered
+    if dupes:
+        raise ValidationError(
+            f"{which} has {plural(dupes, 'row')} whose {key} came before: one row per finding"
         )
-        del ordered
-        if dupes:
-            raise ValidationError(
-                f"{which} has {plural(dupes, 'row')} whose {key} came before: one row per finding"
-            )
-        return col
+    return col
 
-    # The join, by hashing: each BASE row finds its HEAD row (index_in hashes HEAD's ids), and
-    # the HEAD rows that no BASE row found are the new ones. Rows: BASE's, then the new.
-    id_b, id_h = ids(b, "BASE"), ids(h, "HEAD")
+
+def _changes_arrow(s: _Sides) -> _Changes:
+    """The join in Arrow compute, by hashing: each BASE row finds its HEAD row (index_in hashes
+    HEAD's ids), and the HEAD rows that no BASE row found are the new ones. Rows: BASE's, then
+    the new."""
+    pa = _pa()
+    pc = need("pyarrow.compute", "arrow", "secfindings.diff()")
+    b, h, id_b, id_h = s.b, s.h, s.id_b, s.id_h
     at_h = pc.index_in(id_b, value_set=id_h)
     found = pa.array(_zeros(len(id_h)), pa.bool_())
     if len(id_b):
         found = pc.is_in(id_h, value_set=id_b)
     new_rows = pc.indices_nonzero(pc.invert(found))
-    n_new = len(new_rows)
-    rb = pa.chunked_array([pa.array(_arange(len(id_b)), pa.int64()), pa.nulls(n_new, pa.int64())], pa.int64())
+    rb = pa.chunked_array(
+        [pa.array(_arange(len(id_b)), pa.int64()), pa.nulls(len(new_rows), pa.int64())], pa.int64()
+    )
     rh = pa.chunked_array([at_h.cast(pa.int64()), new_rows.cast(pa.int64())], pa.int64())
-    all_ids = pa.chunked_array([id_b, pc.take(id_h, new_rows)], id_type)
     in_b, in_h = pc.is_valid(rb), pc.is_valid(rh)
     both = pc.and_(in_b, in_h)
     cb, ch = _column(b, _CATEGORY), _column(h, _CATEGORY)
@@ -404,71 +466,170 @@ def diff(base: Source, head: Source) -> DiffResult:
     resolved = pc.or_(pc.and_(gone, open_b), pc.and_(both, pc.and_(open_b, pc.invert(open_h))))
     reopened = pc.and_(both, pc.and_(pc.invert(open_b), open_h))
     masks = []
-    for n, (col_b, col_h) in pairs.items():
+    for n, (col_b, col_h) in s.pairs.items():
         # One field at a time, and only its mask kept: the values of the changed rows are taken
-        # again below, so memory holds one compared column per side at a time.
+        # again at the end, so memory holds one compared column per side at a time.
         x = pc.take(_normal(b.column(col_b), n, col_b), rb)
         y = pc.take(_normal(h.column(col_h), n, col_h), rh)
-        differs = pc.or_(
-            pc.fill_null(pc.not_equal(x, y), False),
-            pc.xor(pc.is_null(x), pc.is_null(y)),
-        )
-        masks.append((n, pc.and_(both, differs)))
+        differs = pc.or_(pc.fill_null(pc.not_equal(x, y), False), pc.xor(pc.is_null(x), pc.is_null(y)))
+        masks.append(pc.and_(both, differs))
         del x, y
-    any_change = pc.and_(both, pc.invert(both))  # all false, one per row
-    for _, m in masks:
+    none = pc.and_(both, pc.invert(both))  # all false, one per row
+    any_change = none
+    for m in masks:
         any_change = pc.or_(any_change, m)
     changed = pc.and_(any_change, pc.invert(pc.or_(resolved, reopened)))
     counts = {k: _count(pc, m) for k, m in zip(CHANGES, (new, resolved, reopened, changed), strict=True)}
     counts["unchanged"] = _count(pc, pc.and_(both, pc.invert(pc.or_(pc.or_(resolved, reopened), changed))))
     counts["base_rows"], counts["head_rows"] = b.num_rows, h.num_rows
-
     # The rows that changed, and only their values from here on.
+    null8 = pa.scalar(None, pa.int8())
     order = pc.if_else(
-        new,
-        0,
-        pc.if_else(
-            resolved,
-            1,
-            pc.if_else(reopened, 2, pc.if_else(changed, 3, pa.scalar(None, pa.int8()))),
-        ),
+        new, 0, pc.if_else(resolved, 1, pc.if_else(reopened, 2, pc.if_else(changed, 3, null8)))
     )
     picked = pc.indices_nonzero(pc.is_valid(order))
-    sub_b, sub_h = pc.take(rb, picked), pc.take(rh, picked)
-    kind_code = pc.take(order, picked)
-    # The fields changed, as a list per row: a bit per field makes a code, and the code picks one
-    # of the 2**fields possible lists (no loop over rows).
-    code = pc.cast(pc.take(pc.and_(both, pc.invert(both)), picked), pa.int64())
-    for i, (_, m) in enumerate(masks):
+    kind = pc.take(order, picked)
+    # A bit per field makes the code of the fields changed.
+    code = pc.cast(pc.take(none, picked), pa.int64())
+    for i, m in enumerate(masks):
         code = pc.add(code, pc.multiply(pc.cast(pc.take(m, picked), pa.int64()), 1 << i))
+    code = pc.if_else(pc.or_(pc.equal(kind, 0), pc.equal(code, 0)), pa.scalar(None, pa.int64()), code)
+    return _Changes(pc.take(rb, picked), pc.take(rh, picked), kind, code, counts)
+
+
+def _changes_duckdb(s: _Sides) -> _Changes | None:
+    """The join in DuckDB SQL over the Arrow tables (no copy through Python): a full outer join
+    on the ids, each compared field normalised as Arrow compute does (and compared alike: NaN
+    differs from NaN), the changed rows only handed back. None where DuckDB cannot take a
+    column (Arrow compute does it then)."""
+    import duckdb  # optional: only where it is installed
+
+    pa = _pa()
+    cb, ch = _column(s.b, _CATEGORY), _column(s.h, _CATEGORY)
+    side_b, side_h = _duckdb_sides(pa, s, None if cb is None or ch is None else (cb, ch))
+    masks = [_duckdb_differs(i, n) for i, n in enumerate(s.pairs)]
+    code = " + ".join(f"(case when {m} then {1 << i} else 0 end)" for i, m in enumerate(masks)) or "0"
+    sql = f"""
+        with j as (
+            select b.r as rb, h.r as rh, b.r is not null as ib, h.r is not null as ih,
+                   coalesce(b.o, false) as ob, coalesce(h.o, false) as oh,
+                   {code}::bigint as code
+            from b full outer join h on b.k = h.k
+        ), k as (
+            select rb, rh, code,
+                   case when not ib then 0
+                        when ob and (not ih or not oh) then 1
+                        when ih and not ob and oh then 2
+                        when ih and code <> 0 then 3
+                   end::tinyint as kind,
+                   ib and ih as matched
+            from j
+        )
+        select rb, rh, kind, case when kind = 0 or code = 0 then null else code end as code, matched
+        from k where kind is not null
+    """
+    con = duckdb.connect()
+    try:
+        con.register("b", side_b)
+        con.register("h", side_h)
+        out = con.sql(sql).to_arrow_table()
+    except duckdb.Error:
+        return None
+    finally:
+        con.close()
+    return _Changes(
+        out.column("rb"), out.column("rh"), out.column("kind"), out.column("code"), _duckdb_counts(s, out)
+    )
+
+
+def _duckdb_sides(pa: Any, s: _Sides, categories: tuple[str, str] | None) -> tuple[Any, Any]:
+    """Both sides as DuckDB reads them: ``k`` the id, ``r`` the row, ``o`` open (every row where
+    no statuses), ``f0``... the compared fields in the types Arrow compute compares them in (text
+    that both sides hold as dictionaries: as codes into one dictionary of both, which compare as
+    the values do and take less memory in the join)."""
+    pc = need("pyarrow.compute", "arrow", "secfindings.diff()")
+    sides = []
+    for table, ids, which in ((s.b, s.id_b, 0), (s.h, s.id_h, 1)):
+        cols: dict[str, Any] = {"k": ids, "r": pa.array(_arange(len(ids)), pa.int64())}
+        if categories is None:
+            cols["o"] = pa.array(_ones(len(ids)), pa.bool_())
+        else:
+            cols["o"] = _is_open(pa, pc, table.column(categories[which]))
+        sides.append(cols)
+    for i, (name, (col_b, col_h)) in enumerate(s.pairs.items()):
+        x, y = s.b.column(col_b), s.h.column(col_h)
+        codes = _shared_codes(pa, x, y) if name in ("status", "sla_status") else None
+        if codes is None:
+            codes = _normal(x, name, col_b), _normal(y, name, col_h)
+        sides[0][f"f{i}"], sides[1][f"f{i}"] = codes
+    return pa.table(sides[0]), pa.table(sides[1])
+
+
+def _shared_codes(pa: Any, x: Any, y: Any) -> tuple[Any, Any] | None:
+    """Two dictionary columns of text as codes into one dictionary (equal codes, equal values);
+    None where they are not both such (or a dictionary holds a null)."""
+    if not all(pa.types.is_dictionary(c.type) and _is_text(pa, c.type.value_type) for c in (x, y)):
+        return None
+    if any(c.dictionary.null_count for c in x.chunks + y.chunks):
+        return None  # Arrow cannot unify those yet
+    both = pa.chunked_array(x.chunks + y.chunks, x.type).unify_dictionaries()
+    chunks = [c.indices.cast(pa.int32()) for c in both.chunks]
+    return (
+        pa.chunked_array(chunks[: x.num_chunks], pa.int32()),
+        pa.chunked_array(chunks[x.num_chunks :], pa.int32()),
+    )
+
+
+def _duckdb_differs(i: int, name: str) -> str:
+    """Field i differs (both sides have the row): a value against none, or unequal values; NaN
+    differs from NaN, as in Arrow compute."""
+    differs = f"(b.f{i} is distinct from h.f{i})"
+    if name == "score":
+        differs = f"({differs} or coalesce(isnan(b.f{i}) and isnan(h.f{i}), false))"
+    return f"(b.r is not null and h.r is not null and {differs})"
+
+
+def _duckdb_counts(s: _Sides, out: Any) -> dict[str, int]:
+    """The counts from the changed rows: every HEAD row is new or matched, and a matched row that
+    is none of resolved, reopened and changed is unchanged."""
+    pc = need("pyarrow.compute", "arrow", "secfindings.diff()")
+    kind = out.column("kind")
+    counts = {k: _count(pc, pc.equal(kind, i)) for i, k in enumerate(CHANGES)}
+    matched_changes = _count(pc, out.column("matched"))
+    counts["unchanged"] = s.h.num_rows - counts["new"] - matched_changes
+    counts["base_rows"], counts["head_rows"] = s.b.num_rows, s.h.num_rows
+    return counts
+
+
+def _result_table(s: _Sides, c: _Changes) -> Any:
+    """The table of a diff: a row per change (the key, ``change``, ``changed_fields``, the title
+    and each compared field in BASE and HEAD), by kind, then by key."""
+    pa = _pa()
+    pc = need("pyarrow.compute", "arrow", "secfindings.diff()")
+    names = list(s.pairs)
+    # The code picks one of the 2**fields possible lists of fields (no loop over rows).
     lists = pa.array(
-        [[n for i, (n, _) in enumerate(masks) if c >> i & 1] for c in range(1 << len(masks))],
+        [[n for i, n in enumerate(names) if code >> i & 1] for code in range(1 << len(names))],
         pa.list_(pa.string()),
     )
-    code = pc.if_else(
-        pc.or_(pc.equal(kind_code, 0), pc.equal(code, 0)),
-        pa.scalar(None, pa.int64()),
-        code,
-    )
+    ids = pc.coalesce(pc.take(s.id_b, c.rows_b), pc.take(s.id_h, c.rows_h))
     columns: dict[str, Any] = {
-        key: pc.take(all_ids, picked),
-        "change": pc.take(pa.array(CHANGES), kind_code),
-        "changed_fields": pc.take(lists, code),
+        s.key: ids,
+        "change": pc.take(pa.array(CHANGES), c.kind),
+        "changed_fields": pc.take(lists, c.code),
     }
     titles = [
-        _text(pa, pc.take(t.column(c), rows), c)
-        for t, rows in ((h, sub_h), (b, sub_b))
-        if (c := _column(t, _TITLE)) is not None
+        _text(pa, pc.take(t.column(col), rows), col)
+        for t, rows in ((s.h, c.rows_h), (s.b, c.rows_b))
+        if (col := _column(t, _TITLE)) is not None
     ]
     if titles:
         columns["title"] = pc.coalesce(*titles)
-    for n, (col_b, col_h) in pairs.items():
-        columns[f"{n}_base"] = _normal(pc.take(b.column(col_b), sub_b), n, col_b)
-        columns[f"{n}_head"] = _normal(pc.take(h.column(col_h), sub_h), n, col_h)
-    out = pa.table(columns)
-    out = out.append_column("_order", kind_code)
-    out = out.sort_by([("_order", "ascending"), (key, "ascending")]).drop_columns(["_order"])
-    return DiffResult(table=out, counts=counts, key=key, fields=fields)
+    for n, (col_b, col_h) in s.pairs.items():
+        columns[f"{n}_base"] = _normal(pc.take(s.b.column(col_b), c.rows_b), n, col_b)
+        columns[f"{n}_head"] = _normal(pc.take(s.h.column(col_h), c.rows_h), n, col_h)
+    out = pa.table(columns).append_column("_order", c.kind)
+    return out.sort_by([("_order", "ascending"), (s.key, "ascending")]).drop_columns(["_order"])
 
 
 def _text(pa: Any, column: Any, name: str) -> Any:
@@ -497,10 +658,26 @@ def _zeros(n: int) -> Any:
     return np.zeros(n, dtype=bool)
 
 
+def _ones(n: int) -> Any:
+    """n true values (numpy when present)."""
+    try:
+        import numpy as np
+    except ImportError:  # pragma: no cover
+        return [True] * n
+    return np.ones(n, dtype=bool)
+
+
 def _is_text(pa: Any, t: Any) -> bool:
     return bool(pa.types.is_string(t) or pa.types.is_large_string(t))
 
 
 def _is_open(pa: Any, pc: Any, column: Any) -> Any:
-    """True where a status category is OPEN (a dictionary column compares by its values)."""
-    return pc.fill_null(pc.equal(column.cast(pa.string()), "OPEN"), False)
+    """True where a status category is OPEN (a dictionary column compares by its values, each
+    value once)."""
+    if not pa.types.is_dictionary(column.type):
+        return pc.fill_null(pc.equal(column.cast(pa.string()), "OPEN"), False)
+    chunks = [
+        pc.fill_null(pc.take(pc.equal(c.dictionary.cast(pa.string()), "OPEN"), c.indices), False)
+        for c in column.chunks
+    ]
+    return pa.chunked_array(chunks, pa.bool_())
