@@ -6,19 +6,13 @@ notices a public name that no page shows. After the build this hook takes every 
 
 - no page of the site has an anchor for it (under any of the paths that lead to the object), or
 - it, or a public method or property of a public class, has no docstring.
-
-It also puts the options of ``secfindings emulator`` (an argparse parser behind the click
-command) where the CLI reference page says ``<!-- emulator --help -->``.
 """
 
 from __future__ import annotations
 
-import contextlib
 import importlib
 import inspect
-import io
 import logging
-import os
 import re
 from pathlib import Path
 from typing import Any
@@ -107,29 +101,3 @@ def problems(site_dir: Path) -> list[str]:
 def on_post_build(config: Any, **_: Any) -> None:
     for problem in problems(Path(config["site_dir"])):
         log.warning(problem)
-
-
-EMULATOR_HELP = "<!-- emulator --help -->"
-
-
-def emulator_help() -> str:
-    from secfindings import emulator
-
-    out = io.StringIO()
-    width = os.environ.get("COLUMNS")
-    os.environ["COLUMNS"] = "100"
-    try:
-        with contextlib.redirect_stdout(out), contextlib.suppress(SystemExit):
-            emulator.main(["--help"], prog="secfindings emulator")
-    finally:
-        if width is None:
-            del os.environ["COLUMNS"]
-        else:
-            os.environ["COLUMNS"] = width
-    return out.getvalue()
-
-
-def on_page_markdown(markdown: str, **_: Any) -> str:
-    if EMULATOR_HELP not in markdown:
-        return markdown
-    return markdown.replace(EMULATOR_HELP, f"```text\n{emulator_help().rstrip()}\n```")

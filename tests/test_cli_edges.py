@@ -77,6 +77,69 @@ def test_emulator_help_lists_its_options():
     assert "--findings" in run(["emulator", "--help-emulator"]).stdout
 
 
+EMULATOR_OPTIONS = [
+    "--host",
+    "--port",
+    "--findings",
+    "--seed",
+    "--jwt-lifetime",
+    "--customer",
+    "--response-cache",
+    "--latency-ms",
+    "--max-aliases",
+    "--max-document-bytes",
+    "--profile",
+    "--control",
+    "--control-port",
+]
+
+
+def test_the_emulator_command_is_one_click_command_both_ways():
+    """`secfindings emulator` and `python -m secfindings.emulator` are the same click command:
+    the same options (every one, --profile too) in their help, the same usage errors (a click
+    usage error naming the option, exit 2), and its options are in the CLI reference (which
+    mkdocs-click renders from the group)."""
+    from mkdocs_click._docs import make_command_docs
+
+    from secfindings.cli import main
+
+    helps = [run(["emulator", "--help"]), run(["--help"], module="secfindings.emulator")]
+    for out in helps:
+        assert out.returncode == 0, out.stderr
+        assert [o for o in EMULATOR_OPTIONS if o not in out.stdout] == []
+    assert (
+        helps[0].stdout.replace("secfindings emulator", "python -m secfindings.emulator") == helps[1].stdout
+    )
+    errors = [run(["emulator", "--profile", "x"]), run(["--profile", "x"], module="secfindings.emulator")]
+    for out in errors:
+        assert out.returncode == 2
+        assert "Invalid value for '--profile'" in out.stderr
+        assert out.stderr.splitlines()[-1].startswith("Error: ")
+    page = "\n".join(
+        make_command_docs(
+            prog_name="secfindings", command=main, depth=1, style="plain", list_subcommands=True
+        )
+    )
+    emulator_page = page[page.rindex("secfindings emulator") :]
+    assert [o for o in EMULATOR_OPTIONS if o not in emulator_page] == []
+
+
+def test_the_exit_codes_are_the_documented_ones():
+    """ExitCode holds the exit codes docs/reference/cli.md and the command's own doc list."""
+    import re
+    from pathlib import Path
+
+    import secfindings.cli
+    from secfindings._cli_support import ExitCode
+
+    docs = (Path(__file__).parents[1] / "docs" / "reference" / "cli.md").read_text(encoding="utf-8")
+    stated = docs[docs.index("Exit codes:") :].split("`secfindings export --out -`")[0]
+    assert sorted({int(n) for n in re.findall(r"\b(\d+)\s+[a-z]", stated)}) == sorted(ExitCode)
+    module_doc = secfindings.cli.__doc__ or ""
+    stated = module_doc[module_doc.index("Exit codes:") :]
+    assert sorted({int(n) for n in re.findall(r"\b(\d+)\s+[a-z]", stated)}) == sorted(ExitCode)
+
+
 # -- 6. a deep --var --------------------------------------------------------------------------
 
 

@@ -24,24 +24,30 @@ import json
 import os
 import re
 import shlex
-import sys
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, NoReturn, TypeVar
+from typing import Any
 
 import click
 
 import secfindings
-from secfindings._export import ExportResult, relay_index
-from secfindings.errors import (
-    AuthenticationError,
-    ConfigurationError,
-    SecFindingsError,
-    ValidationError,
+from secfindings._cli_checks import diff_command, gate_command
+from secfindings._cli_support import (
+    JSONText,
+    client_from_env,
+    errors,
+    filter_option,
+    findings_filter,
+    interrupted,
+    page_size_option,
+    plain_options,
+    progress_option,
+    reader_gone,
 )
-
-F = TypeVar("F", bound=Callable[..., Any])
+from secfindings._export import ExportResult, relay_index
+from secfindings._plain import check_values, plural
+from secfindings.emulator import command as emulator_command
+from secfindings.errors import ValidationError
+from secfindings.formats import FIELDS, selection
 
 #: The connections `export` knows, by the name a shell user types.
 EXPORTS = {
@@ -74,65 +80,6 @@ FINDINGS_FORMATS = ("ocsf", "sarif")
 MAX_DEPTH = 120
 
 
-def _client() -> secfindings.Client:
-    """A client from the environment, or from a prompt on a terminal."""
-    env = os.environ
-    token = env.get("SECFINDINGS_API_TOKEN")
-    base = env.get("SECFINDINGS_BASE_URL")
-    if not token or not base:
-        if not sys.stdin.isatty():
-            raise click.UsageError(
-                "no credentials: set SECFINDINGS_API_TOKEN and SECFINDINGS_BASE_URL "
-                "(they are never taken from the command line)"
-            )
-        if not base:
-            base = click.prompt("API base URL (ends in /api/v1)", err=True)
-        if not token:
-            token = click.prompt("API token", hide_input=True, err=True)
-    return secfindings.Client(token, base_url=base)
-
-
-def _interrupted() -> NoReturn:
-    click.echo("interrupted", err=True)
-    sys.exit(130)
-
-
-def _reader_gone() -> NoReturn:
-    """stdout's reader closed it (``| head -1``): end quietly with the exit status of a tool that
-    SIGPIPE ends (128 + 13); stdout goes to /dev/null so that the flush at exit fails no more."""
-    import contextlib
-
-    with contextlib.suppress(OSError, ValueError):
-        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
-    sys.exit(141)
-
-
-@contextmanager
-def _errors() -> Iterator[None]:
-    """Maps the library's errors to messages and exit codes a shell user expects."""
-    try:
-        yield
-    except KeyboardInterrupt:
-        _interrupted()
-    except BrokenPipeError:
-        _reader_gone()
-    except (ConfigurationError, ValidationError) as exc:
-        click.echo(f"error: {exc}", err=True)
-        sys.exit(2)
-    except AuthenticationError as exc:
-        click.echo(f"authentication failed: {exc}", err=True)
-        sys.exit(3)
-    except SecFindingsError as exc:
-        click.echo(f"error: {type(exc).__name__}: {exc}", err=True)
-        sys.exit(1)
-    except ImportError as exc:
-        click.echo(f"error: {exc}", err=True)
-        sys.exit(2)
-    except OSError as exc:  # the output file cannot be written, and the like
-        click.echo(f"error: {exc.strerror or exc}: {exc.filename or ''}".rstrip(": "), err=True)
-        sys.exit(1)
-
-
 def _value(name: str, text: str) -> Any:
     """A --var value: JSON when it parses (numbers, true, lists, objects), else the text."""
     try:
@@ -146,54 +93,6 @@ def _value(name: str, text: str) -> Any:
         return text
 
 
-def _filter_json(text: str | None, option: str = "--filter") -> Any:
-    """A --filter value as JSON, or a usage error (also for JSON nested past the parser)."""
-    if text is None:
-        return None
-    try:
-        return json.loads(text)
-    except RecursionError:
-        raise click.BadParameter("it nests too deeply (does it contain itself?)", param_hint=option) from None
-    except ValueError as exc:
-        raise click.BadParameter(f"not JSON: {exc}", param_hint=option) from None
-
-
-def _findings_filter(filter_json: str | None, severity: str | None, status: str | None) -> Any:
-    """--filter ANDed with the plain --severity and --status (checked here), or None."""
-    from secfindings._plain import severity_filter, status_filter
-    from secfindings.filters import filter_tree
-
-    trees = []
-    try:
-        tree = _filter_json(filter_json)
-        if tree is not None:
-            trees.append(filter_tree(tree))
-        if severity is not None:
-            trees.append(severity_filter(severity))
-        if status is not None:
-            trees.append(status_filter(status))
-    except ValidationError as exc:
-        raise click.UsageError(str(exc)) from None
-    if not trees:
-        return None
-    return trees[0] if len(trees) == 1 else {"operator": "and", "operands": trees}
-
-
-def _plain_options(f: F) -> F:
-    """--severity and --status: the filters everyone writes, in plain words (findings only)."""
-    f = click.option(
-        "--status",
-        metavar="CATEGORY,...",
-        help="Findings of these status categories only: open, fixed, ignored (ANDed with --filter).",
-    )(f)
-    return click.option(
-        "--severity",
-        metavar="NAME,...",
-        help="Findings of these severities only: critical, high, medium, low, info (or 5..1); "
-        "ANDed with --filter.",
-    )(f)
-
-
 class _Main(click.Group):
     """The command group. Ctrl-C is exit 130 wherever it comes, also while the arguments are
     read (a FILE that is a FIFO nobody writes) or at a prompt, where click would exit 1."""
@@ -202,18 +101,18 @@ class _Main(click.Group):
         try:
             return super().make_context(*args, **kwargs)
         except KeyboardInterrupt:
-            _interrupted()
+            interrupted()
 
     def invoke(self, ctx: click.Context) -> Any:
         try:
             return super().invoke(ctx)
         except KeyboardInterrupt:
-            _interrupted()
+            interrupted()
         except BrokenPipeError:
-            _reader_gone()
+            reader_gone()
         except click.Abort as exc:  # click.prompt turns Ctrl-C into Abort
             if isinstance(exc.__context__, KeyboardInterrupt):
-                _interrupted()
+                interrupted()
             raise
 
 
@@ -235,10 +134,10 @@ def query(file: Any, variables: tuple[str, ...], operation: str | None) -> None:
         if not sep or not name:
             raise click.BadParameter(f"expected NAME=VALUE, got {item!r}", param_hint="--var")
         pairs.append((name, text))
-    with _errors():
+    with errors():
         values = {name: _value(name, text) for name, text in pairs}
         document = file.read()
-        with _client() as client:
+        with client_from_env() as client:
             data = client.execute(document, values or None, operation)
     click.echo(json.dumps(data, indent=2, ensure_ascii=False, default=str))
 
@@ -261,13 +160,13 @@ def query(file: Any, variables: tuple[str, ...], operation: str | None) -> None:
     "JSON lines when it has none). Any other extension needs --format. ocsf (OCSF JSON lines) "
     "and sarif (SARIF 2.1.0) are for findings only.",
 )
-@click.option("--filter", "filter_json", help="A filter tree in the API's filter JSON (findings only).")
-@_plain_options
+@filter_option("A filter tree in the API's filter JSON (findings only).")
+@plain_options
 @click.option("--fields", help="The fields to select (GraphQL selection text, or '*').")
 @click.option("--sort", help="A sort value, e.g. SCORE_DESC.")
 @click.option("--after", help="Resume after this cursor (printed by an interrupted export).")
 @click.option("--limit", type=click.IntRange(min=0), help="At most this many rows.")
-@click.option("--page-size", type=click.IntRange(1, 100), default=100, show_default=True)
+@page_size_option
 @click.option("--append", is_flag=True, help="Append to --out (jsonl, csv) instead of replacing it.")
 @click.option("--overwrite", is_flag=True, help="Replace --out when it exists and is not empty.")
 @click.option(
@@ -277,7 +176,7 @@ def query(file: Any, variables: tuple[str, ...], operation: str | None) -> None:
     help="CSV: write text cells that start with =, +, -, @, a tab or a CR with a ' in front, "
     "so that a spreadsheet shows them instead of running them as formulas.",
 )
-@click.option("--progress/--no-progress", default=True, show_default=True, help="Progress on stderr.")
+@progress_option
 @click.option(
     "--partitions",
     type=click.IntRange(1, 64),
@@ -301,7 +200,7 @@ def export(
     what: str,
     out: Path,
     fmt: str | None,
-    filter_json: str | None,
+    filter_json: JSONText | None,
     severity: str | None,
     status: str | None,
     fields: str | None,
@@ -329,7 +228,7 @@ def export(
     plain = filter_json is not None or severity is not None or status is not None
     if plain and EXPORTS[what] != "findings_view":
         raise click.BadParameter("--filter, --severity and --status apply to findings only")
-    tree = _findings_filter(filter_json, severity, status)
+    tree = findings_filter(filter_json, severity, status)
     if dry_run:
         _dry_run(what, tree, fields, sort, after, limit, page_size, partitions)
         return
@@ -376,9 +275,9 @@ def export(
     if sort is not None:
         kwargs["sort"] = sort
     pager = None
-    with _errors():
+    with errors():
         try:
-            with _client() as client:
+            with client_from_env() as client:
                 _checked_findings(client, operation, fmt, kwargs)
                 pager = getattr(client, operation)(**kwargs)
                 writer = getattr(pager, f"write_{fmt}")
@@ -406,8 +305,6 @@ def export(
         except BaseException:
             _hint(ctx, pager, fmt)
             raise
-    from secfindings._plain import plural
-
     click.echo(
         f"wrote {plural(result.rows, 'row')} in {plural(result.pages, 'page')} to "
         f"{'stdout' if to_stdout else result.path}"
@@ -421,9 +318,6 @@ def _checked_findings(client: Any, operation: str, fmt: str, kwargs: dict[str, A
     and SARIF without --fields their whole mapping, less what the server's schema lacks."""
     if operation != "findings_view":
         return
-    from secfindings._plain import check_values
-    from secfindings.formats import FIELDS, selection
-
     if kwargs.get("filters") is not None:
         check_values(client, kwargs["filters"])
     if fmt in FINDINGS_FORMATS and kwargs["fields"] is None:
@@ -449,7 +343,7 @@ def _dry_run(
         kwargs["filters"] = tree
     if sort is not None:
         kwargs["sort"] = sort
-    with _errors(), _client() as client:
+    with errors(), client_from_env() as client:
         _checked_findings(client, operation, "", kwargs)
         estimate = client.findings_view(**kwargs).estimate(partitions=partitions)
     click.echo(str(estimate))
@@ -505,8 +399,6 @@ def _hint(ctx: click.Context, pager: Any, fmt: str) -> None:
     """After an interruption: prints the command that completes the export, as it is to be run."""
     if pager is None:
         return
-    from secfindings._plain import plural
-
     written: ExportResult | None = getattr(pager, "_written", None)
     cursor = written.cursor if written is not None else pager.cursor
     state = written.resume if written is not None else None  # a partitioned export's
@@ -583,12 +475,12 @@ def _seconds(name: str, text: str) -> float:
     help="Reconcile every finding now / never (default: when --reconcile-every has passed).",
 )
 @click.option("--reconcile-every", default="24h", show_default=True, help="How often a full reconcile runs.")
-@click.option("--page-size", type=click.IntRange(1, 100), default=100, show_default=True)
+@page_size_option
 @click.option(
     "--watch", is_flag=True, help="Stay current: by subscription where the server has one, else by polling."
 )
 @click.option("--interval", default="60s", show_default=True, help="--watch: a full run at least this often.")
-@click.option("--progress/--no-progress", default=True, show_default=True, help="Progress on stderr.")
+@progress_option
 @click.option(
     "--collections",
     default=None,
@@ -631,9 +523,9 @@ def sync_command(
         "collections": collections,
     }
     every = _seconds("--interval", interval)
-    with _errors(), sync_module.database_errors(dest):
+    with errors(), sync_module.database_errors(dest):
         sync_module.parse_destination(dest)  # a bad DEST fails before any prompt
-        client = _client()
+        client = client_from_env()
         if dry_run:
             planned = {k: v for k, v in options.items() if k not in ("progress", "collections")}
             click.echo(str(sync_module.plan(client, dest, reconcile=reconcile, **planned)))
@@ -648,139 +540,13 @@ def sync_command(
                 click.echo(other.summary())
 
 
-@main.command("gate")
-@click.option("--filter", "filter_json", help="A filter tree in the API's filter JSON, as for export.")
-@_plain_options
-@click.option(
-    "--max",
-    "max_spec",
-    metavar="SEVERITY=COUNT,...",
-    help="Limits per severity, e.g. critical=0,high=5 (critical, high, medium, low, info, and "
-    "unknown: a severity missing or not 1..5); a severity not named is not limited, but for "
-    "unknown, which is 0 unless named. Default: no finding at all.",
-)
-@click.option(
-    "--baseline",
-    type=click.Path(dir_okay=True, path_type=Path),
-    help="An earlier export file: its findings are not counted (implies --new-only).",
-)
-@click.option("--new-only", is_flag=True, help="Count only findings not in --baseline (implied by it).")
-@click.option(
-    "--all-statuses", is_flag=True, help="Count closed findings too (default: open ones only, or --status)."
-)
-@click.option(
-    "--format",
-    "fmt",
-    type=click.Choice(["text", "markdown", "junit", "sarif", "json"]),
-    default="text",
-    show_default=True,
-)
-@click.option("--out", type=click.Path(dir_okay=False, path_type=Path), help="Write --format here.")
-@click.option("--page-size", type=click.IntRange(1, 100), default=100, show_default=True)
-def gate_command(
-    filter_json: str | None,
-    severity: str | None,
-    status: str | None,
-    max_spec: str | None,
-    baseline: Path | None,
-    new_only: bool,
-    all_statuses: bool,
-    fmt: str,
-    out: Path | None,
-    page_size: int,
-) -> None:
-    """Fail a CI job on findings over limits: exit 0 passed, 4 a limit was exceeded.
-
-    Counts the open findings of --filter per severity against --max. With --baseline FILE,
-    findings in that earlier export are not counted (--baseline implies --new-only). A finding
-    of no severity 1..5 counts as unknown, limited to 0 unless --max names it. --status counts
-    the findings of those status categories instead of the open ones. Prints a one-screen summary;
-    --format markdown, junit, sarif or json writes that to --out (or stdout). When
-    $GITHUB_STEP_SUMMARY is set, the Markdown summary is appended to it. Exit codes: 0 passed,
-    4 exceeded, 1 the API or network failed, 2 bad usage, 3 authentication failed.
-    """
-    from secfindings.gate import gate, parse_max
-
-    if new_only and baseline is None:
-        raise click.UsageError("--new-only needs --baseline FILE (the export of an earlier run)")
-    if status is not None and all_statuses:
-        raise click.UsageError("--status and --all-statuses contradict each other: give one of them")
-    filters = _findings_filter(filter_json, severity, status)
-    try:
-        limits = parse_max(max_spec)
-    except ValidationError as exc:
-        raise click.BadParameter(str(exc).removeprefix("--max: "), param_hint="--max") from None
-    with _errors(), _client() as client:
-        result = gate(
-            client,
-            filters=filters,
-            max=limits,
-            baseline=baseline,
-            open_only=not all_statuses and status is None,
-            page_size=page_size,
-        )
-    summary = os.environ.get("GITHUB_STEP_SUMMARY")
-    with _errors():
-        if summary:
-            with open(summary, "a", encoding="utf-8") as f:
-                f.write(result.to_markdown() + "\n")
-        if out is not None:
-            out.write_text(result.render(fmt), encoding="utf-8")
-            click.echo(result.to_text(), nl=False)
-        else:
-            click.echo(result.render(fmt), nl=False)
-    sys.exit(result.exit_code)
-
-
-@main.command("diff")
-@click.argument("base", type=click.Path(path_type=Path))
-@click.argument("head", type=click.Path(path_type=Path))
-@click.option(
-    "--format",
-    "fmt",
-    type=click.Choice(["table", "markdown", "json", "parquet"]),
-    default="table",
-    show_default=True,
-)
-@click.option("--out", type=click.Path(dir_okay=False, path_type=Path), help="Write --format here.")
-@click.option(
-    "--limit", type=click.IntRange(min=1), default=20, show_default=True, help="Rows shown (table, markdown)."
-)
-def diff_command(base: Path, head: Path, fmt: str, out: Path | None, limit: int) -> None:
-    """What changed from snapshot BASE to HEAD, by finding id: new, resolved (gone or closed),
-    reopened, and changed (severity, score, status, SLA).
-
-    BASE and HEAD are export files (Parquet, JSON lines, CSV) or folders of them. --format
-    parquet needs --out; the others go to --out or stdout (with --out, the table goes to stdout).
-    """
-    if fmt == "parquet" and out is None:
-        raise click.UsageError("--format parquet needs --out FILE")
-    with _errors():
-        result = secfindings.diff(base, head)
-        if fmt == "parquet":
-            assert out is not None
-            result.write_parquet(out)
-        else:
-            text = {
-                "table": lambda: result.to_text(limit),
-                "markdown": lambda: result.to_markdown(limit),
-                "json": result.to_json,
-            }[fmt]()
-            if out is None:
-                click.echo(text, nl=False)
-            else:
-                out.write_text(text if text.endswith("\n") else text + "\n", encoding="utf-8")
-        if out is not None:
-            click.echo(result.to_text(limit), nl=False)
-
-
 @main.command()
 def token() -> None:
     """Print a JWT for the API (for curl: -H "Authorization: Bearer $(secfindings token)").
 
     The JWT goes to stdout only, with nothing else; treat it as a password.
     """
-    with _errors(), _client() as client:
+    with errors(), client_from_env() as client:
         jwt = client._native.current_jwt()
     click.echo(jwt)
 
@@ -789,7 +555,7 @@ def token() -> None:
 @click.option("--refresh", is_flag=True, help="Ask the server again instead of using the cache.")
 def schema(refresh: bool) -> None:
     """Print the API's schema as SDL (introspected from the server, cached per base URL)."""
-    with _errors(), _client() as client:
+    with errors(), client_from_env() as client:
         live = client.schema(refresh=refresh)
     if live is None:  # pragma: no cover - the CLI's clients always have a schema
         raise click.ClickException("schema checks are off")
@@ -798,15 +564,6 @@ def schema(refresh: bool) -> None:
     click.echo(live.sdl)
 
 
-@main.command(
-    context_settings={"ignore_unknown_options": True, "allow_extra_args": True, "help_option_names": []},
-    add_help_option=False,
-)
-@click.pass_context
-def emulator(ctx: click.Context) -> None:
-    """Run the offline emulator on loopback. Its options: `secfindings emulator --help`."""
-    from secfindings.emulator import main as run
-
-    # Its options are the emulator's own (python -m secfindings.emulator), --help included.
-    args = ["--help" if a == "--help-emulator" else a for a in ctx.args]
-    sys.exit(run(args, prog=f"{ctx.find_root().info_name or 'secfindings'} emulator"))
+main.add_command(gate_command)
+main.add_command(diff_command)
+main.add_command(emulator_command)
