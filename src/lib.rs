@@ -29,5 +29,7 @@ fn _native(m: &pyo3::Bound<'_, pyo3::types::PyModule>) -> pyo3::PyResult<()> {
     m.add_function(wrap_pyfunction!(py::operations::build_operation, m)?)?;
     m.add_function(wrap_pyfunction!(py::operations::to_global_id, m)?)?;
     m.add_function(wrap_pyfunction!(py::operations::from_global_id, m)?)?;
+    m.add_function(wrap_pyfunction!(py::observe::observe_attempts, m)?)?;
+    m.add_function(wrap_pyfunction!(py::observe::call_var, m)?)?;
     Ok(())
 }

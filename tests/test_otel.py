@@ -25,6 +25,8 @@ import secfindings.otel as otel
 from secfindings import field
 from secfindings._live import LiveNative
 
+#: The core's transport logger (otel reads its attempts from the core's observer, not from here).
+TRANSPORT = "secfindings.core.transport"
 FINDING = "query GetFinding($id: ID!) { finding(id: $id) { id_int title } }"
 PAGE = "query Page($f: FiltersConfigInput) { findings_view(filters_config: $f, first: 1) { total_count } }"
 
@@ -194,7 +196,7 @@ async def test_no_secret_and_no_variable_value_is_exported(any_client: Any, tele
 
 def test_uninstrument_puts_everything_back(emulator: Any) -> None:
     originals = {name: LiveNative.__dict__[name] for name in ("execute", "call", "execute_async", "paginate")}
-    logger = logging.getLogger(otel.TRANSPORT)
+    logger = logging.getLogger(TRANSPORT)
     level, propagate = logger.level, logger.propagate
     t = Telemetry()
     otel.instrument(tracer_provider=t.tracer_provider, meter_provider=t.meter_provider)
@@ -225,9 +227,10 @@ def test_the_logs_keep_their_levels(emulator: Any, telemetry: Telemetry) -> None
     finally:
         parent.removeHandler(handler)
         parent.setLevel(old)
-    messages = [r.getMessage() for r in seen if r.name == otel.TRANSPORT]
+    messages = [r.getMessage() for r in seen if r.name == TRANSPORT]
     assert any("retry 1 of" in m for m in messages)  # INFO still reaches the user's handler
-    assert not any("-> HTTP" in m for m in messages)  # DEBUG, read by otel, does not
+    assert not any("-> HTTP" in m for m in messages)  # DEBUG does not: otel reads no log
+    assert logging.getLogger(TRANSPORT).level == logging.NOTSET  # and changes no level
 
 
 def run(code: str) -> subprocess.CompletedProcess[str]:
@@ -272,3 +275,41 @@ async def test_a_batched_lookup_is_one_call(any_client: Any, telemetry: Telemetr
     assert call.attributes["secfindings.attempts"] == 1
     (attempt,) = call.events
     assert attempt.attributes["secfindings.operation"] == "finding[4]"
+
+
+@pytest.mark.asyncio
+async def test_64_concurrent_calls_of_one_operation_each_get_their_own_attempts(
+    emulator: Any, telemetry: Telemetry
+) -> None:
+    """Attempts were matched to calls by the operation's name from log text, so with many calls
+    of one operation in flight the retry of one could land on another's span. Now each call's
+    future carries its number: exactly one span has the 429 and its retry, the 63 others one
+    attempt each."""
+    import asyncio
+
+    client = emulator.async_client()
+    try:
+        await client.schema()
+        await client.execute(FINDING, {"id": "1"})
+        telemetry.spans.clear()
+        emulator.inject("rate_limit", 1, retry_after=0)
+        # execute(), not finding(): concurrent finding() calls are merged into one request.
+        found = await asyncio.gather(*(client.execute(FINDING, {"id": str(i)}) for i in range(1, 65)))
+        assert [f["finding"]["id_int"] for f in found] == list(range(1, 65))
+    finally:
+        client.close()
+    calls = telemetry.named("secfindings.call")
+    assert len(calls) == 64
+    figures = sorted(
+        (
+            c.attributes["secfindings.attempts"],
+            c.attributes["secfindings.retries"],
+            c.attributes["secfindings.rate_limited"],
+        )
+        for c in calls
+    )
+    assert figures == [(1, 0, 0)] * 63 + [(2, 1, 1)]
+    (retried,) = [c for c in calls if c.attributes["secfindings.retries"] == 1]
+    assert [e.attributes["http.response.status_code"] for e in retried.events] == [429, 200]
+    assert all(len(c.events) == 1 for c in calls if c is not retried)
+    assert not telemetry.named("secfindings.request")

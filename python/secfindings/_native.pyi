@@ -1,4 +1,5 @@
 # Stub of the compiled module secfindings._native (checked by mypy.stubtest).
+import contextvars
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Any, Literal, final
 
@@ -10,10 +11,12 @@ __all__ = [
     "__version__",
     "build_operation",
     "builtin_sdl",
+    "call_var",
     "catalog",
     "decode_json",
     "from_global_id",
     "input_objects",
+    "observe_attempts",
     "poll_backoff",
     "prepare_request",
     "reset_log_cache",
@@ -222,6 +225,11 @@ def prepare_request(
 def decode_json(data: bytes) -> Any: ...
 def poll_backoff(failures: int, retry_after: float | None, interval: float) -> float: ...
 def reset_log_cache() -> None: ...
+def call_var() -> contextvars.ContextVar[int]: ...
+def observe_attempts(
+    callback: Callable[[tuple[int, str, int, int, float, float, float, int | None, str | None, int]], object]
+    | None = None,
+) -> None: ...
 def builtin_sdl() -> str: ...
 def catalog() -> list[dict[str, Any]]: ...
 def input_objects() -> dict[str, list[tuple[str, str]]]: ...

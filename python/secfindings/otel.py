@@ -37,14 +37,13 @@ Metrics (meter ``secfindings``): ``secfindings.requests`` (by operation and stat
 the meter collects, ``secfindings.bytes_received`` and ``secfindings.limiter_wait`` (seconds
 held back by ``rate_limit``).
 
-Where the attempt figures come from: the Rust core logs each HTTP attempt (operation, status,
-time) and each retry (reason, wait) to the ``secfindings.core.transport`` logger; while
-instrumented that logger is read at DEBUG by this module (and passes on to your handlers only
-what your levels let through). An attempt of a synchronous call is logged on the caller's thread
-and belongs to its call exactly; an attempt of an asynchronous call, or of a page fetched ahead,
-is logged on the core's I/O thread and is matched by its operation's name: with several calls of
-the same operation in flight at once, the per-call attempt figures may be attributed to the
-wrong one of them (the metrics are exact either way).
+Where the attempt figures come from: the Rust core hands every HTTP attempt (operation, status,
+time, the wait and status it retries, ``Retry-After``, bytes) to an observer while instrumented
+(``_native.observe_attempts``, as httpx's ``event_hooks``), named by the call it belongs to: each
+call runs with its number in a context variable, read when its future is made, so its retries and
+the pages a walk fetches ahead carry it on whatever thread they run. Concurrent calls of the same
+operation, sync or async, get exactly their own attempts. An uninstrumented client has no
+observer: an attempt then costs one atomic load more.
 """
 
 from __future__ import annotations
@@ -52,25 +51,20 @@ from __future__ import annotations
 import contextlib
 import functools
 import importlib
-import logging
+import itertools
 import re
 import threading
 import weakref
-from collections import deque
 from collections.abc import Callable
 from typing import Any
 
-from secfindings import _logging
+from secfindings import _native
 from secfindings._shared import need
 
 __all__ = ["instrument", "is_instrumented", "uninstrument"]
 
-#: The logger the core writes its HTTP attempts and retries to.
-TRANSPORT = "secfindings.core.transport"
-
-_ATTEMPT = re.compile(r"^(?P<label>.+?) -> HTTP (?P<status>\d{3}) in (?P<ms>[\d.]+) ms$")
-_RETRY = re.compile(r"^(?P<label>.+?): (?P<why>.*); retry (?P<n>\d+) of \d+ in (?P<wait>[\d.]+)s$")
-_STATUS_IN = re.compile(r"HTTP (\d{3})")
+#: The context variable that names the call a future belongs to (read by the core's glue).
+_CALL = _native.call_var()
 _DOCUMENT = re.compile(r"\s*(?:#[^\n]*\n\s*)*(query|mutation|subscription)?\s*([A-Za-z_][A-Za-z0-9_]*)?")
 
 _lock = threading.RLock()
@@ -97,7 +91,7 @@ def instrument(*, tracer_provider: Any = None, meter_provider: Any = None) -> No
 
 
 def uninstrument() -> None:
-    """Turns the spans and metrics off and puts the client's methods and logging back."""
+    """Turns the spans and metrics off and puts the client's methods back."""
     global _state
     with _lock:
         if _state is None:
@@ -120,33 +114,15 @@ def _operation(query: Any, operation_name: str | None) -> tuple[str, str]:
 class _Call:
     """What is known of one call while it runs."""
 
-    __slots__ = ("attempts", "label", "rate_limited", "retries", "retry_after", "span", "waited")
+    __slots__ = ("attempts", "label", "rate_limited", "retries", "retry_after", "span", "tag", "waited")
 
-    def __init__(self, label: str, span: Any) -> None:
+    def __init__(self, label: str, span: Any, tag: int) -> None:
+        self.tag = tag
         self.label = label
         self.span = span
         self.attempts = self.retries = self.rate_limited = 0
         self.waited = 0.0
         self.retry_after: float | None = None
-
-
-class _Handler(logging.Handler):
-    """Reads the core's attempt and retry records; passes them on as the levels of the
-    ``secfindings`` logger would have (instrumenting lowers the transport logger to DEBUG)."""
-
-    def __init__(self, state: _Instrumented) -> None:
-        super().__init__(logging.DEBUG)
-        self._state = state
-
-    def emit(self, record: logging.LogRecord) -> None:
-        with contextlib.suppress(Exception):  # telemetry never breaks a call
-            self._state.record(record)
-        parent = logging.getLogger("secfindings")
-        # The level the transport logger had before (its own, or the one it inherited).
-        own = self._state.level
-        threshold = own if own != logging.NOTSET else parent.getEffectiveLevel()
-        if record.levelno >= threshold and self._state.propagate and not parent.disabled:
-            parent.handle(record)
 
 
 class _Instrumented:
@@ -176,15 +152,10 @@ class _Instrumented:
             "s",
             "time held back by rate_limit",
         )
-        self.local = threading.local()
-        self.open: dict[str, deque[_Call]] = {}
+        self.tags = itertools.count(1)
+        self.calls: dict[int, _Call] = {}  # the calls running now, by their number
         self.walks: set[str] = set()
-        self.pending: dict[str, tuple[int, float, bool]] = {}  # label -> (retry n, wait, after a 429)
-        self.handler = _Handler(self)
         self.saved: dict[Any, Any] = {}
-        self.logger = logging.getLogger(TRANSPORT)
-        self.level = self.logger.level
-        self.propagate = self.logger.propagate
 
     # ------------------------------------------------------------------------------ install
 
@@ -205,18 +176,12 @@ class _Instrumented:
             if lookups is not None and name in lookups.__dict__:
                 self._wrap(lookups, name, make(lookups.__dict__[name], "call"))
         self._wrap(_Base, "__init__", self._client_init(_Base.__init__))
-        self.logger.addHandler(self.handler)
-        self.logger.setLevel(logging.DEBUG)
-        self.logger.propagate = False  # the handler passes records on as the levels allow
-        _logging.sync_levels()
+        _native.observe_attempts(self.attempt)
 
     def remove(self) -> None:
+        _native.observe_attempts(None)
         for (owner, name), original in self.saved.items():
             setattr(owner, name, original)
-        self.logger.removeHandler(self.handler)
-        self.logger.setLevel(self.level)
-        self.logger.propagate = self.propagate
-        _logging.sync_levels()
 
     def _wrap(self, owner: Any, name: str, wrapper: Callable[..., Any]) -> None:
         self.saved[(owner, name)] = owner.__dict__[name]
@@ -241,9 +206,14 @@ class _Instrumented:
                 "graphql.operation.type": kind,
             },
         )
-        return _Call(label, span)
+        call = _Call(label, span, next(self.tags))
+        with _lock:
+            self.calls[call.tag] = call
+        return call
 
     def _finish(self, call: _Call, error: BaseException | None) -> None:
+        with _lock:
+            self.calls.pop(call.tag, None)
         span = call.span
         if error is not None:
             retry_after = getattr(error, "retry_after", None)
@@ -268,15 +238,14 @@ class _Instrumented:
         @functools.wraps(original)
         def traced(self: Any, *args: Any, **kwargs: Any) -> Any:
             call = state._start(method, args, kwargs)
-            stack = state._stack()
-            stack.append(call)
+            named = _CALL.set(call.tag)
             try:
                 result = original(self, *args, **kwargs)
             except BaseException as exc:
                 state._finish(call, exc)
                 raise
             finally:
-                stack.pop()
+                _CALL.reset(named)
             state._finish(call, None)
             return result
 
@@ -288,21 +257,15 @@ class _Instrumented:
         @functools.wraps(original)
         async def traced(self: Any, *args: Any, **kwargs: Any) -> Any:
             call = state._start(method, args, kwargs)
-            # Its attempts are logged on the core's I/O thread: matched by operation name.
-            with _lock:
-                state.open.setdefault(call.label, deque()).append(call)
+            # The task's own context: concurrent tasks on this thread keep their numbers apart.
+            named = _CALL.set(call.tag)
             try:
                 result = await original(self, *args, **kwargs)
             except BaseException as exc:
                 state._finish(call, exc)
                 raise
             finally:
-                with _lock:
-                    queue = state.open.get(call.label)
-                    if queue is not None:
-                        queue.remove(call)
-                        if not queue:
-                            del state.open[call.label]
+                _CALL.reset(named)
             state._finish(call, None)
             return result
 
@@ -337,12 +300,6 @@ class _Instrumented:
 
         return traced
 
-    def _stack(self) -> list[_Call]:
-        stack: list[_Call] | None = getattr(self.local, "stack", None)
-        if stack is None:
-            stack = self.local.stack = []
-        return stack
-
     # ------------------------------------------------------------------------------ metrics
 
     def _observer(self, key: str, metrics: Any) -> Callable[[Any], list[Any]]:
@@ -364,78 +321,69 @@ class _Instrumented:
         for key in self.gone:
             self.gone[key] += self.seen.pop((ident, key), 0.0)
 
-    # ------------------------------------------------------------------------------ records
+    # ------------------------------------------------------------------------------ attempts
 
-    def _owner(self, label: str) -> _Call | None:
-        stack: list[_Call] | None = getattr(self.local, "stack", None)
-        if stack:
-            return stack[-1]
-        queue = self.open.get(_base(label))
-        return queue[0] if queue else None
+    def attempt(self, event: tuple[Any, ...]) -> None:
+        """One HTTP attempt, from the core's observer (on whichever thread made it)."""
+        with contextlib.suppress(Exception):  # telemetry never breaks a call
+            self._attempt(*event)
 
-    def record(self, record: logging.LogRecord) -> None:
-        message = record.getMessage()
-        m = _ATTEMPT.match(message)
-        if m is not None:
-            self._attempt(m.group("label"), int(m.group("status")), float(m.group("ms")), record.created)
-            return
-        m = _RETRY.match(message)
-        if m is not None:
-            wait = float(m.group("wait"))
-            self._retry(m.group("label"), m.group("why"), int(m.group("n")), wait)
-
-    def _attempt(self, label: str, status: int, ms: float, created: float) -> None:
-        self.requests.add(1, {"secfindings.operation": label, "http.response.status_code": status})
+    def _attempt(
+        self,
+        tag: int,
+        label: str,
+        n: int,
+        status: int,
+        started: float,
+        elapsed: float,
+        waited: float,
+        retry_of: int | None,
+        retry_after: str | None,
+        received: int,
+    ) -> None:
+        operation = {"secfindings.operation": label}
+        if status:
+            self.requests.add(1, {**operation, "http.response.status_code": status})
         if status == 429:
-            self.limited.add(1, {"secfindings.operation": label})
+            self.limited.add(1, operation)
+        if retry_of is not None:
+            reason = f"http_{retry_of}" if retry_of else "network"
+            self.retries.add(1, {**operation, "secfindings.reason": reason})
+            self.retry_wait.record(waited, operation)
         with _lock:
-            owner = self._owner(label)
-            before = self.pending.pop(label, None)
-        end = int(created * 1e9)
-        start = end - int(ms * 1e6)
+            owner = self.calls.get(tag)
+        start = int(started * 1e9)
+        end = start + int(elapsed * 1e9)
         attributes: dict[str, Any] = {
-            "secfindings.operation": label,
+            **operation,
             "http.response.status_code": status,
-            "secfindings.attempt": 1 if before is None else before[0] + 1,
+            "secfindings.attempt": n,
         }
-        if before is not None:
-            attributes["secfindings.waited"] = before[1]
-            if before[2]:
-                attributes["secfindings.retry_after"] = before[1]
+        if retry_of is not None:
+            attributes["secfindings.waited"] = waited
+            if retry_of == 429:
+                attributes["secfindings.retry_after"] = waited
         if owner is not None:
             if _base(label) == owner.label:  # not the schema's introspection on a first call
                 owner.attempts += 1
-                if status == 429:
-                    owner.rate_limited += 1
+                owner.rate_limited += status == 429
+                if retry_of is not None:
+                    owner.retries += 1
+                    owner.waited += waited
+                    if retry_of == 429:
+                        owner.retry_after = waited
             # An event on the call's span (a span of its own would double a call's cost).
-            attributes["secfindings.elapsed_ms"] = ms
+            attributes["secfindings.elapsed_ms"] = elapsed * 1e3
             owner.span.add_event("secfindings.attempt", attributes, timestamp=end)
             return
         name = "secfindings.page" if label in self.walks else "secfindings.request"
         span = self.tracer.start_span(
             name, kind=self.trace.SpanKind.CLIENT, attributes=attributes, start_time=start
         )
-        if status >= 400:
-            span.set_attribute("error.type", str(status))
+        if status >= 400 or status == 0:
+            span.set_attribute("error.type", str(status) if status else "network")
             span.set_status(self.status_error)
         span.end(end_time=end)
-
-    def _retry(self, label: str, why: str, n: int, wait: float) -> None:
-        code = _STATUS_IN.search(why)
-        limited = code is not None and code.group(1) == "429"
-        reason = f"http_{code.group(1)}" if code is not None else "network"
-        self.retries.add(1, {"secfindings.operation": label, "secfindings.reason": reason})
-        self.retry_wait.record(wait, {"secfindings.operation": label})
-        with _lock:
-            self.pending[label] = (n, wait, limited)
-            owner = self._owner(label)
-        if owner is not None and owner.label == _base(label):
-            owner.retries += 1
-            owner.waited += wait
-            if limited:
-                owner.retry_after = wait
-            if code is None:  # the attempt failed before any answer: no record of its own
-                owner.attempts += 1
 
 
 def _base(label: str) -> str:

@@ -15,6 +15,7 @@ pub mod http;
 pub mod ids;
 pub mod limit;
 pub mod lookup;
+pub mod observe;
 pub mod operations;
 pub mod paging;
 pub mod retry;

@@ -406,7 +406,12 @@ impl PageStream {
             self.walker.accept(meta).map_err(|e| e.redact(&self.transport.settings().redactor))?;
         if let Some(req) = self.walker.next_request() {
             let req = req?;
-            self.inflight = Some(tokio::spawn(fetch(Arc::clone(&self.transport), req, path.clone())));
+            // The page fetched ahead belongs to the call that read this one (see observe.rs).
+            let call = super::observe::current_call();
+            self.inflight = Some(tokio::spawn(super::observe::scope(
+                call,
+                fetch(Arc::clone(&self.transport), req, path.clone()),
+            )));
         }
         Ok(Some(RawPage { body, take, info, path }))
     }

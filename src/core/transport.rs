@@ -1,8 +1,8 @@
 //! The one async send loop every call goes through: token -> POST -> classify -> retry -> body.
 
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU16, AtomicU32, AtomicU64, Ordering};
 use std::sync::Arc;
-use std::time::{Instant, SystemTime};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use bytes::Bytes;
 use reqwest::header::{HeaderMap, AUTHORIZATION, CONTENT_TYPE, RETRY_AFTER};
@@ -14,6 +14,7 @@ use super::error::{secs, Error, Result};
 use super::graphql::{decode_response, PreparedRequest};
 use super::http::{build_http, classify, location, read_capped, tls_config, transport_error};
 use super::limit::{Pace, RateLimiter};
+use super::observe;
 use super::retry::{self, parse_retry_after, Attempt, Failure, RetryPolicy};
 use super::secret::Redactor;
 
@@ -21,6 +22,61 @@ use super::secret::Redactor;
 const BODY_KEEP: usize = 4096;
 /// Read past what is kept, so that a secret echoed across the cut is whole when it is masked.
 const BODY_MARGIN: usize = 16 * 1024;
+
+/// What the observer is told of a request's attempts (see `observe.rs`): their count, and the
+/// wait and status a retry follows.
+#[derive(Default)]
+struct Trace {
+    attempts: AtomicU32,
+    /// The status of the last attempt (0: no answer), and the wait before the next one when
+    /// the retry policy chose to send it again (`u64::MAX`: it did not).
+    last_status: AtomicU16,
+    wait_us: AtomicU64,
+}
+
+impl Trace {
+    /// Counts an attempt; returns its number.
+    fn begin(&self) -> u32 {
+        self.attempts.fetch_add(1, Ordering::Relaxed).saturating_add(1)
+    }
+
+    fn retrying(&self, wait: Duration) {
+        let us = u64::try_from(wait.as_micros()).unwrap_or(u64::MAX - 1);
+        self.wait_us.store(us.min(u64::MAX - 1), Ordering::Relaxed);
+    }
+
+    fn report(
+        &self,
+        req: &PreparedRequest,
+        started: (u32, SystemTime, Instant),
+        posted: &std::result::Result<Answer, Attempt<Bytes>>,
+    ) {
+        let (attempt, at, clock) = started;
+        let (status, bytes, retry_after) = match posted {
+            Ok(a) => (
+                a.status,
+                a.body.len() as u64,
+                a.headers.get(RETRY_AFTER).and_then(|v| v.to_str().ok()).map(str::to_string),
+            ),
+            Err(_) => (0, 0, None),
+        };
+        let previous = self.last_status.swap(status, Ordering::Relaxed);
+        let wait = self.wait_us.swap(u64::MAX, Ordering::Relaxed);
+        let retry_of = (attempt > 1 && wait != u64::MAX).then_some(previous);
+        observe::emit(&observe::AttemptEvent {
+            call: observe::current_call(),
+            operation: req.label.clone(),
+            attempt,
+            status,
+            started: at.duration_since(UNIX_EPOCH).map_or(0.0, |d| d.as_secs_f64()),
+            elapsed: clock.elapsed(),
+            waited: if retry_of.is_some() { Duration::from_micros(wait) } else { Duration::ZERO },
+            retry_of,
+            retry_after,
+            bytes,
+        });
+    }
+}
 
 /// An answer as [`Transport::post`] read it: `more` when the body went past its cap.
 struct Answer {
@@ -188,12 +244,14 @@ impl Transport {
 
     async fn send_inner(&self, req: &PreparedRequest) -> Result<Bytes> {
         let refreshed = AtomicBool::new(false);
+        let trace = Trace::default();
         let label = req.label.as_str();
         retry::run(
             self.policy,
             req.retry,
-            || self.attempt(req, &refreshed),
+            || self.attempt(req, &refreshed, &trace),
             |wait, n, why| {
+                trace.retrying(wait);
                 self.stats.retries.fetch_add(1, Ordering::Relaxed);
                 add_micros(&self.stats.retry_wait_us, wait);
                 log::info!("{label}: {why}; retry {n} of {} in {}", self.policy.max_retries, secs(wait));
@@ -226,7 +284,7 @@ impl Transport {
 
     /// One attempt: its turn (the budget, the rate limiter), a JWT, the POST, and what its
     /// answer means.
-    async fn attempt(&self, req: &PreparedRequest, refreshed: &AtomicBool) -> Attempt<Bytes> {
+    async fn attempt(&self, req: &PreparedRequest, refreshed: &AtomicBool, trace: &Trace) -> Attempt<Bytes> {
         if self.is_closed() {
             return Attempt::Fatal(Error::Closed("the client is closed".into()));
         }
@@ -239,7 +297,14 @@ impl Transport {
             Ok(t) => t,
             Err(e) => return Attempt::Fatal(e),
         };
-        match self.post(req, &token).await {
+        let number = trace.begin();
+        // Only an observed attempt is timed for the observer (see observe.rs).
+        let started = observe::observed().then(|| (number, SystemTime::now(), Instant::now()));
+        let posted = self.post(req, &token).await;
+        if let Some(started) = started {
+            trace.report(req, started, &posted);
+        }
+        match posted {
             Ok(answer) => self.judge(req, &token, refreshed, answer).await,
             Err(failed) => failed,
         }

@@ -75,6 +75,7 @@ where
             "async calls are not available in a process forked after the first call; use Client here".into(),
         )));
     }
+    let work = crate::py::observe::scoped(py, work);
     pyo3_async_runtimes::tokio::future_into_py(py, async move {
         let outcome = unpanicked(work).await.map_err(err)?;
         Python::attach(|py| outcome.into_py(py))
@@ -273,6 +274,7 @@ mod queue {
         let future = event_loop.call_method0(pyo3::intern!(py, "create_future"))?;
         let handle = future.clone().unbind();
         let rt = runtime().map_err(err)?;
+        let work = crate::py::observe::scoped(py, work);
         let task = rt.spawn(async move {
             let result = super::unpanicked(work).await;
             queue.push(Done { future: handle, result });

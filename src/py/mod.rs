@@ -7,6 +7,7 @@ pub mod decode;
 #[cfg(feature = "emulator")]
 pub mod emulator;
 pub mod errors;
+pub mod observe;
 pub mod operations;
 pub mod paging;
 pub mod runtime;

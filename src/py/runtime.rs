@@ -116,6 +116,7 @@ where
 {
     use futures_util::FutureExt as _;
     let rt = runtime().map_err(crate::py::errors::to_py)?;
+    let fut = crate::py::observe::scoped(py, fut);
     py.detach(|| {
         let _entered = rt.enter();
         let signal = Arc::new(Signal { woken: AtomicBool::new(true), thread: std::thread::current() });
