@@ -23,7 +23,7 @@ from tests.servers.schema import introspection_of, is_introspection, live_client
 from tests.servers.variant import ROWS, VariantServer
 
 import secfindings
-from secfindings import _live, _schema
+from secfindings import _live, _schema, _schema_cache
 from secfindings.models import FindingsView, GenericModel
 from secfindings.testing import Emulator
 
@@ -327,8 +327,6 @@ def test_fields_only_the_server_has_are_typed_from_its_schema_at_any_depth() -> 
 
 
 def test_documents_are_remembered_once_checked_but_not_very_large_ones() -> None:
-    from secfindings import _schema
-
     with Emulator(findings=5) as emu, emu.client() as c:
         schema = c.schema()
         assert schema is not None
@@ -390,16 +388,16 @@ def test_a_disk_cache_file_with_a_matching_hash_but_an_unusable_answer_is_ignore
     with scripted(
         lambda req: Response.of_json({"data": introspection_of("type Query { a: Int }")})
     ) as server:
-        path = _schema._cache_file(server.base_url)
+        path = _schema_cache._cache_file(server.base_url)
         assert path is not None
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(
             json.dumps(
                 {
-                    "format": _schema.CACHE_FORMAT,
+                    "format": _schema_cache.CACHE_FORMAT,
                     "base_url": server.base_url,
                     "fetched_at": time.time(),
-                    "hash": _schema._digest(poison),
+                    "hash": _schema_cache._digest(poison),
                     "introspection": poison,
                 }
             )

@@ -25,7 +25,7 @@ from tests.servers import http as hostile
 from tests.servers.http import HostileServer, Request, Response
 
 import secfindings
-from secfindings import _live, _schema, _shared
+from secfindings import _live, _schema, _schema_cache, _shared
 from secfindings.testing import Emulator
 
 pytestmark = pytest.mark.reliability_hostile
@@ -39,7 +39,7 @@ def fresh_cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Pat
     monkeypatch.setenv("SECFINDINGS_SCHEMA_CACHE", str(folder))
     monkeypatch.delenv("SECFINDINGS_SCHEMA_TTL", raising=False)
     _live._MEMORY.clear()
-    _schema._WARNED.clear()
+    _schema_cache._WARNED.clear()
     yield folder
     _live._MEMORY.clear()
 
@@ -147,7 +147,7 @@ def test_a_misspelt_value_of_a_large_enum_looks_at_a_bounded_number_of_candidate
 
 
 def cache_file(folder: Path, emu: Emulator) -> Path:
-    return folder / (_schema.hashlib.sha256(emu.base_url.encode()).hexdigest()[:32] + ".json")
+    return folder / (_schema_cache.hashlib.sha256(emu.base_url.encode()).hexdigest()[:32] + ".json")
 
 
 def fresh_client_schema(emu: Emulator) -> secfindings.Schema:
@@ -162,7 +162,7 @@ def assert_rewritten(path: Path, emu: Emulator) -> None:
     """The bad file was replaced by a good one, which the next process reads."""
     st = os.lstat(path)
     assert stat.S_ISREG(st.st_mode)
-    assert st.st_size < _schema.MAX_CACHE_BYTES
+    assert st.st_size < _schema_cache.MAX_CACHE_BYTES
     assert fresh_client_schema(emu).source == "disk cache"
 
 
@@ -272,5 +272,5 @@ def test_a_world_writable_cache_folder_is_not_used(
 
 
 def test_the_hash_is_documented_as_integrity_not_authenticity() -> None:
-    doc = _schema._digest.__doc__ or ""
+    doc = _schema_cache._digest.__doc__ or ""
     assert "integrity, not authenticity" in doc

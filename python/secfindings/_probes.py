@@ -1,6 +1,6 @@
 """What the walk plan's probes found, per server (base URL and schema hash): in memory for the
 process, and on disk beside the schema cache (``<hash of the base URL>.probes.json`` in
-:func:`secfindings._schema.cache_dir`), read with the schema cache's care (a regular file of this
+:func:`secfindings._schema_cache.cache_dir`), read with the schema cache's care (a regular file of this
 user, in a folder others cannot write to, size capped; a file that fails is removed) and trusted
 as long as a schema (``SECFINDINGS_SCHEMA_TTL``). Written aside and renamed, mode 0600."""
 
@@ -17,7 +17,7 @@ import time
 from collections.abc import Mapping
 from typing import Any
 
-from secfindings._schema import _discard, _folder_usable, _read_file, _ttl, cache_dir
+from secfindings._schema_cache import _discard, _folder_usable, _read_file, _ttl, cache_dir
 
 __all__ = ["forget", "known", "remember"]
 
