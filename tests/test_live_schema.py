@@ -515,3 +515,18 @@ def test_many_threads_first_calls_share_one_introspection(monkeypatch: pytest.Mo
             c.close()
         assert errors == []
         assert sum("__schema" in json.dumps(r) for r in emu.request_log()) == 1
+
+
+def test_graphql_core_is_imported_at_its_first_use_not_with_the_package() -> None:
+    """`import secfindings` (and the command line's module) do not pay graphql-core's import;
+    a schema built does."""
+    import subprocess
+    import sys
+
+    code = (
+        "import sys, secfindings, secfindings.cli; print('graphql' in sys.modules); "
+        "from secfindings._schema import Schema; "
+        "s = Schema('x', 'built-in', sdl='type Query { a: Int }'); print(s.fields('Query'))"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.split("\n")[:2] == ["False", "['a']"]

@@ -21,10 +21,10 @@ from secfindings._shared import FieldTypes, did_you_mean
 from secfindings._subscribe import SUBSCRIPTIONS, AsyncSubscription, Subscription, subscription_document
 from secfindings.errors import ValidationError
 from secfindings.models import FindingEvent, RuleEvent
+from secfindings.sync import SyncResult, sync, sync_async
 
 if TYPE_CHECKING:
     from secfindings.models import Finding
-    from secfindings.sync import SyncResult
 
 __all__ = ["AsyncClient", "Client"]
 
@@ -177,8 +177,6 @@ _UNPICKLED: dict[tuple[Any, ...], _Base] = {}
 
 
 def _rebuild(cls: type[_Base], state: dict[str, Any]) -> _Base:
-    import os
-
     key = (os.getpid(), cls, *sorted((k, repr(v)) for k, v in state.items()))
     client = _UNPICKLED.get(key)
     if client is None or client.closed:
@@ -438,8 +436,6 @@ class Client(_Base, SyncOperations):
         run reconciles. ``collections`` (``"all"`` or names such as ``"scoring_rules"``): full
         snapshots with history of the other collections too. See docs/guides/sync.md.
         """
-        from secfindings.sync import sync
-
         return sync(
             self,
             dest,
@@ -660,8 +656,6 @@ class AsyncClient(_Base, AsyncOperations):
     ) -> SyncResult:
         """:meth:`Client.sync`, awaited: the database work runs in a worker thread while the
         event loop goes on; cancelling the task rolls the run back."""
-        from secfindings.sync import sync_async
-
         return await sync_async(
             self,
             dest,

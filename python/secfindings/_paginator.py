@@ -8,6 +8,7 @@ the pages, one blocking and one awaiting.
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import html
 import os
@@ -516,8 +517,6 @@ class AsyncPaginator(_Walk[T]):
         try:
             return await pending
         except BaseException as exc:
-            import asyncio  # already loaded: this runs in an event loop
-
             if isinstance(exc, asyncio.CancelledError):
                 self._stop(exc)
             raise

@@ -62,7 +62,7 @@ class Reporter:
             self._cb = self._plain
             return
         try:
-            from tqdm.auto import tqdm  # type: ignore[import-untyped,unused-ignore]
+            from tqdm.auto import tqdm  # type: ignore[import-untyped,unused-ignore]  # noqa: PLC0415 - optional
         except ImportError:
             self._cb = self._plain
         else:

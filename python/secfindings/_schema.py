@@ -13,6 +13,8 @@ from __future__ import annotations
 
 import datetime as dt
 import hashlib
+import importlib
+import re
 import threading
 import time
 from collections.abc import Callable, Mapping
@@ -22,8 +24,29 @@ from secfindings._schema_cache import _digest, cache_dir
 from secfindings._shared import did_you_mean, listed, suggestions
 from secfindings.errors import ValidationError
 
+
+class _Deferred:
+    """graphql-core, imported at its first use (a schema built or used), not with the package:
+    its import takes about 0.2 s, which ``import secfindings`` and the command line do not pay."""
+
+    def __init__(self, *modules: str) -> None:
+        self._modules = modules
+
+    def __getattr__(self, name: str) -> Any:
+        first = None
+        for module in self._modules:
+            loaded = importlib.import_module(module)
+            first = first or loaded
+        value = getattr(first, name)
+        setattr(self, name, value)  # asked once: then an attribute of its own
+        return value
+
+
 if TYPE_CHECKING:
     import graphql
+    import graphql.execution.values
+else:
+    graphql = _Deferred("graphql", "graphql.execution.values")
 
 __all__ = ["Schema", "cache_dir"]
 
@@ -143,8 +166,6 @@ class _Checked:
 
 
 def _needs_coercion(type_node: Any, schema: graphql.GraphQLSchema) -> bool:
-    import graphql
-
     while isinstance(type_node, (graphql.NonNullTypeNode, graphql.ListTypeNode)):
         type_node = type_node.type
     named = schema.get_type(type_node.name.value)
@@ -168,8 +189,6 @@ class Schema:
         sdl: str | None = None,
         fetched_at: float | None = None,
     ) -> None:
-        import graphql
-
         self.base_url = base_url
         self.source = source
         self.fetched_at = dt.datetime.fromtimestamp(fetched_at or time.time(), dt.timezone.utc)
@@ -208,8 +227,6 @@ class Schema:
     @property
     def sdl(self) -> str:
         """The schema as SDL text (what ``secfindings schema`` prints)."""
-        import graphql
-
         return graphql.print_schema(self._schema)
 
     def __str__(self) -> str:
@@ -237,8 +254,6 @@ class Schema:
     def enum_values(self, type_name: str) -> list[str]:
         """The values of an enum type, in the schema's order ([] when ``type_name`` is not an
         enum)."""
-        import graphql
-
         t = self._schema.get_type(type_name)
         return list(t.values) if isinstance(t, graphql.GraphQLEnumType) else []
 
@@ -249,8 +264,6 @@ class Schema:
         key = ("(filter)", path)
         if key in self._field_types:
             return self._filter_enums.get(path)
-        import graphql
-
         found: tuple[str, list[str]] | None = None
         for root in ("FindingsView", "Finding"):
             t: Any = self._object(root)
@@ -272,8 +285,6 @@ class Schema:
 
     def _connection_node(self, t: Any) -> Any:
         """The node type of a Relay connection type (None for any other type)."""
-        import graphql
-
         if not isinstance(t, graphql.GraphQLObjectType) or "edges" not in t.fields:
             return None
         edge = graphql.get_named_type(t.fields["edges"].type)
@@ -287,8 +298,6 @@ class Schema:
         known = self._field_types.get(key, False)
         if known is not False:
             return known  # type: ignore[return-value]
-        import graphql
-
         found: tuple[str, bool] | None = None
         t = self._object(type_name)
         if t is not None and field in t.fields:
@@ -298,8 +307,6 @@ class Schema:
         return found
 
     def _object(self, type_name: str) -> Any:
-        import graphql
-
         t = self._schema.get_type(type_name)
         return t if isinstance(t, (graphql.GraphQLObjectType, graphql.GraphQLInterfaceType)) else None
 
@@ -307,8 +314,6 @@ class Schema:
 
     def scalar_selection(self, type_name: str) -> str | None:
         """``fields="*"``: every scalar and enum field of the live type that needs no argument."""
-        import graphql
-
         t = self._object(type_name)
         if t is None:
             return None
@@ -327,8 +332,6 @@ class Schema:
         done = self._selections.get(key)
         if done is not None:
             return done
-        import graphql
-
         t = self._object(type_name)
         if t is None:
             return selection
@@ -345,8 +348,6 @@ class Schema:
         return out
 
     def _trim_set(self, parent: Any, selection_set: Any) -> Any:
-        import graphql
-
         kept = []
         for sel in selection_set.selections:
             if not isinstance(sel, graphql.FieldNode):
@@ -397,8 +398,6 @@ class Schema:
     # ------------------------------------------------------------------------------ checks
 
     def _validate(self, query: str) -> _Checked:
-        import graphql
-
         try:
             doc = graphql.parse(query)
         except graphql.GraphQLSyntaxError as e:
@@ -431,8 +430,6 @@ class Schema:
     def _with_enum_values(self, message: str) -> str:
         """graphql-core's message for a value an enum lacks, with the valid values listed when it
         suggests none (``sort: [SCORE]`` says nothing of ``SCORE_DESC`` otherwise)."""
-        import re
-
         found = re.search(r"Value '(.*)' does not exist in '(\w+)' enum\.$", message)
         if found is None:
             return message
@@ -481,7 +478,6 @@ class Schema:
         defs = op.coerce
         if defs is None or not variables:
             return
-        from graphql.execution.values import get_variable_values
 
         sent = convert() if convert is not None else variables
         relevant = {v.variable.name.value for v in defs}
@@ -494,7 +490,7 @@ class Schema:
                 problem = self._enum_problem(graphql_type(self._schema, v.type), given[name], f"${name}")
                 if problem:
                     raise ValidationError(f"the variables do not fit the server's schema: {problem}")
-        result = get_variable_values(self._schema, defs, given)
+        result = graphql.execution.values.get_variable_values(self._schema, defs, given)
         if isinstance(result, list) and result:
             raise ValidationError(
                 f"the variables do not fit the server's schema: {_without_values(result[0].message)}"
@@ -502,8 +498,6 @@ class Schema:
 
     def _enum_problem(self, type_: Any, value: Any, where: str) -> str | None:
         """A message for the first enum value in ``value`` that ``type_`` does not have."""
-        import graphql
-
         if value is None or type_ is None:
             return None
         if isinstance(type_, graphql.GraphQLNonNull):
@@ -547,8 +541,6 @@ class Schema:
 
 def graphql_type(schema: graphql.GraphQLSchema, node: Any) -> Any:
     """The schema's type for a variable's type node (None when the schema lacks it)."""
-    import graphql
-
     return graphql.type_from_ast(schema, node)
 
 
@@ -572,8 +564,6 @@ def _check_names(op: _Operation, given: Mapping[str, Any], supplied: frozenset[s
 def _without_values(message: str) -> str:
     """graphql-core's coercion message without the value it quotes whole (``..., found: {...}``):
     a variable may hold a credential, and no message of the client shows one."""
-    import re
-
     return re.sub(r"[;,.]?\s*[Ff]ound: .*$", ".", message, flags=re.S)
 
 

@@ -33,7 +33,7 @@ def introspection_query(deprecated_inputs: bool = True) -> str:
     """With deprecated arguments and input fields (a server still takes them), or the plain query
     for servers that do not know ``includeDeprecated`` on them."""
     if not _QUERY:
-        import graphql  # graphql-core (about 0.2 s to import) only when a schema is loaded
+        import graphql  # noqa: PLC0415 - graphql-core (0.2 s to import) once a schema is loaded
 
         _QUERY.append(graphql.get_introspection_query(descriptions=True, input_value_deprecation=True))
         _QUERY.append(graphql.get_introspection_query(descriptions=True))

@@ -11,6 +11,7 @@ modules share. It imports nothing of the package, so any module may import it.
 
 from __future__ import annotations
 
+import asyncio
 import difflib
 import html
 import importlib
@@ -62,8 +63,6 @@ async def poll_briefly(poll: Callable[[], Any], pending: Any) -> Any:
     """``poll()`` again between turns of the running loop (its other tasks run) until it
     returns something other than ``pending`` or :data:`SPIN_SECONDS` have passed; its last
     answer. It takes nothing but what ``poll`` takes, so a cancelled spin loses nothing."""
-    import asyncio  # loaded already: this runs in an event loop
-
     deadline = time.perf_counter() + SPIN_SECONDS
     result = pending
     while time.perf_counter() < deadline:

@@ -30,6 +30,7 @@ from typing import Any
 import click
 
 import secfindings
+import secfindings.sync as sync_module
 from secfindings._cli_checks import diff_command, gate_command
 from secfindings._cli_support import (
     JSONText,
@@ -512,8 +513,6 @@ def sync_command(
     the URL). Tables: findings, findings_history, sync_state, sync_runs. Each run prints one
     line on stdout; see docs/guides/sync.md.
     """
-    import secfindings.sync as sync_module
-
     options: dict[str, Any] = {
         "fields": fields,
         "lookback": _seconds("--lookback", lookback),

@@ -370,7 +370,7 @@ def diff(base: Source, head: Source) -> DiffResult:
 
 def _has_duckdb() -> bool:
     try:
-        import duckdb  # noqa: F401 - optional: the faster engine where installed
+        import duckdb  # noqa: F401, PLC0415 - optional: the faster engine where installed
     except ImportError:
         return False
     return True
@@ -502,7 +502,7 @@ def _changes_duckdb(s: _Sides) -> _Changes | None:
     on the ids, each compared field normalised as Arrow compute does (and compared alike: NaN
     differs from NaN), the changed rows only handed back. None where DuckDB cannot take a
     column (Arrow compute does it then)."""
-    import duckdb  # optional: only where it is installed
+    import duckdb  # noqa: PLC0415 - optional: only where it is installed
 
     pa = _pa()
     cb, ch = _column(s.b, _CATEGORY), _column(s.h, _CATEGORY)
@@ -643,7 +643,7 @@ def _text(pa: Any, column: Any, name: str) -> Any:
 def _arange(n: int) -> Any:
     """0..n-1 as an int64 array, without a Python list of n ints (numpy when present)."""
     try:
-        import numpy as np
+        import numpy as np  # noqa: PLC0415 - optional (pyarrow's, where present)
     except ImportError:  # pragma: no cover - pyarrow needs numpy for most things anyway
         return list(range(n))
     return np.arange(n, dtype=np.int64)
@@ -652,7 +652,7 @@ def _arange(n: int) -> Any:
 def _zeros(n: int) -> Any:
     """n false values (numpy when present)."""
     try:
-        import numpy as np
+        import numpy as np  # noqa: PLC0415 - optional (pyarrow's, where present)
     except ImportError:  # pragma: no cover
         return [False] * n
     return np.zeros(n, dtype=bool)
@@ -661,7 +661,7 @@ def _zeros(n: int) -> Any:
 def _ones(n: int) -> Any:
     """n true values (numpy when present)."""
     try:
-        import numpy as np
+        import numpy as np  # noqa: PLC0415 - optional (pyarrow's, where present)
     except ImportError:  # pragma: no cover
         return [True] * n
     return np.ones(n, dtype=bool)

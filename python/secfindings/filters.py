@@ -17,6 +17,8 @@ Filters are immutable; ``&`` and ``|`` build groups, flattening chains of the sa
 
 from __future__ import annotations
 
+import base64
+import binascii
 import datetime as dt
 import json
 from abc import ABC, abstractmethod
@@ -484,9 +486,6 @@ def _as_global_id(value: Any) -> tuple[str, int] | None:
     """``(type, pk)`` when ``value`` is a Relay global id of an integer pk, else None."""
     if not isinstance(value, str) or not 4 <= len(value) <= 200 or value.strip().isdigit():
         return None
-    import base64
-    import binascii
-
     text = value.strip()
     try:
         alt = b"-_" if "-" in text or "_" in text else None

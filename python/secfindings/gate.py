@@ -33,8 +33,10 @@ from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from secfindings._client import AsyncClient
 from secfindings._plain import check_values, plural
 from secfindings._shared import need
+from secfindings.diff import read_snapshot
 from secfindings.errors import GraphQLError, ValidationError
 from secfindings.filters import Filter, filter_tree
 from secfindings.formats import (
@@ -47,6 +49,7 @@ from secfindings.formats import (
     strict_dumps,
     value,
 )
+from secfindings.formats.sarif import sarif_log
 
 __all__ = ["EXCEEDED", "GATE_FIELDS", "UNKNOWN", "GateResult", "Threshold", "gate", "parse_max"]
 
@@ -317,8 +320,6 @@ class GateResult:
 
     def to_sarif(self) -> str:
         """A SARIF 2.1.0 log of the counted findings (see :mod:`secfindings.formats.sarif`)."""
-        from secfindings.formats.sarif import sarif_log
-
         return strict_dumps(sarif_log(self.findings), ensure_ascii=False, indent=1) + "\n"
 
     def to_dict(self) -> dict[str, Any]:
@@ -362,8 +363,6 @@ def baseline_ids(path: str | os.PathLike[str]) -> tuple[str, set[Any]]:
     """The id column a baseline export has (``id_int``, else ``id``) and its ids. A column of
     anything but whole numbers (``id_int``) or text (``id``) is a
     :class:`~secfindings.ValidationError`."""
-    from secfindings.diff import read_snapshot
-
     table = read_snapshot(path, "the gate's baseline")
     pa = need("pyarrow", "arrow", "the gate's baseline")  # read_snapshot has loaded it
 
@@ -576,8 +575,6 @@ def gate(
     ``client`` is a :class:`secfindings.Client`. Bad limits, a missing baseline or a bad filter
     (a severity given by name, ``"critical"`` for ``"5"``, among them) raise
     :class:`~secfindings.ValidationError` before the walk."""
-    from secfindings._client import AsyncClient
-
     if isinstance(client, AsyncClient):
         raise ValidationError(
             "gate() walks with a secfindings.Client; from async code run it in a thread: "

@@ -51,6 +51,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from secfindings._export import Export
+from secfindings._native import __version__
 from secfindings.errors import ValidationError
 from secfindings.formats import compact, cve_of, epoch_ms, nodes, value
 
@@ -72,8 +73,6 @@ _UNMAPPED = ("score", "original_score", "sla_status", "due_date", "remediation_s
 
 
 def _version() -> str:
-    from secfindings._native import __version__
-
     return str(__version__)
 
 

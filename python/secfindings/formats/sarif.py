@@ -32,6 +32,7 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from secfindings._export import Export
+from secfindings._native import __version__
 from secfindings.errors import ValidationError
 from secfindings.formats import compact, cve_of, nodes, severity_name, value
 
@@ -65,8 +66,6 @@ _SLUG = re.compile(r"[^a-z0-9]+")
 
 
 def _version() -> str:
-    from secfindings._native import __version__
-
     return str(__version__)
 
 
