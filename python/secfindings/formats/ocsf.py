@@ -98,12 +98,7 @@ def to_ocsf(node: Mapping[str, Any], *, product_version: str | None = None) -> d
     dotted names) as an OCSF Vulnerability Finding or Compliance Finding (see the module's
     mapping). Raises :class:`~secfindings.ValidationError` when it has neither ``id`` nor
     ``id_int`` (``finding_info.uid`` needs one)."""
-    uid = value(node, "id")
-    if uid is None or uid == "":
-        uid = value(node, "id_int")
-    if uid is None or uid == "":
-        raise ValidationError("an OCSF record needs the finding's id: select id (or id_int) in fields=")
-    uid = str(uid)
+    uid = _uid(node)
     title = value(node, "title")
     cve = cve_of(node)
     package = value(node, "package_name")
@@ -111,40 +106,13 @@ def to_ocsf(node: Mapping[str, Any], *, product_version: str | None = None) -> d
     category = value(node, "actual_status.category")
     discovered = epoch_ms(value(node, "discovered_time"))
     reported = epoch_ms(value(node, "last_reported_time"))
-    if category is not None and category != "OPEN":
-        activity = 3
-    elif reported is not None and discovered is not None and reported > discovered:
-        activity = 2
-    else:
-        activity = 1
+    activity = _activity(category, discovered, reported)
     sev = value(node, "severity")
     severity_id = sev if isinstance(sev, int) and not isinstance(sev, bool) and 1 <= sev <= 5 else 0
     status_id = _status_id(category, value(node, "actual_status.key"), value(node, "remediation_sub_phase"))
     when = reported if reported is not None else discovered
     if when is None:
         when = int(time.time() * 1000)
-
-    info: dict[str, Any] = {"uid": uid}
-    _put(info, "title", title)
-    _put(info, "desc", value(node, "description"))
-    _put(info, "uid_alt", value(node, "finding_id"))
-    _put(info, "created_time", discovered)
-    _put(info, "first_seen_time", discovered)
-    _put(info, "last_seen_time", reported)
-    datasource = value(node, "datasource_friendly_name") or value(node, "source")
-    if datasource:
-        info["data_sources"] = [str(datasource)]
-    source = value(node, "source")
-    if source:
-        info["product"] = {"name": str(source)}
-
-    cloud: dict[str, Any] = {"provider": str(value(node, "cloud_provider") or "Unknown")}
-    account: dict[str, Any] = {}
-    _put(account, "uid", value(node, "cloud_account"))
-    _put(account, "name", value(node, "cloud_account_friendly_name"))
-    if account:
-        cloud["account"] = account
-
     record: dict[str, Any] = {
         "category_uid": 2,
         "category_name": "Findings",
@@ -159,8 +127,8 @@ def to_ocsf(node: Mapping[str, Any], *, product_version: str | None = None) -> d
         "status_id": status_id,
         "status": _STATUS[status_id],
         "time": when,
-        "finding_info": info,
-        "cloud": cloud,
+        "finding_info": _finding_info(node, uid, title, discovered, reported),
+        "cloud": _cloud(node),
         "metadata": {
             "version": OCSF_VERSION,
             "product": {"name": "Security Findings Management API", "version": "v1"},
@@ -172,7 +140,72 @@ def to_ocsf(node: Mapping[str, Any], *, product_version: str | None = None) -> d
     _put(record, "message", title)
     _put(record, "status_code", value(node, "actual_status.key"))
     _put(record, "status_detail", value(node, "original_status"))
+    resource = _resource(node)
+    if resource:
+        record["resources"] = [resource]
+    if class_uid == VULNERABILITY_FINDING:
+        record["vulnerabilities"] = [_vulnerability(node, uid, cve, severity_id, discovered, reported)]
+    else:
+        fail = category != "FIXED"
+        compliance: dict[str, Any] = {"status_id": 3 if fail else 1, "status": "Fail" if fail else "Pass"}
+        _put(compliance, "control", title)
+        record["compliance"] = compliance
+    unmapped = _unmapped(node, package)
+    if unmapped:
+        record["unmapped"] = unmapped
+    return record
 
+
+def _uid(node: Mapping[str, Any]) -> str:
+    """The finding's id (``id``, else ``id_int``): ``finding_info.uid`` and ``metadata.uid``."""
+    uid = value(node, "id")
+    if uid is None or uid == "":
+        uid = value(node, "id_int")
+    if uid is None or uid == "":
+        raise ValidationError("an OCSF record needs the finding's id: select id (or id_int) in fields=")
+    return str(uid)
+
+
+def _activity(category: Any, discovered: int | None, reported: int | None) -> int:
+    """3 closed, 2 updated (reported again after it was found), 1 created."""
+    if category is not None and category != "OPEN":
+        return 3
+    if reported is not None and discovered is not None and reported > discovered:
+        return 2
+    return 1
+
+
+def _finding_info(
+    node: Mapping[str, Any], uid: str, title: Any, discovered: int | None, reported: int | None
+) -> dict[str, Any]:
+    info: dict[str, Any] = {"uid": uid}
+    _put(info, "title", title)
+    _put(info, "desc", value(node, "description"))
+    _put(info, "uid_alt", value(node, "finding_id"))
+    _put(info, "created_time", discovered)
+    _put(info, "first_seen_time", discovered)
+    _put(info, "last_seen_time", reported)
+    datasource = value(node, "datasource_friendly_name") or value(node, "source")
+    if datasource:
+        info["data_sources"] = [str(datasource)]
+    source = value(node, "source")
+    if source:
+        info["product"] = {"name": str(source)}
+    return info
+
+
+def _cloud(node: Mapping[str, Any]) -> dict[str, Any]:
+    cloud: dict[str, Any] = {"provider": str(value(node, "cloud_provider") or "Unknown")}
+    account: dict[str, Any] = {}
+    _put(account, "uid", value(node, "cloud_account"))
+    _put(account, "name", value(node, "cloud_account_friendly_name"))
+    if account:
+        cloud["account"] = account
+    return cloud
+
+
+def _resource(node: Mapping[str, Any]) -> dict[str, Any]:
+    """The finding's resource (empty when it names none)."""
     resource: dict[str, Any] = {}
     _put(resource, "name", value(node, "resource_name"))
     if resource:
@@ -180,39 +213,45 @@ def to_ocsf(node: Mapping[str, Any], *, product_version: str | None = None) -> d
         tags = value(node, "datasource_tags_values")
         if isinstance(tags, list) and tags:
             resource["labels"] = [str(t) for t in tags if t is not None]
-        record["resources"] = [resource]
+    return resource
 
-    if class_uid == VULNERABILITY_FINDING:
-        vuln: dict[str, Any] = {}
-        if cve:
-            vuln["cve"] = {"uid": cve}
-        else:
-            advisory: dict[str, Any] = {"uid": str(value(node, "finding_id") or uid)}
-            _put(advisory, "title", title)
-            vuln["advisory"] = advisory
-        _put(vuln, "title", title)
-        if severity_id:
-            vuln["severity"] = _SEVERITY[severity_id]
-        _put(vuln, "vendor_name", source)
-        _put(vuln, "first_seen_time", discovered)
-        _put(vuln, "last_seen_time", reported)
-        record["vulnerabilities"] = [vuln]
+
+def _vulnerability(
+    node: Mapping[str, Any],
+    uid: str,
+    cve: str | None,
+    severity_id: int,
+    discovered: int | None,
+    reported: int | None,
+) -> dict[str, Any]:
+    """The vulnerability of a Vulnerability Finding: its CVE, else an advisory of the finding."""
+    title = value(node, "title")
+    vuln: dict[str, Any] = {}
+    if cve:
+        vuln["cve"] = {"uid": cve}
     else:
-        fail = category != "FIXED"
-        compliance: dict[str, Any] = {"status_id": 3 if fail else 1, "status": "Fail" if fail else "Pass"}
-        _put(compliance, "control", title)
-        record["compliance"] = compliance
+        advisory: dict[str, Any] = {"uid": str(value(node, "finding_id") or uid)}
+        _put(advisory, "title", title)
+        vuln["advisory"] = advisory
+    _put(vuln, "title", title)
+    if severity_id:
+        vuln["severity"] = _SEVERITY[severity_id]
+    _put(vuln, "vendor_name", value(node, "source"))
+    _put(vuln, "first_seen_time", discovered)
+    _put(vuln, "last_seen_time", reported)
+    return vuln
 
+
+def _unmapped(node: Mapping[str, Any], package: Any) -> dict[str, Any]:
+    """The fields OCSF has no place for (a due date as text)."""
     unmapped: dict[str, Any] = {}
     for name in _UNMAPPED:
         _put(unmapped, name, value(node, name))
     _put(unmapped, "package_name", package)
-    if unmapped:
-        due = unmapped.get("due_date")
-        if due is not None and not isinstance(due, str):
-            unmapped["due_date"] = str(due)
-        record["unmapped"] = unmapped
-    return record
+    due = unmapped.get("due_date")
+    if due is not None and not isinstance(due, str):
+        unmapped["due_date"] = str(due)
+    return unmapped
 
 
 class OcsfExport(Export):
