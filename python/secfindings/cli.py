@@ -242,6 +242,56 @@ def export(
     if to_stdout and fmt == "parquet":
         raise click.BadParameter("Parquet is not streamed to stdout: give a file", param_hint="--out")
     target: str | Path = _stdout() if to_stdout else out
+    _check_export(what, out, fmt, to_stdout, after, append, overwrite, partitions, resume)
+    operation = EXPORTS[what]
+    kwargs = _pager_kwargs(tree, fields, sort, after, limit, page_size)
+    split: dict[str, Any] = {}
+    if partitions != 1 or resume is not None:
+        split = {"partitions": partitions, "resume": resume}
+    options: dict[str, Any] = {"progress": progress, **split}
+    if fmt != "parquet":
+        options["append"] = append or to_stdout
+    if fmt == "csv":
+        options["escape_formulas"] = escape_formulas
+    pager = None
+    with errors():
+        try:
+            with client_from_env() as client:
+                _checked_findings(client, operation, fmt, kwargs)
+                pager = getattr(client, operation)(**kwargs)
+                result = getattr(pager, f"write_{fmt}")(target, **options)
+        except BrokenPipeError:
+            raise  # the reader of stdout went away: nothing to finish
+        except OSError as exc:
+            if exc.filename is None:  # a failed write names no file: say which
+                exc.filename = str(out)
+            _hint(ctx, pager, fmt)
+            raise
+        except (secfindings.ValidationError, secfindings.ConfigurationError):
+            raise  # bad input: the same command with a cursor would fail the same way
+        except BaseException:
+            _hint(ctx, pager, fmt)
+            raise
+    click.echo(
+        f"wrote {plural(result.rows, 'row')} in {plural(result.pages, 'page')} to "
+        f"{'stdout' if to_stdout else result.path}"
+        + (f"; last cursor {result.cursor}" if result.cursor else ""),
+        err=True,
+    )
+
+
+def _check_export(
+    what: str,
+    out: Path,
+    fmt: str,
+    to_stdout: bool,
+    after: str | None,
+    append: bool,
+    overwrite: bool,
+    partitions: int,
+    resume: str | None,
+) -> None:
+    """The usage errors of ``export`` that the options make together (before any request)."""
     if partitions != 1 or resume is not None:
         if EXPORTS[what] != "findings_view":
             raise click.BadParameter("--partitions and --resume apply to findings only")
@@ -267,51 +317,20 @@ def export(
         raise click.UsageError(f"{out} exists and is not empty: give {how}, or another --out")
     if after is not None:
         _check_cursor(after)
-    operation = EXPORTS[what]
-    if fmt in FINDINGS_FORMATS and operation != "findings_view":
+    if fmt in FINDINGS_FORMATS and EXPORTS[what] != "findings_view":
         raise click.BadParameter(f"{fmt} is a format of findings only", param_hint="--format")
+
+
+def _pager_kwargs(
+    tree: Any, fields: str | None, sort: str | None, after: str | None, limit: int | None, page_size: int
+) -> dict[str, Any]:
+    """The arguments of the paginator of an export (or of its --dry-run estimate)."""
     kwargs: dict[str, Any] = {"after": after, "limit": limit, "page_size": page_size, "fields": fields}
     if tree is not None:
         kwargs["filters"] = tree
     if sort is not None:
         kwargs["sort"] = sort
-    pager = None
-    with errors():
-        try:
-            with client_from_env() as client:
-                _checked_findings(client, operation, fmt, kwargs)
-                pager = getattr(client, operation)(**kwargs)
-                writer = getattr(pager, f"write_{fmt}")
-                split: dict[str, Any] = {}
-                if partitions != 1 or resume is not None:
-                    split = {"partitions": partitions, "resume": resume}
-                append = append or to_stdout
-                if fmt == "parquet":
-                    result = writer(target, progress=progress, **split)
-                elif fmt == "csv":
-                    result = writer(
-                        target, append=append, progress=progress, escape_formulas=escape_formulas, **split
-                    )
-                else:
-                    result = writer(target, append=append, progress=progress, **split)
-        except BrokenPipeError:
-            raise  # the reader of stdout went away: nothing to finish
-        except OSError as exc:
-            if exc.filename is None:  # a failed write names no file: say which
-                exc.filename = str(out)
-            _hint(ctx, pager, fmt)
-            raise
-        except (secfindings.ValidationError, secfindings.ConfigurationError):
-            raise  # bad input: the same command with a cursor would fail the same way
-        except BaseException:
-            _hint(ctx, pager, fmt)
-            raise
-    click.echo(
-        f"wrote {plural(result.rows, 'row')} in {plural(result.pages, 'page')} to "
-        f"{'stdout' if to_stdout else result.path}"
-        + (f"; last cursor {result.cursor}" if result.cursor else ""),
-        err=True,
-    )
+    return kwargs
 
 
 def _checked_findings(client: Any, operation: str, fmt: str, kwargs: dict[str, Any]) -> None:
@@ -339,11 +358,7 @@ def _dry_run(
     operation = EXPORTS[what]
     if operation != "findings_view":
         raise click.BadParameter("--dry-run estimates findings only (from their total_count)")
-    kwargs: dict[str, Any] = {"after": after, "limit": limit, "page_size": page_size, "fields": fields}
-    if tree is not None:
-        kwargs["filters"] = tree
-    if sort is not None:
-        kwargs["sort"] = sort
+    kwargs = _pager_kwargs(tree, fields, sort, after, limit, page_size)
     with errors(), client_from_env() as client:
         _checked_findings(client, operation, "", kwargs)
         estimate = client.findings_view(**kwargs).estimate(partitions=partitions)
