@@ -13,11 +13,12 @@ mistakes: the command's ``--severity critical,high`` and ``--status open`` (for 
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from secfindings._shared import suggestions
 from secfindings.errors import ValidationError
+from secfindings.filters import leaves
 
 __all__ = ["KNOWN_VALUES", "check_values", "plural", "severity_filter", "status_filter"]
 
@@ -40,30 +41,6 @@ _MAX_NODES = 100_000
 def plural(n: int, noun: str) -> str:
     """``1 page``, ``2 pages``, ``0 critical findings``."""
     return f"{n} {noun}" if n == 1 else f"{n} {noun}s"
-
-
-def _leaves(tree: Any) -> Iterator[tuple[dict[str, Any], str]]:
-    """The leaves of a checked filter tree and their field's full name (``actual_status.key``
-    for a relation's); groups and relations are walked without recursion."""
-    todo: list[tuple[Any, str]] = [(tree, "")]
-    seen = 0
-    while todo and seen < _MAX_NODES:
-        seen += 1
-        node, prefix = todo.pop()
-        if not isinstance(node, Mapping):
-            continue
-        operands = node.get("operands")
-        if isinstance(operands, (list, tuple)):
-            todo.extend((o, prefix) for o in reversed(operands))
-            continue
-        name, condition = node.get("field"), node.get("condition")
-        if not isinstance(name, str) or not isinstance(condition, str):
-            continue
-        full = f"{prefix}.{name}" if prefix else name.removeprefix("finding.")
-        if condition == "":
-            todo.append((node.get("value"), full))
-            continue
-        yield dict(node), full
 
 
 def _severity_value(v: Any) -> int | None:
@@ -90,8 +67,8 @@ def check_values(client: Any, tree: Any) -> None:
     """Refuses a filter whose exact comparisons can only match nothing (see the module):
     severities by name, and case-only misspellings of known values that the server confirms.
     ``client``: a :class:`secfindings.Client` (None: no server checks)."""
-    suspects: list[tuple[dict[str, Any], str, str, str]] = []
-    for leaf, full in _leaves(tree):
+    suspects: list[tuple[Mapping[str, Any], str, str, str]] = []
+    for leaf, full in leaves(tree, _MAX_NODES):
         if leaf["condition"].lower() not in _EXACT:
             continue
         given = leaf.get("value")

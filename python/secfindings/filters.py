@@ -22,7 +22,7 @@ import binascii
 import datetime as dt
 import json
 from abc import ABC, abstractmethod
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -583,13 +583,13 @@ FIELD_PATHS = {
 _EXACT_CONDITIONS = frozenset({"in", "not_in", "equals", "not_equals", "overlap", "notoverlapping"})
 
 
-def unknown_values(tree: Any, enum_of: Callable[[str], tuple[str, Sequence[str]] | None]) -> str | None:
-    """A message for the first value compared exactly with an enum field that is not one of its
-    values, or None. ``enum_of(path)`` gives the enum's name and values for a field path (None
-    when the field is not an enum)."""
+def leaves(tree: Any, limit: int = 100_000) -> Iterator[tuple[Mapping[str, Any], str]]:
+    """The leaves of a filter tree, in document order, with their field's full name
+    (``actual_status.key`` for a relation's leaf): groups, lists, relations and operands given as
+    JSON text are walked without recursion, at most ``limit`` nodes."""
     todo: list[tuple[Any, str]] = [(tree, "")]
     seen = 0
-    while todo and seen < 100_000:
+    while todo and seen < limit:
         seen += 1
         node, prefix = todo.pop()
         if isinstance(node, str):
@@ -598,13 +598,13 @@ def unknown_values(tree: Any, enum_of: Callable[[str], tuple[str, Sequence[str]]
             except (ValueError, RecursionError):
                 continue
         if isinstance(node, (list, tuple)):
-            todo.extend((n, prefix) for n in node)
+            todo.extend((n, prefix) for n in reversed(node))
             continue
         if not isinstance(node, Mapping):
             continue
         operands = node.get("operands")
         if isinstance(operands, (list, tuple)):
-            todo.extend((o, prefix) for o in operands)
+            todo.extend((o, prefix) for o in reversed(operands))
             continue
         name, condition = node.get("field"), node.get("condition")
         if not isinstance(name, str) or not isinstance(condition, str):
@@ -613,6 +613,15 @@ def unknown_values(tree: Any, enum_of: Callable[[str], tuple[str, Sequence[str]]
         if condition == "":
             todo.append((node.get("value"), full))
             continue
+        yield node, full
+
+
+def unknown_values(tree: Any, enum_of: Callable[[str], tuple[str, Sequence[str]] | None]) -> str | None:
+    """A message for the first value compared exactly with an enum field that is not one of its
+    values, or None. ``enum_of(path)`` gives the enum's name and values for a field path (None
+    when the field is not an enum)."""
+    for node, full in leaves(tree):
+        condition = str(node.get("condition"))
         if condition.lower() not in _EXACT_CONDITIONS:
             continue
         enum = enum_of(FIELD_PATHS.get(full, full))
