@@ -532,7 +532,9 @@ def _changes_duckdb(s: _Sides) -> _Changes | None:
     try:
         con.register("b", side_b)
         con.register("h", side_h)
-        out = con.sql(sql).to_arrow_table()
+        relation = con.sql(sql)
+        fetch = getattr(relation, "to_arrow_table", None)  # DuckDB 1.4 on; before, arrow()
+        out = fetch() if fetch is not None else relation.arrow()
     except duckdb.Error:
         return None
     finally:
