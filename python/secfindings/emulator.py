@@ -11,13 +11,15 @@ import ipaddress
 import math
 import sys
 import threading
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 
 from secfindings._cli_support import ExitCode, ParamTypeBase
 from secfindings.testing import Emulator
-from secfindings.testing.control import ControlServer
+
+if TYPE_CHECKING:
+    from secfindings.testing.control import ControlServer
 
 #: The most findings the emulator seeds (they are generated and held in memory).
 MAX_FINDINGS = 10_000_000
@@ -159,6 +161,9 @@ def command(
         sys.exit(ExitCode.FAILED)
     hooks = None
     if control:
+        # http.server, about 15 ms of every command's start, only for --control.
+        from secfindings.testing.control import ControlServer  # noqa: PLC0415
+
         try:
             hooks = ControlServer(emu, port=control_port)
         except OSError as exc:
