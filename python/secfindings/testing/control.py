@@ -26,7 +26,7 @@ import threading
 from collections.abc import Callable
 from http import HTTPStatus
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Any
+from typing import Any, ClassVar
 
 __all__ = ["HOOKS", "ControlServer"]
 
@@ -89,6 +89,104 @@ def _read_chunked(rfile: Any) -> bytes:
         body += chunk[:size]
 
 
+class _Handler(BaseHTTPRequestHandler):
+    """One request to the control endpoint; a server's subclass sets its ``hooks`` and ``key``
+    (and ``timeout``: a stalled peer's connection is closed after it, not held by a thread
+    forever)."""
+
+    server_version = "secfindings-emulator-control"
+    hooks: ClassVar[dict[str, Callable[..., Any]]] = {}
+    key = b""
+
+    def log_message(self, format: str, *args: Any) -> None:
+        return None  # quiet: the emulator prints what matters
+
+    def _answer(self, status: HTTPStatus, body: dict[str, Any]) -> None:
+        data = json.dumps(body, default=str).encode()
+        self.send_response(status)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)
+
+    def _authorised(self) -> bool:
+        given = self.headers.get("Authorization", "")
+        token = given[7:].strip() if given.lower().startswith("bearer ") else ""
+        if hmac.compare_digest(token.encode(), self.key):
+            return True
+        self._answer(HTTPStatus.UNAUTHORIZED, {"error": "a valid Authorization: Bearer <key> is required"})
+        return False
+
+    def _body(self) -> bytes:
+        if "chunked" in self.headers.get("Transfer-Encoding", "").lower():
+            return _read_chunked(self.rfile)
+        try:
+            length = int(self.headers.get("Content-Length") or 0)
+        except ValueError:
+            length = -1
+        if not 0 <= length <= MAX_BODY:
+            raise _BadBody(f"a body of 0 to {MAX_BODY} bytes is required")
+        return bytes(self.rfile.read(length))
+
+    def _arguments(self, name: str) -> dict[str, Any] | None:
+        """The hook's arguments from the body (a JSON object), or None once a 400 is answered."""
+        try:
+            body = self._body()
+        except _BadBody as exc:
+            self.close_connection = True  # what is left of the body is not read
+            self._answer(HTTPStatus.BAD_REQUEST, {"error": str(exc)})
+            return None
+        try:
+            kwargs = json.loads(body or b"{}")
+        except ValueError as exc:
+            self._answer(HTTPStatus.BAD_REQUEST, {"error": f"the body is not JSON: {exc}"})
+            return None
+        except RecursionError:
+            self._answer(
+                HTTPStatus.BAD_REQUEST, {"error": "the body nests too deep; hooks take flat arguments"}
+            )
+            return None
+        if not isinstance(kwargs, dict):
+            self._answer(HTTPStatus.BAD_REQUEST, {"error": "the body must be a JSON object of arguments"})
+            return None
+        if name == "set_rate_limit" and isinstance(kwargs.get("limit"), list):
+            kwargs["limit"] = tuple(kwargs["limit"])
+        return kwargs
+
+    def do_GET(self) -> None:
+        if not self._authorised():
+            return
+        if self.path.rstrip("/") != "":
+            self._answer(HTTPStatus.NOT_FOUND, {"error": "GET / lists the hooks; call one with POST"})
+            return
+        self._answer(HTTPStatus.OK, {"result": HOOKS})
+
+    def do_POST(self) -> None:
+        if not self._authorised():
+            return
+        name = self.path.strip("/")
+        hook = self.hooks.get(name)
+        if hook is None:
+            self._answer(HTTPStatus.NOT_FOUND, {"error": f"no hook {name!r}; GET / lists them"})
+            return
+        kwargs = self._arguments(name)
+        if kwargs is None:
+            return
+        try:
+            result = hook(**kwargs)
+        except (TypeError, ValueError, OverflowError) as exc:
+            self._answer(HTTPStatus.BAD_REQUEST, {"error": f"{name}: {exc}"})
+            return
+        except Exception as exc:  # a hook's failure is the caller's answer
+            self._answer(HTTPStatus.INTERNAL_SERVER_ERROR, {"error": f"{name}: {type(exc).__name__}: {exc}"})
+            return
+        self._answer(HTTPStatus.OK, {"result": result})
+
+
+class _Server(ThreadingHTTPServer):
+    request_queue_size = BACKLOG
+
+
 class ControlServer:
     """Serves ``HOOKS`` of ``target`` (an :class:`~secfindings.testing.Emulator`) on
     127.0.0.1 in a background thread, behind a random key."""
@@ -97,102 +195,13 @@ class ControlServer:
         self, target: Any, port: int = 0, key: str | None = None, read_timeout: float = 10.0
     ) -> None:
         self.key = key or secrets.token_urlsafe(24)
-        hooks: dict[str, Callable[..., Any]] = {name: getattr(target, name) for name in HOOKS}
-        key_bytes = self.key.encode()
-
-        class Handler(BaseHTTPRequestHandler):
-            server_version = "secfindings-emulator-control"
-            # A stalled peer's connection is closed after this long, not held by a thread forever.
-            timeout = read_timeout
-
-            def log_message(self, format: str, *args: Any) -> None:
-                return None  # quiet: the emulator prints what matters
-
-            def _answer(self, status: HTTPStatus, body: dict[str, Any]) -> None:
-                data = json.dumps(body, default=str).encode()
-                self.send_response(status)
-                self.send_header("Content-Type", "application/json")
-                self.send_header("Content-Length", str(len(data)))
-                self.end_headers()
-                self.wfile.write(data)
-
-            def _authorised(self) -> bool:
-                given = self.headers.get("Authorization", "")
-                token = given[7:].strip() if given.lower().startswith("bearer ") else ""
-                if hmac.compare_digest(token.encode(), key_bytes):
-                    return True
-                self._answer(
-                    HTTPStatus.UNAUTHORIZED, {"error": "a valid Authorization: Bearer <key> is required"}
-                )
-                return False
-
-            def _body(self) -> bytes:
-                if "chunked" in self.headers.get("Transfer-Encoding", "").lower():
-                    return _read_chunked(self.rfile)
-                try:
-                    length = int(self.headers.get("Content-Length") or 0)
-                except ValueError:
-                    length = -1
-                if not 0 <= length <= MAX_BODY:
-                    raise _BadBody(f"a body of 0 to {MAX_BODY} bytes is required")
-                return bytes(self.rfile.read(length))
-
-            def do_GET(self) -> None:
-                if not self._authorised():
-                    return
-                if self.path.rstrip("/") != "":
-                    self._answer(HTTPStatus.NOT_FOUND, {"error": "GET / lists the hooks; call one with POST"})
-                    return
-                self._answer(HTTPStatus.OK, {"result": HOOKS})
-
-            def do_POST(self) -> None:
-                if not self._authorised():
-                    return
-                name = self.path.strip("/")
-                hook = hooks.get(name)
-                if hook is None:
-                    self._answer(HTTPStatus.NOT_FOUND, {"error": f"no hook {name!r}; GET / lists them"})
-                    return
-                try:
-                    body = self._body()
-                except _BadBody as exc:
-                    self.close_connection = True  # what is left of the body is not read
-                    self._answer(HTTPStatus.BAD_REQUEST, {"error": str(exc)})
-                    return
-                try:
-                    kwargs = json.loads(body or b"{}")
-                except ValueError as exc:
-                    self._answer(HTTPStatus.BAD_REQUEST, {"error": f"the body is not JSON: {exc}"})
-                    return
-                except RecursionError:
-                    self._answer(
-                        HTTPStatus.BAD_REQUEST,
-                        {"error": "the body nests too deep; hooks take flat arguments"},
-                    )
-                    return
-                if not isinstance(kwargs, dict):
-                    self._answer(
-                        HTTPStatus.BAD_REQUEST, {"error": "the body must be a JSON object of arguments"}
-                    )
-                    return
-                if name == "set_rate_limit" and isinstance(kwargs.get("limit"), list):
-                    kwargs["limit"] = tuple(kwargs["limit"])
-                try:
-                    result = hook(**kwargs)
-                except (TypeError, ValueError, OverflowError) as exc:
-                    self._answer(HTTPStatus.BAD_REQUEST, {"error": f"{name}: {exc}"})
-                    return
-                except Exception as exc:  # a hook's failure is the caller's answer
-                    self._answer(
-                        HTTPStatus.INTERNAL_SERVER_ERROR, {"error": f"{name}: {type(exc).__name__}: {exc}"}
-                    )
-                    return
-                self._answer(HTTPStatus.OK, {"result": result})
-
-        class Server(ThreadingHTTPServer):
-            request_queue_size = BACKLOG
-
-        self._server = Server(("127.0.0.1", port), Handler)
+        attributes = {
+            "hooks": {name: getattr(target, name) for name in HOOKS},
+            "key": self.key.encode(),
+            "timeout": read_timeout,
+        }
+        handler = type("Handler", (_Handler,), attributes)
+        self._server = _Server(("127.0.0.1", port), handler)
         self._server.daemon_threads = True
         self._thread = threading.Thread(
             target=self._server.serve_forever, name="emulator-control", daemon=True
