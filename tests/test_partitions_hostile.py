@@ -357,3 +357,22 @@ def test_exports_of_columns_keep_each_row_once_and_the_columns_asked_for(
         with proxy.client() as client:
             titles = [f.title for f in client.findings_view(fields="title").to_list()]
         assert sorted(table.column("title").to_pylist()) == sorted(titles)
+
+
+def match_nothing(leaf: dict[str, Any]) -> dict[str, Any]:
+    """A server that answers a range condition it does not know with no rows (no error)."""
+    if id_conditions(leaf):
+        return {"field": "id", "condition": "in", "value": ["-999"]}
+    return leaf
+
+
+@pytest.mark.reliability_hostile
+def test_a_server_that_answers_ranges_with_nothing_does_not_pass_the_probe(proxy: LyingProxy) -> None:
+    """The probe only asked ranges no finding is in, so "nothing" for every range looked like a
+    server that filters: partitions then read 0 of 1,000 rows, exit 0. A range every finding is
+    in must come back with a row too."""
+    proxy.request = change_filter(match_nothing)
+    with proxy.client() as client:
+        assert _plan.capable(client, _plan.ID_RANGE) is False
+        table = client.findings_view(fields=FIELDS, page_size=100).to_arrow(partitions=4)
+    assert table.column("id_int").to_pylist() == list(range(1, 1_001))

@@ -85,7 +85,7 @@ class FindingsServer:
         body = json.loads(req.body)
         variables = body["variables"]
         if str(body.get("operationName") or "").startswith("probe_"):
-            return self.probe(variables)
+            return self.probe(variables, str(body.get("query") or ""))
         config = variables.get("filters_config") or {}
         tree = config.get("filtersjson")
         tree = json.loads(tree) if isinstance(tree, str) else tree
@@ -113,9 +113,12 @@ class FindingsServer:
         info = {"hasNextPage": start + len(chunk) < len(rows), "endCursor": str(start + len(chunk))}
         return Response.of_json({"data": {"findings_view": {"edges": edges, "pageInfo": info}}})
 
-    def probe(self, variables: dict[str, Any]) -> Response:
-        """The walk plan's probes: aliased ``first: 1`` walks, one per filter."""
+    def probe(self, variables: dict[str, Any], query: str) -> Response:
+        """The walk plan's probes: aliased ``first: 1`` walks, one per filter, and the one
+        without a filter (``any``) that a real server answers too."""
         data = {}
+        if " any: findings_view(" in query:
+            data["any"] = {"edges": [{"node": {"id_int": r["id_int"]}} for r in list(self.rows)[:1]]}
         for alias, config in variables.items():
             tree = json.loads(config["filtersjson"])
             rows = [r for r in self.rows if _keep(r, tree)][:1]

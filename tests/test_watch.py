@@ -86,7 +86,7 @@ class Findings:
         variables = body["variables"]
         name = str(body.get("operationName") or "")
         if name.startswith("probe_"):
-            return self.probe(variables)
+            return self.probe(variables, str(body.get("query") or ""))
         if name.startswith("finding_batch"):  # batched finding(id) lookups: f0: finding(id: $i0) ...
             found = {f"f{k[1:]}": self.looked_up(v) for k, v in variables.items()}
             return Response.of_json({"data": found})
@@ -125,9 +125,12 @@ class Findings:
         if not self.ranges:
             self.next_poll()
 
-    def probe(self, variables: dict[str, Any]) -> Response:
-        """The walk plan's probes: aliased ``first: 1`` walks, one per filter."""
+    def probe(self, variables: dict[str, Any], query: str) -> Response:
+        """The walk plan's probes: aliased ``first: 1`` walks, one per filter, and the one
+        without a filter (``any``) that a real server answers too."""
         data = {}
+        if " any: findings_view(" in query:
+            data["any"] = {"edges": [{"node": {"id_int": r["id_int"]}} for r in list(self.rows.values())[:1]]}
         for alias, config in variables.items():
             tree = json.loads(config["filtersjson"])
             if not self.ranges and conditions(tree) & {"gt", "gte", "lte", "lt"}:

@@ -115,6 +115,8 @@ TOTAL_COUNT = "total_count"
 _NO_ID = 2_147_483_647
 #: A time no finding has.
 _NO_TIME = "9999-12-31T00:00:00+00:00"
+#: A time every finding is after.
+_EPOCH = "1970-01-01T00:00:00+00:00"
 
 T = TypeVar("T")
 #: One request: the document, its variables and the operation's name.
@@ -352,13 +354,27 @@ def _filtered(*leaves: tuple[str, Mapping[str, Any]]) -> tuple[str, dict[str, An
     return f"({declared}) {{{fields} }}", variables
 
 
+_ANY = " any: findings_view(first: 1) { edges { node { id_int } } }"
+
+
+def _held(data: Any, empty: tuple[str, ...], full: tuple[str, ...]) -> bool:
+    """A range filter is honoured when the ranges no finding is in come back empty and, where
+    there are findings at all (``any``), the ranges every finding is in do not: a server that
+    answers an unknown condition with nothing must not pass for one that filters."""
+    if any(_edges(data, alias) for alias in empty):
+        return False
+    return not _edges(data, "any") or all(_edges(data, alias) for alias in full)
+
+
 def _probe_id_range(schema: Any) -> Steps[bool]:
     body, variables = _filtered(
         ("above", {"field": "id", "condition": "gte", "value": _NO_ID}),
         ("below", {"field": "id", "condition": "lte", "value": -1}),
+        ("from", {"field": "id", "condition": "gte", "value": 0}),
+        ("to", {"field": "id", "condition": "lte", "value": _NO_ID - 1}),
     )
-    data = yield f"query probe_id_range{body}", variables, "probe_id_range"
-    return not _edges(data, "above") and not _edges(data, "below")
+    data = yield f"query probe_id_range{body[:-1]}{_ANY} }}", variables, "probe_id_range"
+    return _held(data, ("above", "below"), ("from", "to"))
 
 
 def _probe_offset(schema: Any) -> Steps[bool]:
@@ -393,9 +409,12 @@ def _probe_total(schema: Any) -> Steps[bool]:
 
 def _probe_time_range(key: str) -> Callable[[Any], Steps[bool]]:
     def probe(schema: Any) -> Steps[bool]:
-        body, variables = _filtered(("above", {"field": key, "condition": "gte", "value": _NO_TIME}))
-        data = yield f"query probe_time_range{body}", variables, "probe_time_range"
-        return not _edges(data, "above")
+        body, variables = _filtered(
+            ("above", {"field": key, "condition": "gte", "value": _NO_TIME}),
+            ("since", {"field": key, "condition": "gte", "value": _EPOCH}),
+        )
+        data = yield f"query probe_time_range{body[:-1]}{_ANY} }}", variables, "probe_time_range"
+        return _held(data, ("above",), ("since",))
 
     return probe
 
