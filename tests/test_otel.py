@@ -313,3 +313,31 @@ async def test_64_concurrent_calls_of_one_operation_each_get_their_own_attempts(
     assert [e.attributes["http.response.status_code"] for e in retried.events] == [429, 200]
     assert all(len(c.events) == 1 for c in calls if c is not retried)
     assert not telemetry.named("secfindings.request")
+
+
+@pytest.mark.reliability_hostile
+@pytest.mark.parametrize("where", ["on_start", "on_end"])
+def test_a_failing_span_processor_never_breaks_a_call(emulator: Any, where: str) -> None:
+    """A processor of the application's that raises when a span starts or ends: the call is
+    made and answers as without telemetry (on_end raised after the server had answered, and a
+    mutation's caller would have sent it again)."""
+    from opentelemetry.sdk.trace import SpanProcessor
+
+    class Failing(SpanProcessor):
+        def on_start(self, span: Any, parent_context: Any = None) -> None:
+            if where == "on_start":
+                raise RuntimeError("processor down")
+
+        def on_end(self, span: Any) -> None:
+            if where == "on_end":
+                raise RuntimeError("processor down")
+
+    provider = TracerProvider()
+    provider.add_span_processor(Failing())
+    otel.instrument(tracer_provider=provider, meter_provider=MeterProvider())
+    try:
+        with emulator.client() as client:
+            assert client.finding(1).id_int == 1
+            assert client.execute(FINDING, {"id": "2"})["finding"]["id_int"] == 2
+    finally:
+        otel.uninstrument()

@@ -211,6 +211,20 @@ class _Instrumented:
             self.calls[call.tag] = call
         return call
 
+    def _started(self, method: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> _Call | None:
+        """A call's span, or None when the tracer (a processor of the application's) failed:
+        telemetry never stops a call, nor turns one the server answered into an error."""
+        try:
+            return self._start(method, args, kwargs)
+        except Exception:
+            return None
+
+    def _finished(self, call: _Call, error: BaseException | None) -> None:
+        with _lock:
+            self.calls.pop(call.tag, None)
+        with contextlib.suppress(Exception):
+            self._finish(call, error)
+
     def _finish(self, call: _Call, error: BaseException | None) -> None:
         with _lock:
             self.calls.pop(call.tag, None)
@@ -237,16 +251,18 @@ class _Instrumented:
 
         @functools.wraps(original)
         def traced(self: Any, *args: Any, **kwargs: Any) -> Any:
-            call = state._start(method, args, kwargs)
+            call = state._started(method, args, kwargs)
+            if call is None:  # the tracer failed: the call goes on untraced
+                return original(self, *args, **kwargs)
             named = _CALL.set(call.tag)
             try:
                 result = original(self, *args, **kwargs)
             except BaseException as exc:
-                state._finish(call, exc)
+                state._finished(call, exc)
                 raise
             finally:
                 _CALL.reset(named)
-            state._finish(call, None)
+            state._finished(call, None)
             return result
 
         return traced
@@ -256,17 +272,19 @@ class _Instrumented:
 
         @functools.wraps(original)
         async def traced(self: Any, *args: Any, **kwargs: Any) -> Any:
-            call = state._start(method, args, kwargs)
+            call = state._started(method, args, kwargs)
+            if call is None:  # the tracer failed: the call goes on untraced
+                return await original(self, *args, **kwargs)
             # The task's own context: concurrent tasks on this thread keep their numbers apart.
             named = _CALL.set(call.tag)
             try:
                 result = await original(self, *args, **kwargs)
             except BaseException as exc:
-                state._finish(call, exc)
+                state._finished(call, exc)
                 raise
             finally:
                 _CALL.reset(named)
-            state._finish(call, None)
+            state._finished(call, None)
             return result
 
         return traced
