@@ -8,6 +8,7 @@ import base64
 import contextlib
 import datetime as dt
 import json
+import logging
 from collections.abc import Iterator
 from typing import Any
 
@@ -71,6 +72,7 @@ class Findings:
 
     def __init__(self, rows: list[dict[str, Any]], ranges: bool = True) -> None:
         self.ranges = ranges
+        self.ignore_sort = False
         self.rows = {r["id_int"]: r for r in rows}
         self.script: dict[int, Any] = {}
         self.polls = 0 if ranges else 1  # (see pause)
@@ -99,6 +101,8 @@ class Findings:
         sort = sort[0] if isinstance(sort, list) else sort
         if sort.endswith("_ASC") and not variables.get("after") and self.ranges:
             self.next_poll()
+        if self.ignore_sort:  # a server that answers in id order whatever it is asked
+            sort = "ID_ASC"
         key = "last_reported_time" if sort.startswith("LAST_REPORTED_TIME") else "id_int"
         # NULLS LAST ascending and FIRST descending, as PostgreSQL orders them.
         rows = sorted(
@@ -444,3 +448,19 @@ def test_watch_against_the_emulator_starts_from_now(profiled_client, profiled_em
     again = client.findings_view().watch(interval=0, max_polls=2, watermark=kept)
     assert [f.id_int for f in again] == [17]
     assert list(client.findings_view().watch(interval=0, max_polls=1, watermark=again.watermark)) == []
+
+
+@pytest.mark.reliability_hostile
+def test_a_server_that_does_not_sort_newest_first_does_not_make_the_watch_miss(
+    monkeypatch: pytest.MonkeyPatch, known_schema: dict[str, Any], caplog: pytest.LogCaptureFixture
+) -> None:
+    """On a facts-only server a poll reads newest first and stops at the watermark; a server that
+    answered in id order instead made it stop at the first old finding and miss the new one, on
+    every poll. The order is checked: one WARNING, and the poll reads the whole walk."""
+    store = Findings([finding(1, 0), finding(2, 1), finding(3, 2)], ranges=False)
+    store.ignore_sort = True
+    store.script[2] = lambda s: s.rows.update({4: finding(4, 9)})
+    with serving(store, monkeypatch, known_schema) as c, caplog.at_level(logging.WARNING):
+        watch = c.findings_view().watch(interval=0, max_polls=3)
+        assert [f.id_int for f in watch] == [4]
+    assert sum("does not answer newest first" in r.getMessage() for r in caplog.records) == 1

@@ -5,6 +5,7 @@ subscriptions. What a watch does is written once, in :class:`_WatchBase`; :class
 from __future__ import annotations
 
 import datetime as dt
+import logging
 import time
 from collections.abc import AsyncIterator, Callable, Iterable, Iterator
 from typing import TYPE_CHECKING, Any, Generic, TypeVar
@@ -13,6 +14,8 @@ from secfindings import _newer
 from secfindings._native import catalog, poll_backoff
 from secfindings.errors import RateLimitError, ValidationError
 from secfindings.filters import Filter, Tree, all_of, field, filter_tree
+
+log = logging.getLogger("secfindings.watch")
 
 if TYPE_CHECKING:
     from secfindings._pages import Page
@@ -102,6 +105,8 @@ class _WatchState:
         self.by = by
         self.key: Any = None
         self.ids: set[Any] = set()
+        #: The server was seen not to sort newest first as asked (see ``collect``).
+        self.unsorted = False
         if watermark is not None:
             self.key = self._parse(watermark)
 
@@ -148,15 +153,32 @@ class _WatchState:
     def begin(self, pairs: Iterable[tuple[Any, Any]]) -> bool:
         """Takes (item, key) pairs of the newest-first walk that starts a watch from now: the
         newest key and every finding at it count as seen. False when the walk has passed them."""
-        for item, key in pairs:
-            if key is None:
-                continue  # no key: not watchable, and not where "now" is
-            if self.key is None or key == self.key:
-                self.key = key
+        page = [(item, key) for item, key in pairs if key is not None]  # no key: not watchable
+        self._check_order([key for _, key in page], self.key)
+        for item, key in page:
+            if self.key is None or key > self.key:
+                self.key, self.ids = key, {_ident(item)}
+            elif key == self.key:
                 self.ids.add(_ident(item))
-            else:
+            elif not self.unsorted:
                 return False
         return True
+
+    def _check_order(self, keys: list[Any], before: Any) -> None:
+        """Newest first means no key newer than the one before it (``before``: the last key of
+        the walk's previous page); the first that is turns the early stop off."""
+        for key in keys:
+            if before is not None and key > before and not self.unsorted:
+                self._disorder()
+            before = key
+
+    def _disorder(self) -> None:
+        self.unsorted = True
+        log.warning(
+            "watch: the server does not answer newest first as asked (a %s newer than the one "
+            "before it); every poll now reads the whole walk",
+            self.by,
+        )
 
     def seen(self, item: Any, key: Any) -> bool:
         """Whether the item is behind the watermark or was yielded already at it (or has no key,
@@ -175,14 +197,19 @@ class _WatchState:
         return False
 
     def collect(self, pairs: Iterable[tuple[Any, Any]], out: list[tuple[Any, Any]]) -> bool:
-        """Takes (item, key) pairs of a newest-first poll into ``out`` (key, item); True once
-        the walk is past the watermark (everything after is older)."""
-        for item, key in pairs:
-            if key is None:
-                continue
-            if self.key is not None and (key < self.key or (self.by == "id" and key == self.key)):
+        """Takes (item, key) pairs of a newest-first poll (a page) into ``out`` (key, item); True
+        once the walk is past the watermark (everything after is older). The page is checked
+        first: where a key is newer than one before it, the server does not sort as asked, and
+        from then on every poll reads the whole walk (one WARNING), or it would stop early and
+        miss what is new."""
+        page = [(item, key) for item, key in pairs if key is not None]
+        self._check_order([key for _, key in page], out[-1][0] if out else None)
+        for item, key in page:
+            past = self.key is not None and (key < self.key or (self.by == "id" and key == self.key))
+            if past and not self.unsorted:
                 return True
-            out.append((key, item))
+            if not past:
+                out.append((key, item))
         return False
 
     def arguments(
