@@ -464,3 +464,33 @@ def test_a_server_that_does_not_sort_newest_first_does_not_make_the_watch_miss(
         watch = c.findings_view().watch(interval=0, max_polls=3)
         assert [f.id_int for f in watch] == [4]
     assert sum("does not answer newest first" in r.getMessage() for r in caplog.records) == 1
+
+
+@pytest.mark.reliability_input
+def test_a_watermark_naming_millions_of_findings_is_refused(emulator: Any) -> None:
+    """Runs of ids were capped one by one, not in all: a short text built sets of millions."""
+    kept = "2026-01-01T00:00:00+00:00;0-999999,2000000-2999999"  # 2,000,000 ids (about 150 MB)
+    with emulator.client() as client, pytest.raises(ValidationError, match="1,000,000 at most in all"):
+        list(client.findings_view().watch(watermark=kept, max_polls=1))
+
+
+@pytest.mark.reliability_input
+@pytest.mark.parametrize(
+    ("by", "watermark"),
+    [
+        ("last_reported_time", "2026-01-01T00:00:00+00:00;\u00b2,1-\u00b2," + "9" * 5000),
+        ("id", "\u00b2"),
+        ("id", "9" * 5000),
+    ],
+    ids=["odd-tie-ids", "superscript-id", "5000-digit-id"],
+)
+def test_odd_digits_in_a_watermark_are_no_traceback(emulator: Any, by: str, watermark: str) -> None:
+    """``"²".isdigit()`` is true and ``int("²")`` raises, as does ``int`` of 5,000 digits: a
+    plain ValueError. Tie ids that are not numbers are kept as ids (global ids are text); a
+    watermark by id must be a number."""
+    with emulator.client() as client:
+        if by == "id":
+            with pytest.raises(ValidationError, match="a watermark by id is an int"):
+                list(client.findings_view().watch(by=by, watermark=watermark, max_polls=1))
+        else:
+            list(client.findings_view().watch(by=by, watermark=watermark, max_polls=1))

@@ -84,14 +84,28 @@ def _tie_ids(text: str, given: Any) -> set[Any]:
         if not part:
             continue
         low, dash, high = part.partition("-")
-        if low.isdigit() and (not dash or high.isdigit()):
+        if _number(low) and (not dash or _number(high)):
             first, last = int(low), int(high) if dash else int(low)
-            if last < first or last - first > 1_000_000:
-                raise ValidationError(f"the watermark's ids are not a run of ids: {part!r} in {given!r}")
+            if last < first or len(out) + (last - first) >= _MAX_TIE_IDS:
+                raise ValidationError(
+                    "the watermark's ids are not a run of ids "
+                    f"({_MAX_TIE_IDS:,} at most in all): {part[:40]!r}"
+                )
             out.update(range(first, last + 1))
-        else:
+        elif len(out) < _MAX_TIE_IDS:
             out.add(part)
+        else:
+            raise ValidationError(f"the watermark names more than {_MAX_TIE_IDS:,} findings")
     return out
+
+
+#: The most findings a watermark names at its instant (about 70 MB as a set).
+_MAX_TIE_IDS = 1_000_000
+
+
+def _number(text: str) -> bool:
+    """ASCII digits that fit an id (``²`` is a digit to ``str.isdigit``, not to ``int``)."""
+    return 0 < len(text) <= 19 and text.isascii() and text.isdigit()
 
 
 class _WatchState:
@@ -112,10 +126,10 @@ class _WatchState:
 
     def _parse(self, value: Any) -> Any:
         if self.by == "id":
-            if isinstance(value, str) and value.strip().isdigit():
+            if isinstance(value, str) and _number(value.strip()):
                 return int(value)
             if isinstance(value, bool) or not isinstance(value, int):
-                raise ValidationError(f"a watermark by id is an int, got {value!r}")
+                raise ValidationError(f"a watermark by id is an int, got {repr(value)[:60]}")
             return value
         if isinstance(value, dt.datetime):
             parsed = value
