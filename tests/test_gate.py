@@ -683,3 +683,15 @@ def test_a_server_with_no_way_to_place_a_severity_is_one_line_exit_2():
         "error: the gate counts findings per severity, and this server has no severity on "
         "FindingsView and refused a filter on it: GraphQL error: Unknown filter field: severity\n"
     )
+
+
+@pytest.mark.reliability_hostile
+def test_markdown_text_shows_bidirectional_controls_as_replacement_characters() -> None:
+    """A title with U+202E (right-to-left override) showed in another order than it is in every
+    Markdown report; the terminal's text already replaced it."""
+    from secfindings.formats import line_text, markdown_text
+
+    for hostile in ("a\u202eb", "x\u2066y\u2069z"):
+        shown = markdown_text(hostile)
+        assert not any(c in shown for c in "\u202a\u202b\u202c\u202d\u202e\u2066\u2067\u2068\u2069")
+        assert shown == line_text(hostile)

@@ -108,6 +108,7 @@ def markdown_text(text: Any, limit: int | None = None) -> str:
     characters first (before escaping)."""
     s = "" if text is None else str(text)
     s = _MD_BREAKS.sub(" ", s)
+    s = _BIDI.sub("\ufffd", s)  # "Trojan Source": text shown in another order than it is
     if limit is not None and len(s) > limit:
         s = s[:limit]
     s = _MD_SPECIAL.sub(r"\\\1", s)
@@ -117,6 +118,7 @@ def markdown_text(text: Any, limit: int | None = None) -> str:
 #: Control characters (C0, DEL, C1) and the bidirectional controls that reorder what a terminal
 #: shows ("Trojan Source"), none of which a line of a report may carry.
 _NOT_SHOWN = re.compile("[\x00-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069]")
+_BIDI = re.compile("[\u202a-\u202e\u2066-\u2069]")
 
 
 def line_text(text: Any, limit: int | None = None) -> str:
