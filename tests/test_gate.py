@@ -695,3 +695,29 @@ def test_markdown_text_shows_bidirectional_controls_as_replacement_characters() 
         shown = markdown_text(hostile)
         assert not any(c in shown for c in "\u202a\u202b\u202c\u202d\u202e\u2066\u2067\u2068\u2069")
         assert shown == line_text(hostile)
+
+
+def test_out_dash_is_standard_output_not_a_file_named_dash(
+    emulator: Any, tmp_path: Path, monkeypatch: Any
+) -> None:
+    """``gate --out -`` and ``diff --out -`` wrote a file named ``-`` (``export --out -`` streams)."""
+    monkeypatch.chdir(tmp_path)
+    env = {
+        "SECFINDINGS_API_TOKEN": emulator.create_api_token(),
+        "SECFINDINGS_BASE_URL": emulator.base_url,
+        "SECFINDINGS_AUTH_URL": emulator.auth_url,
+        "GITHUB_STEP_SUMMARY": "",
+    }
+    res = CliRunner().invoke(
+        main, ["gate", "--max", "critical=100000", "--format", "json", "--out", "-"], env=env
+    )
+    assert res.exit_code == 0, res.output
+    assert json.loads(res.output)["passed"] is True
+    snapshot = tmp_path / "s.jsonl"
+    emulator.client().findings_view(
+        fields="id id_int title sla_status actual_status { category }"
+    ).write_jsonl(snapshot)
+    res = CliRunner().invoke(main, ["diff", str(snapshot), str(snapshot), "--format", "json", "--out", "-"])
+    assert res.exit_code == 0, res.output
+    assert json.loads(res.output)["counts"]["new"] == 0
+    assert not (tmp_path / "-").exists()

@@ -50,7 +50,11 @@ from secfindings.gate import gate, parse_max
     default="text",
     show_default=True,
 )
-@click.option("--out", type=click.Path(dir_okay=False, path_type=Path), help="Write --format here.")
+@click.option(
+    "--out",
+    type=click.Path(dir_okay=False, path_type=Path),
+    help="Write --format here (- or none: standard output).",
+)
 @page_size_option
 def gate_command(
     filter_json: JSONText | None,
@@ -92,6 +96,7 @@ def gate_command(
             open_only=not all_statuses and status is None,
             page_size=page_size,
         )
+    out = _file(out)
     summary = os.environ.get("GITHUB_STEP_SUMMARY")
     with errors():
         if summary:
@@ -115,7 +120,11 @@ def gate_command(
     default="table",
     show_default=True,
 )
-@click.option("--out", type=click.Path(dir_okay=False, path_type=Path), help="Write --format here.")
+@click.option(
+    "--out",
+    type=click.Path(dir_okay=False, path_type=Path),
+    help="Write --format here (- or none: standard output).",
+)
 @click.option(
     "--limit", type=click.IntRange(min=1), default=20, show_default=True, help="Rows shown (table, markdown)."
 )
@@ -126,6 +135,7 @@ def diff_command(base: Path, head: Path, fmt: str, out: Path | None, limit: int)
     BASE and HEAD are export files (Parquet, JSON lines, CSV) or folders of them. --format
     parquet needs --out; the others go to --out or stdout (with --out, the table goes to stdout).
     """
+    out = _file(out)
     if fmt == "parquet" and out is None:
         raise click.UsageError("--format parquet needs --out FILE")
     with errors():
@@ -145,3 +155,8 @@ def diff_command(base: Path, head: Path, fmt: str, out: Path | None, limit: int)
                 out.write_text(text if text.endswith("\n") else text + "\n", encoding="utf-8")
         if out is not None:
             click.echo(result.to_text(limit), nl=False)
+
+
+def _file(out: Path | None) -> Path | None:
+    """``--out -`` is standard output (as ``export --out -``), never a file named ``-``."""
+    return None if out is not None and str(out) == "-" else out
