@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -292,3 +293,18 @@ def test_the_command_dry_run_prints_the_plan(profiled_emulator: Emulator, tmp_pa
     assert "first" in result.stdout
     assert f"{profiled_emulator.findings:,} findings" in result.stdout
     assert not (tmp_path / "f.duckdb").exists()
+
+
+def test_the_plan_of_an_incremental_run_counts_in_words(profiled_emulator: Emulator, tmp_path: Path) -> None:
+    """'1 requests' was printed, and a facts-only server's '?' was left unexplained (and the
+    plan said it had made one request per part, which it had not)."""
+    dest = str(tmp_path / "f.duckdb")
+    env = _env(profiled_emulator)
+    assert CliRunner().invoke(main, ["sync", dest], env=env).exit_code == 0
+    shown = CliRunner().invoke(main, ["sync", dest, "--dry-run"], env=env).stdout
+    assert "1 requests" not in shown
+    assert "made one per part" not in shown
+    if profiled_emulator.profile == "known":
+        assert "cannot be counted ahead" in shown
+    else:
+        assert re.search(r"incremental: [\d,]+ findings?, 1 request\b", shown), shown

@@ -245,12 +245,13 @@ class SyncPlan:
         full = "first load" if self.kinds == ["first"] else "reconcile"
         for name, part in (("incremental", self.incremental), (full, self.reconcile)):
             if part is not None:
-                rows = "?" if part.rows is None else f"{part.rows:,}"
-                asks = "?" if part.requests is None else f"{part.requests:,}"
+                rows = "? findings" if part.rows is None else _count(part.rows, "finding")
+                asks = "? requests" if part.requests is None else _count(part.requests, "request")
                 when = "" if part.seconds is None else f", about {part.seconds:,.0f} s at the budget"
-                lines.append(f"  {name}: {rows} findings, {asks} requests{when}")
+                lines.append(f"  {name}: {rows}, {asks}{when}")
         total = "?" if self.requests is None else f"{self.requests:,}"
-        lines.append(f"  requests in all: {total} (this estimate made one per part)")
+        unknown = " (a newest-first walk cannot be counted ahead: it stops where it meets the watermark)"
+        lines.append(f"  requests in all: {total}{unknown if self.requests is None else ''}")
         return "\n".join(lines)
 
 
@@ -444,3 +445,7 @@ def _subscribe(client: AnyClient, events: queue.Queue[int | None]) -> list[Any]:
 
         threading.Thread(target=pump, name=f"secfindings-sync-{name}", daemon=True).start()
     return subs
+
+
+def _count(n: int, noun: str) -> str:
+    return f"{n:,} {noun}" if n == 1 else f"{n:,} {noun}s"
