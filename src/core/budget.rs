@@ -427,7 +427,7 @@ impl Budget {
             return Locked::Unusable;
         }
         let lock_path = dir.join(format!("{}.lock", self.key));
-        let lock = match open_private(&lock_path, false) {
+        let lock = match open_private(&lock_path, false).or_else(|e| replaced(&lock_path, e)) {
             Ok(f) => f,
             Err(e) => {
                 self.warn(&format!("cannot open {}: {e}", lock_path.display()));
@@ -553,6 +553,18 @@ fn no_follow(options: &mut OpenOptions) {
     }
     #[cfg(not(unix))]
     let _ = options;
+}
+
+/// A lock file that is not a regular file (a FIFO, a link) is removed and made afresh: the folder
+/// is this user's (checked before), so only this user could have put it there.
+fn replaced(path: &Path, error: std::io::Error) -> std::io::Result<File> {
+    match fs::symlink_metadata(path) {
+        Ok(meta) if !meta.is_file() => {
+            fs::remove_file(path)?;
+            open_private(path, false)
+        }
+        _ => Err(error),
+    }
 }
 
 fn open_private(path: &Path, truncate: bool) -> std::io::Result<File> {
@@ -745,6 +757,14 @@ mod tests {
         fs::remove_file(&state).unwrap();
         std::process::Command::new("mkfifo").arg(&state).status().unwrap();
         assert_eq!(plain.view().used, 0);
+        // A FIFO in place of the lock file is replaced too (the budget is shared again).
+        let lock = dir.join("k.lock");
+        let _ = fs::remove_file(&lock);
+        std::process::Command::new("mkfifo").arg(&lock).status().unwrap();
+        let before = b.view().used;
+        assert!(matches!(b.reserve().await, Booking::Booked(_)));
+        assert!(fs::symlink_metadata(&lock).unwrap().is_file());
+        assert_eq!(b.view().used, before + 1, "the booking was shared through the file");
         // A link to a file elsewhere is neither followed nor written through.
         let elsewhere = tempdir("elsewhere-target");
         fs::write(&elsewhere, br#"{"v":1,"sends":[],"blocked_until":1e12}"#).unwrap();
