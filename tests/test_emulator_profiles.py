@@ -79,3 +79,16 @@ def test_a_created_finding_is_open_and_not_overdue(client: Client, emulator: Emu
     assert client.finding(fixed_id, fields="id status { category }").status.category == "FIXED"
     with pytest.raises(ValueError, match="aware"):
         emulator.create_finding(3, due_date=dt.datetime(2020, 1, 1))
+
+
+def test_a_new_server_on_a_used_url_is_probed_afresh() -> None:
+    """What the walk plan's probes found of a server is forgotten with its schema when a new
+    emulator answers at the same URL."""
+    from secfindings import _plan
+
+    with Emulator(20) as first, first.client(schema="off") as c:
+        assert _plan.capable(c, _plan.ID_RANGE) is True
+        port, url = first.port, first.base_url
+    with Emulator(20, port=port, profile="known") as second, second.client(schema="off") as c:
+        assert second.base_url == url
+        assert _plan.capable(c, _plan.ID_RANGE) is False

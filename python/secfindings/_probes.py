@@ -18,6 +18,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from secfindings._schema_cache import _discard, _folder_usable, _read_file, _ttl, cache_dir
+from secfindings._schema_loading import FORGET_HOOKS
 
 __all__ = ["forget", "known", "remember"]
 
@@ -120,3 +121,7 @@ def forget(base_url: str | None = None) -> None:
         path = _probe_file(base_url)
         if path is not None:
             _discard(path)
+
+
+# A new server at a URL (a test emulator on a port an earlier one used) has not been probed.
+FORGET_HOOKS.append(forget)
