@@ -69,6 +69,17 @@ def _keep(row: dict[str, Any], tree: dict[str, Any] | None) -> bool:
     raise AssertionError(f"the fake does not know {cond}")
 
 
+def _ranged(tree: Any) -> bool:
+    """Whether a filter tree has a range condition (gt, gte, lt, lte) anywhere."""
+    if isinstance(tree, str):
+        tree = json.loads(tree)
+    if not isinstance(tree, dict):
+        return False
+    if "operands" in tree:
+        return any(_ranged(o) for o in tree["operands"])
+    return tree.get("condition") in ("gt", "gte", "lt", "lte")
+
+
 class FindingsServer:
     """``findings_view`` over a list of rows: filters (id gt/in, last_reported_time gte), the
     sort asked for, first/after as offsets. ``order`` may replace the rows of an ID_ASC walk
@@ -80,6 +91,10 @@ class FindingsServer:
         self.order: Callable[[list[dict[str, Any]]], list[dict[str, Any]]] | None = None
         self.fail_at: int | None = None
         self.id_pages = 0
+        #: False: a facts-only server (a range condition is an error); ``ignore_sort``: it
+        #: answers in id order whatever sort it is asked for.
+        self.ranges = True
+        self.ignore_sort = False
 
     def api(self, req: Any) -> Response:
         body = json.loads(req.body)
@@ -89,8 +104,12 @@ class FindingsServer:
         config = variables.get("filters_config") or {}
         tree = config.get("filtersjson")
         tree = json.loads(tree) if isinstance(tree, str) else tree
+        if not self.ranges and _ranged(tree):
+            return Response.of_json({"errors": [{"message": "Unknown filter condition"}]}, status=400)
         sort = variables.get("sort") or ["ID_ASC"]
         sort = sort[0] if isinstance(sort, list) else sort
+        if self.ignore_sort:
+            sort = "ID_ASC"
         key = "last_reported_time" if sort.startswith("LAST_REPORTED_TIME") else "id_int"
         rows = [r for r in self.rows if _keep(r, tree)]
         if key == "last_reported_time":
@@ -121,6 +140,8 @@ class FindingsServer:
             data["any"] = {"edges": [{"node": {"id_int": r["id_int"]}} for r in list(self.rows)[:1]]}
         for alias, config in variables.items():
             tree = json.loads(config["filtersjson"])
+            if not self.ranges and _ranged(tree):
+                return Response.of_json({"errors": [{"message": "Unknown filter condition"}]}, status=400)
             rows = [r for r in self.rows if _keep(r, tree)][:1]
             data[alias] = {"edges": [{"node": {"id_int": r["id_int"]}} for r in rows]}
         return Response.of_json({"data": data})
@@ -433,3 +454,32 @@ def test_a_database_error_is_one_line_on_the_command_line(emulator: Emulator, pg
     assert result.output.startswith("error: DatabaseError: the database failed:")
     assert "read-only transaction" in result.output
     assert result.output.count("\n") == 1, result.output
+
+
+@pytest.mark.reliability_hostile
+def test_a_server_that_does_not_sort_newest_first_does_not_make_a_run_miss_changes(
+    serve: Any, tmp_path: Path
+) -> None:
+    """On a facts-only server an incremental run reads newest first and stops at the first page
+    older than the watermark; a server that answered in id order made it stop on the first page
+    and miss a change further on (until the next reconcile). The order is checked."""
+    rows = [node(n) for n in range(1, 41)]
+    store = FindingsServer(rows)
+    store.ranges, store.ignore_sort = False, True
+    client = serve(store)
+    target = f"duckdb:///{tmp_path / 'f.duckdb'}"
+    assert client.sync(target, fields=FIELDS, page_size=10).created == 40
+    # The first load's watermark came from a newest-first request the server answered in id
+    # order (too old: harmless, the next run reads more); after one incremental run it is right.
+    client.sync(target, fields=FIELDS, page_size=10)
+    rows[34] = node(35, minute=500, title="changed")  # on the fourth page in id order
+    second = client.sync(target, fields=FIELDS, page_size=10)
+    assert second.kind == "incremental"
+    assert second.updated == 1
+    assert table_rows(target)[35]["title"] == "changed"
+    rows[24] = node(25, minute=600, title="changed too")  # the third page, after older ones
+    third = client.sync(target, fields=FIELDS, page_size=10)
+    assert third.kind == "incremental"
+    assert third.updated == 1
+    assert table_rows(target)[25]["title"] == "changed too"
+    assert any("does not answer newest first" in w for w in third.warnings)

@@ -164,6 +164,8 @@ class Engine(Tables):
         staged = False
         chunk: list[Any] = []  # staged together, as the filtered walk's pages are
         limit = future()
+        last: dt.datetime | None = None  # the walk's last time, to check it is newest first
+        unsorted = False
         try:
             for raw in walk:
                 self._stopping()
@@ -186,7 +188,20 @@ class Engine(Tables):
                         self._ignored(result, ident, when)
                     elif newest is None or when > newest:
                         newest, newest_id = when, ident
-                if any(when is not None and when < since for when in times):
+                for when in times:
+                    if when is None:
+                        continue
+                    if last is not None and when > last and not unsorted:
+                        # The sort values are inferred, not confirmed: a server that answers in
+                        # another order must not make the run stop early and miss changes.
+                        unsorted = True
+                        warn(
+                            result,
+                            "the server does not answer newest first as asked (a later "
+                            "last_reported_time after an earlier one): this run reads the whole walk",
+                        )
+                    last = when
+                if not unsorted and any(when is not None and when < since for when in times):
                     break  # sorted newest first: every later row is older still
         finally:
             close = getattr(walk, "close", None)
