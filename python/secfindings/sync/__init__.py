@@ -45,7 +45,7 @@ from secfindings.sync._engine import (
     budget,
     with_required,
 )
-from secfindings.sync._source import AnyAsyncClient, AnyClient
+from secfindings.sync._source import AsyncClientProtocol, SyncClientProtocol
 
 __all__ = [
     "COLLECTIONS",
@@ -185,7 +185,7 @@ def _run(source: Source, dest: Destination, options: Options, collections: Seque
 
 
 def sync(
-    client: AnyClient,
+    client: SyncClientProtocol,
     dest: str | os.PathLike[str] | Destination,
     *,
     fields: str | Sequence[str] = "analyst",
@@ -256,7 +256,7 @@ class SyncPlan:
 
 
 def plan(
-    client: AnyClient,
+    client: SyncClientProtocol,
     dest: str | os.PathLike[str] | Destination,
     *,
     fields: str | Sequence[str] = "analyst",
@@ -314,7 +314,7 @@ def plan(
 
 
 async def sync_async(
-    client: AnyAsyncClient,
+    client: AsyncClientProtocol,
     dest: str | os.PathLike[str] | Destination,
     *,
     fields: str | Sequence[str] = "analyst",
@@ -352,7 +352,7 @@ def _changed_id(event: Any) -> int | None:
 
 
 def watch(
-    client: AnyClient,
+    client: SyncClientProtocol,
     dest: str | os.PathLike[str] | Destination,
     *,
     interval: float = 60.0,
@@ -424,7 +424,7 @@ def watch(
                 sub.close()
 
 
-def _subscribe(client: AnyClient, events: queue.Queue[int | None]) -> list[Any]:
+def _subscribe(client: SyncClientProtocol, events: queue.Queue[int | None]) -> list[Any]:
     """Subscriptions to finding events whose ids go to ``events`` (from a thread each); none
     where the server has no subscriptions."""
     subs: list[Any] = []

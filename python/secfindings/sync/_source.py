@@ -6,21 +6,83 @@ from __future__ import annotations
 
 import asyncio
 import datetime as dt
-from collections.abc import Iterator, Sequence
-from typing import Any
+from collections.abc import Awaitable, Iterable, Iterator, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Protocol
 
 from secfindings import _newer, _plan
 from secfindings._shared import need
 from secfindings.sync._model import Source
 
-__all__ = ["AnyAsyncClient", "AnyClient", "AsyncSource", "ClientSource"]
+if TYPE_CHECKING:
+    from secfindings._estimate import Estimate
+    from secfindings._schema import Schema
 
-#: A :class:`secfindings.Client`. Typed loosely on purpose: ``Client.sync`` calls this package,
-#: so this package must not import the client's module (no import circle, see
-#: docs/architecture.md); it uses the client's public methods only.
-AnyClient = Any
-#: A :class:`secfindings.AsyncClient` (typed loosely, as :data:`AnyClient`).
-AnyAsyncClient = Any
+__all__ = [
+    "AsyncClientProtocol",
+    "AsyncSource",
+    "ClientSource",
+    "SyncClientProtocol",
+]
+
+# The clients as the sync sees them: exactly the methods it calls, itself or through the walk
+# plan (``_plan.capable``, ``_newer``), and what it does with their results. ``Client.sync``
+# calls this package, so this package must not import the client's module (no import circle,
+# see docs/architecture.md): these Protocols say what it needs instead, as
+# ``_opsupport.Native`` does for the generated methods. tests/typed/sync_protocols.py checks
+# (with mypy) that the real clients satisfy them. A collection's method (``scoring_rules``...)
+# is called by its name (``getattr``), so it is no member here.
+
+
+class _Pages(Protocol):
+    """A :class:`~secfindings.Paginator`, as read by a sync."""
+
+    def to_arrow(self) -> Any: ...
+    def to_arrow_batches(self) -> Iterator[Any]: ...
+    def estimate(self) -> Estimate: ...
+
+
+class _AsyncPages(Protocol):
+    """An :class:`~secfindings.AsyncPaginator`, as read by a sync (its Arrow C stream is read
+    from the sync's worker thread)."""
+
+    def to_arrow(self) -> Awaitable[Any]: ...
+    def __arrow_c_stream__(self, requested_schema: object | None = None) -> object: ...
+
+
+class _Events(Protocol):
+    """A :class:`~secfindings.Subscription` of finding events."""
+
+    def __iter__(self) -> Iterator[Any]: ...
+    def close(self) -> None: ...
+
+
+class SyncClientProtocol(Protocol):
+    """What a sync uses of a :class:`secfindings.Client`."""
+
+    @property
+    def base_url(self) -> str: ...
+    def schema(self, refresh: bool = False) -> Schema | None: ...
+    def stats(self) -> Mapping[str, float]: ...
+    def execute(
+        self, query: str, variables: dict[str, Any] | None = None, operation_name: str | None = None
+    ) -> Mapping[str, Any]: ...
+    def findings_view(self, *args: Any, **kwargs: Any) -> _Pages: ...
+    def findings(self, ids: Iterable[str | int], *, fields: str) -> Sequence[Any]: ...
+    def subscribe(self, document: str, *, fields: str | None = None) -> _Events: ...
+
+
+class AsyncClientProtocol(Protocol):
+    """What a sync uses of a :class:`secfindings.AsyncClient`."""
+
+    @property
+    def base_url(self) -> str: ...
+    async def schema(self, refresh: bool = False) -> Schema | None: ...
+    def stats(self) -> Mapping[str, float]: ...
+    async def execute(
+        self, query: str, variables: dict[str, Any] | None = None, operation_name: str | None = None
+    ) -> Mapping[str, Any]: ...
+    def findings_view(self, *args: Any, **kwargs: Any) -> _AsyncPages: ...
+    async def findings(self, ids: Iterable[str | int], *, fields: str) -> Sequence[Any]: ...
 
 
 def _walk_arguments(arguments: dict[str, Any]) -> dict[str, Any]:
@@ -28,7 +90,7 @@ def _walk_arguments(arguments: dict[str, Any]) -> dict[str, Any]:
 
 
 class ClientSource(Source):
-    def __init__(self, client: AnyClient) -> None:
+    def __init__(self, client: SyncClientProtocol) -> None:
         self.client = client
 
     def schema(self) -> Any:
@@ -60,7 +122,7 @@ class ClientSource(Source):
 class AsyncSource(Source):
     """An :class:`~secfindings.AsyncClient` seen from a worker thread."""
 
-    def __init__(self, client: AnyAsyncClient, loop: asyncio.AbstractEventLoop) -> None:
+    def __init__(self, client: AsyncClientProtocol, loop: asyncio.AbstractEventLoop) -> None:
         self.client = client
         self.loop = loop
 
