@@ -31,5 +31,7 @@ fn _native(m: &pyo3::Bound<'_, pyo3::types::PyModule>) -> pyo3::PyResult<()> {
     m.add_function(wrap_pyfunction!(py::operations::from_global_id, m)?)?;
     m.add_function(wrap_pyfunction!(py::observe::observe_attempts, m)?)?;
     m.add_function(wrap_pyfunction!(py::observe::call_var, m)?)?;
+    m.add_function(wrap_pyfunction!(py::text::parse_datetime, m)?)?;
+    m.add_function(wrap_pyfunction!(py::text::suggestions, m)?)?;
     Ok(())
 }

@@ -7,7 +7,7 @@ use hyper::http::request::Parts;
 use hyper::{Method, Response, StatusCode};
 use serde::Serialize;
 
-use crate::fault::Fault;
+use crate::fault::{is_mutation, Fault};
 use crate::response::{json, status_fault, truncate, with_header, Conn, ResetConnection, RespBody};
 use crate::state::Shared;
 use crate::stats::{Counters, LoggedRequest};
@@ -44,8 +44,31 @@ pub(crate) async fn handle(
         variables: b.variables.clone(),
         status: 0,
     });
+    let api_fault = shared.api_faults.take();
+    if api_fault.is_none() {
+        let mutation = parsed.as_ref().and_then(|b| b.query.as_deref()).is_some_and(is_mutation);
+        if let Some((fault, applied)) = mutation.then(|| shared.mutation_faults.take()).flatten() {
+            if applied {
+                return after_applying(conn, parts, parsed, body.len(), logged, fault).await;
+            }
+            return with_fault(conn, parts, parsed, body.len(), logged, Some(fault)).await;
+        }
+    }
+    with_fault(conn, parts, parsed, body.len(), logged, api_fault).await
+}
+
+/// The answer to one request, with `fault` (if any) served in its place or around it.
+async fn with_fault(
+    conn: &Conn,
+    parts: &Parts,
+    parsed: Option<GqlBody>,
+    body_len: usize,
+    logged: Option<LoggedRequest>,
+    fault: Option<Fault>,
+) -> Result<Response<RespBody>, ResetConnection> {
+    let shared = &conn.shared;
     let mut truncated = false;
-    let faulted = match shared.api_faults.take() {
+    let faulted = match fault {
         None => None,
         Some(Fault::Delay(delay)) => {
             tokio::time::sleep(delay).await;
@@ -65,13 +88,46 @@ pub(crate) async fn handle(
     };
     let response = match faulted {
         Some(response) => response,
-        None => process(shared, parts, parsed, body.len()).await,
+        None => process(shared, parts, parsed, body_len).await,
     };
     if let Some(mut entry) = logged {
         entry.status = response.status().as_u16();
         shared.log.push(entry);
     }
     Ok(if truncated { truncate(response) } else { response })
+}
+
+/// A mutation that runs, and whose answer `fault` then replaces (a status, a reset), cuts short
+/// or delays: the change is kept although the client sees a failure.
+async fn after_applying(
+    conn: &Conn,
+    parts: &Parts,
+    parsed: Option<GqlBody>,
+    body_len: usize,
+    logged: Option<LoggedRequest>,
+    fault: Fault,
+) -> Result<Response<RespBody>, ResetConnection> {
+    let shared = &conn.shared;
+    let response = process(shared, parts, parsed, body_len).await;
+    let response = match fault {
+        Fault::Reset => {
+            if let Some(entry) = logged {
+                shared.log.push(entry);
+            }
+            return Err(conn.reset());
+        }
+        Fault::Truncated => truncate(response),
+        Fault::Delay(delay) => {
+            tokio::time::sleep(delay).await;
+            response
+        }
+        other => fault_response(shared, other),
+    };
+    if let Some(mut entry) = logged {
+        entry.status = response.status().as_u16();
+        shared.log.push(entry);
+    }
+    Ok(response)
 }
 
 fn fault_response(shared: &Shared, fault: Fault) -> Response<RespBody> {

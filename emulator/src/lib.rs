@@ -88,6 +88,7 @@ impl Emulator {
             idp_limit: Limiter::new(config.idp_limit),
             api_faults: FaultQueue::default(),
             idp_faults: FaultQueue::default(),
+            mutation_faults: crate::fault::MutationFaults::default(),
             counters: Counters::default(),
             log: RequestLog::default(),
             cache: config.response_cache.then(cache::ResponseCache::default),
@@ -179,17 +180,28 @@ impl Emulator {
         }
     }
 
+    /// A fault for mutations only: the first `after` mutations pass, then the next `count` get
+    /// `fault`; with `applied` each of those runs first and the fault replaces its answer (a reset
+    /// or a status) or cuts it short, so the change is made although the client sees a failure.
+    pub fn inject_mutation(&self, fault: Fault, after: u32, count: u32, applied: bool) {
+        self.shared.mutation_faults.push(fault, after, count, applied);
+    }
+
     pub fn clear_faults(&self) {
         self.shared.api_faults.clear();
         self.shared.idp_faults.clear();
+        self.shared.mutation_faults.clear();
     }
 
     pub fn stats(&self) -> Stats {
-        self.shared.counters.snapshot()
+        let mut stats = self.shared.counters.snapshot();
+        stats.mutations_applied = self.shared.graphql.mutations_applied();
+        stats
     }
 
     pub fn reset_stats(&self) {
         self.shared.counters.reset();
+        self.shared.graphql.reset_mutations_applied();
     }
 
     /// The last (up to 10 000) API requests whose body was a JSON object, oldest first.

@@ -20,6 +20,7 @@ pub(crate) struct Shared {
     pub(crate) idp_limit: Limiter,
     pub(crate) api_faults: FaultQueue,
     pub(crate) idp_faults: FaultQueue,
+    pub(crate) mutation_faults: crate::fault::MutationFaults,
     pub(crate) counters: Counters,
     pub(crate) log: RequestLog,
     /// `Some` when `EmulatorConfig::response_cache` is on.

@@ -17,6 +17,8 @@ pub struct Stats {
     pub rate_limited: u64,
     /// 401 answers of the API.
     pub unauthorized: u64,
+    /// Root mutation fields that ran without an error (each change the store kept).
+    pub mutations_applied: u64,
 }
 
 /// One API request whose body parsed as a JSON object.
@@ -52,6 +54,7 @@ impl Counters {
             token_exchanges: self.token_exchanges.load(Ordering::Relaxed),
             rate_limited: self.rate_limited.load(Ordering::Relaxed),
             unauthorized: self.unauthorized.load(Ordering::Relaxed),
+            mutations_applied: 0,
         }
     }
 

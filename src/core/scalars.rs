@@ -55,6 +55,26 @@ pub fn parse_datetime_us(s: &str) -> Option<i64> {
     if s.len() == 10 {
         return days.checked_mul(86_400_000_000);
     }
+    Some(parse_datetime_time(s)?.timestamp_micros())
+}
+
+/// As [`parse_datetime_us`], keeping the offset given (a date alone is its midnight in UTC);
+/// fractions finer than a microsecond are cut to it, as Python's `datetime` holds no more.
+pub fn parse_datetime(s: &str) -> Option<chrono::DateTime<chrono::FixedOffset>> {
+    let s = s.trim();
+    parse_date(s.get(..10)?)?;
+    if s.len() == 10 {
+        let utc = chrono::DateTime::from_timestamp_micros(parse_datetime_us(s)?)?;
+        return Some(utc.fixed_offset());
+    }
+    let parsed = parse_datetime_time(s)?;
+    let micros = chrono::Timelike::nanosecond(&parsed) / 1_000 * 1_000;
+    chrono::Timelike::with_nanosecond(&parsed, micros)
+}
+
+/// A date-time (its date already checked) through chrono's RFC 3339 parser, rewritten into
+/// RFC 3339 first where it is another ISO form; a leap second is refused.
+fn parse_datetime_time(s: &str) -> Option<chrono::DateTime<chrono::FixedOffset>> {
     let parsed = match chrono::DateTime::parse_from_rfc3339(s) {
         Ok(t) => t,
         Err(_) => chrono::DateTime::parse_from_rfc3339(&as_rfc3339(s)?).ok()?,
@@ -62,7 +82,7 @@ pub fn parse_datetime_us(s: &str) -> Option<i64> {
     if chrono::Timelike::nanosecond(&parsed) >= 1_000_000_000 {
         return None;
     }
-    Some(parsed.timestamp_micros())
+    Some(parsed)
 }
 
 /// `s` (its date checked by the caller; the rest is checked by chrono when it parses the
@@ -173,6 +193,19 @@ mod tests {
         ] {
             assert_eq!(parse_datetime_us(bad), None, "{bad}");
         }
+    }
+
+    #[test]
+    fn datetimes_keep_their_offset() {
+        let t = parse_datetime("2024-05-01T12:30:00.1234567+02:00");
+        assert_eq!(t.map(|t| t.to_rfc3339()), Some("2024-05-01T12:30:00.123456+02:00".to_owned()));
+        let t = parse_datetime("2024-05-01 12:30");
+        assert_eq!(t.map(|t| t.to_rfc3339()), Some("2024-05-01T12:30:00+00:00".to_owned()));
+        let t = parse_datetime("2024-05-01");
+        assert_eq!(t.map(|t| t.to_rfc3339()), Some("2024-05-01T00:00:00+00:00".to_owned()));
+        assert_eq!(parse_datetime("2024-05-01T23:59:60Z"), None);
+        assert_eq!(parse_datetime("2024-13-01T00:00:00Z"), None);
+        assert_eq!(parse_datetime("soon"), None);
     }
 
     #[test]

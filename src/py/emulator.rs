@@ -233,7 +233,7 @@ impl NativeEmulator {
 
     #[pyo3(signature = (
         kind, count=1, *, target="api", status=None, retry_after=None, delay=None,
-        error_type=None, message=None
+        error_type=None, message=None, after_mutations=None, applied=false
     ))]
     #[allow(clippy::too_many_arguments)]
     fn inject(
@@ -246,7 +246,14 @@ impl NativeEmulator {
         delay: Option<f64>,
         error_type: Option<String>,
         message: Option<String>,
+        after_mutations: Option<u32>,
+        applied: bool,
     ) -> PyResult<()> {
+        if applied && after_mutations.is_none() {
+            return Err(PyValueError::new_err(
+                "applied=True is for mutation faults: give after_mutations too",
+            ));
+        }
         let target = match target {
             "api" => FaultTarget::Api,
             "idp" => FaultTarget::Idp,
@@ -272,8 +279,19 @@ impl NativeEmulator {
                 )))
             }
         };
-        self.inner.inject(target, fault, count);
-        Ok(())
+        match after_mutations {
+            Some(_) if target != FaultTarget::Api => {
+                Err(PyValueError::new_err("after_mutations is for target='api' (mutations reach the API)"))
+            }
+            Some(after) => {
+                self.inner.inject_mutation(fault, after, count, applied);
+                Ok(())
+            }
+            None => {
+                self.inner.inject(target, fault, count);
+                Ok(())
+            }
+        }
     }
 
     fn clear_faults(&self) {
@@ -288,6 +306,7 @@ impl NativeEmulator {
         d.set_item("token_exchanges", s.token_exchanges)?;
         d.set_item("rate_limited", s.rate_limited)?;
         d.set_item("unauthorized", s.unauthorized)?;
+        d.set_item("mutations_applied", s.mutations_applied)?;
         Ok(d)
     }
 

@@ -12,6 +12,7 @@ pub mod operations;
 pub mod paging;
 pub mod runtime;
 pub mod subscribe;
+pub mod text;
 pub mod values;
 
 use std::sync::OnceLock;

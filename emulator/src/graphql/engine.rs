@@ -28,6 +28,8 @@ pub struct Env {
     pub store: Store,
     pub views: ViewCache,
     pub events: Arc<EventBus>,
+    /// Root mutation fields that ran without an error.
+    pub mutations_applied: std::sync::atomic::AtomicU64,
 }
 
 /// The parent value of `FindingEvent` / `RuleEvent` fields.
@@ -375,9 +377,13 @@ fn object_field(
     let mut field = if let Some(root) = roots.get(key.as_str()).copied() {
         used.insert(key);
         let env = Arc::clone(env);
-        let rule = (type_name == "Mutation").then(|| rule_mutation(&name)).flatten();
+        let is_mutation = type_name == "Mutation";
+        let rule = is_mutation.then(|| rule_mutation(&name)).flatten();
         Field::new(name.clone(), ty, move |ctx| match root(&env, &ctx) {
             Ok(v) => {
+                if is_mutation {
+                    env.mutations_applied.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                }
                 if let Some((kind, rule_type)) = rule {
                     let id = ctx
                         .args

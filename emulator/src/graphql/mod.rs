@@ -121,6 +121,7 @@ impl GraphqlService {
             store,
             views: findings::ViewCache::new(VIEW_CACHE_ENTRIES),
             events: Arc::new(events::EventBus::default()),
+            mutations_applied: std::sync::atomic::AtomicU64::new(0),
         });
         let sdl = match profile {
             Profile::Default => SCHEMA_SDL.to_owned(),
@@ -128,6 +129,15 @@ impl GraphqlService {
         };
         let schema = engine::build(&sdl, Arc::clone(&env), &roots())?;
         Ok(Self { schema, env })
+    }
+
+    /// Root mutation fields that ran without an error since start (or the last reset).
+    pub fn mutations_applied(&self) -> u64 {
+        self.env.mutations_applied.load(std::sync::atomic::Ordering::Relaxed)
+    }
+
+    pub fn reset_mutations_applied(&self) {
+        self.env.mutations_applied.store(0, std::sync::atomic::Ordering::Relaxed);
     }
 
     /// Executes one GraphQL request on behalf of `caller`.

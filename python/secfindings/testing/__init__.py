@@ -260,11 +260,20 @@ class Emulator:
         delay: float | None = None,
         error_type: str | None = None,
         message: str | None = None,
+        after_mutations: int | None = None,
+        applied: bool = False,
     ) -> None:
         """Make the next ``count`` requests to ``target`` fail: ``status`` (502 with an HTML body,
         503, 504), ``reset`` (connection dropped), ``truncated`` (body cut short), ``delay``
         (seconds), ``rate_limit`` (429 with ``retry_after``), ``idp_error`` (``error_type``,
-        ``message``) or ``challenge`` (an InitiateAuth challenge named by ``error_type``)."""
+        ``message``) or ``challenge`` (an InitiateAuth challenge named by ``error_type``).
+
+        With ``after_mutations=k`` the fault is for mutations only: ``k`` mutation requests pass,
+        then the next ``count`` get it (queries are neither hit nor counted). With
+        ``applied=True`` each of those mutations runs first and the fault replaces its answer
+        (``status``, ``reset``), cuts it short (``truncated``) or delays it (``delay``): the
+        change is kept although the client sees a failure. ``stats()["mutations_applied"]``
+        counts the mutations that ran."""
         self._native.inject(
             kind,
             count,
@@ -274,6 +283,8 @@ class Emulator:
             delay=delay,
             error_type=error_type,
             message=message,
+            after_mutations=after_mutations,
+            applied=applied,
         )
 
     def clear_faults(self) -> None:
@@ -281,7 +292,8 @@ class Emulator:
         self._native.clear_faults()
 
     def stats(self) -> dict[str, int]:
-        """Counters: api_requests, idp_requests, token_exchanges, rate_limited, unauthorized."""
+        """Counters: api_requests, idp_requests, token_exchanges, rate_limited, unauthorized,
+        mutations_applied (root mutation fields that ran without an error)."""
         return self._native.stats()
 
     def reset_stats(self) -> None:

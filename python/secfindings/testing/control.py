@@ -46,9 +46,11 @@ HOOKS: dict[str, str] = {
     "expire_jwts": "make every JWT issued so far answer 401",
     "set_jwt_lifetime": "seconds: lifetime of JWTs issued from now on",
     "set_rate_limit": "scope (global|customer|token|idp), limit=[requests, seconds] or null",
-    "inject": "kind, count=1, target='api', status, retry_after, delay, error_type, message",
+    "inject": "kind, count=1, target='api', status, retry_after, delay, error_type, message, "
+    "after_mutations=None, applied=false",
     "clear_faults": "forget injected faults",
-    "stats": "counters: api_requests, idp_requests, token_exchanges, rate_limited, unauthorized",
+    "stats": "counters: api_requests, idp_requests, token_exchanges, rate_limited, unauthorized, "
+    "mutations_applied",
     "reset_stats": "set the counters to 0",
     "request_log": "the API requests received, oldest first",
     "clear_request_log": "empty the request log",
