@@ -4,6 +4,7 @@ subscriptions. What a watch does is written once, in :class:`_WatchBase`; :class
 
 from __future__ import annotations
 
+import asyncio
 import datetime as dt
 import logging
 import time
@@ -492,8 +493,6 @@ class AsyncWatch(_WatchBase[T]):
                 return
 
     async def __aiter__(self) -> AsyncIterator[T]:
-        import asyncio  # already loaded: this runs in an event loop
-
         while self._more():
             try:
                 await self._decide()

@@ -50,7 +50,6 @@ from __future__ import annotations
 
 import contextlib
 import functools
-import importlib
 import itertools
 import re
 import threading
@@ -59,6 +58,10 @@ from collections.abc import Callable
 from typing import Any
 
 from secfindings import _native
+from secfindings._client import _Base
+from secfindings._live import LiveNative
+from secfindings._lookup import LookupNative
+from secfindings._native import __version__, catalog
 from secfindings._shared import need
 
 __all__ = ["instrument", "is_instrumented", "uninstrument"]
@@ -127,8 +130,6 @@ class _Call:
 
 class _Instrumented:
     def __init__(self, trace: Any, metrics: Any, tracer_provider: Any, meter_provider: Any) -> None:
-        from secfindings import __version__
-
         self.trace = trace
         self.status_error = trace.Status(trace.StatusCode.ERROR)
         self.tracer = trace.get_tracer("secfindings", __version__, tracer_provider=tracer_provider)
@@ -160,21 +161,16 @@ class _Instrumented:
     # ------------------------------------------------------------------------------ install
 
     def install(self) -> None:
-        from secfindings._client import _Base
-        from secfindings._live import LiveNative
-
         for name in ("execute", "call"):
             self._wrap(LiveNative, name, self._sync_call(getattr(LiveNative, name), name))
         for name in ("execute_async", "call_async"):
             self._wrap(LiveNative, name, self._async_call(getattr(LiveNative, name), name))
         for name in ("paginate", "paginate_operation"):
             self._wrap(LiveNative, name, self._walk(getattr(LiveNative, name), name))
-        # Batched lookups by id (client.findings(ids), coalesced finding() calls), where the
-        # client has them: one call span per batch call, named by the looked-up operation.
-        lookups = getattr(importlib.import_module("secfindings._client"), "LookupNative", None)
-        for name, make in (("lookup", self._sync_call), ("lookup_async", self._async_call)):
-            if lookups is not None and name in lookups.__dict__:
-                self._wrap(lookups, name, make(lookups.__dict__[name], "call"))
+        # Batched lookups by id (client.findings(ids), coalesced finding() calls): one call
+        # span per batch call, named by the looked-up operation.
+        self._wrap(LookupNative, "lookup", self._sync_call(LookupNative.lookup, "call"))
+        self._wrap(LookupNative, "lookup_async", self._async_call(LookupNative.lookup_async, "call"))
         self._wrap(_Base, "__init__", self._client_init(_Base.__init__))
         _native.observe_attempts(self.attempt)
 
@@ -410,8 +406,6 @@ def _base(label: str) -> str:
 
 
 def _catalog_kind(name: str) -> str:
-    from secfindings._native import catalog
-
     global _KINDS
     if _KINDS is None:
         _KINDS = {op["name"]: str(op.get("kind", "query")) for op in catalog()}

@@ -25,7 +25,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from secfindings import _newer, _plan
-from secfindings.errors import ValidationError
+from secfindings._shared import did_you_mean
+from secfindings.errors import SecFindingsError, ValidationError
+from secfindings.filters import field
 from secfindings.sync._dest import (
     DatabaseError,
     Destination,
@@ -45,7 +47,8 @@ from secfindings.sync._engine import (
     budget,
     with_required,
 )
-from secfindings.sync._source import AsyncClientProtocol, SyncClientProtocol
+from secfindings.sync._model import _by_time, _State, run_kinds
+from secfindings.sync._source import AsyncClientProtocol, AsyncSource, ClientSource, SyncClientProtocol
 
 __all__ = [
     "COLLECTIONS",
@@ -72,8 +75,6 @@ SyncProgress = bool | Callable[[dict[str, Any]], object] | None
 def database_errors(dest: str | os.PathLike[str] | Destination) -> Iterator[None]:
     """Errors of the database driver as :class:`DatabaseError`, with any password of ``dest``
     blotted out (the command line prints them)."""
-    from secfindings.errors import SecFindingsError
-
     try:
         yield
     except (SecFindingsError, ImportError, KeyboardInterrupt, OSError):
@@ -162,8 +163,6 @@ def _collections(collections: Sequence[str] | str | None) -> list[str]:
     names = [c.strip() for c in collections]
     for name in names:
         if name not in SNAPSHOTS:
-            from secfindings._shared import did_you_mean
-
             raise ValidationError(
                 f"unknown collection {name!r}{did_you_mean(name, COLLECTIONS)}; "
                 f"known: {', '.join(COLLECTIONS)} (or 'all')"
@@ -200,8 +199,6 @@ def sync(
     takes a full snapshot of each of ``collections`` (``"all"``, or names of :data:`COLLECTIONS`)
     into a table of that name with its ``_history``; their results are in
     ``result.collections``."""
-    from secfindings.sync._source import ClientSource
-
     target = parse_destination(dest)
     options = _options(fields, lookback, reconcile, reconcile_every, page_size, progress)
     return _run(ClientSource(client), target, options, _collections(collections))
@@ -268,14 +265,8 @@ def plan(
     """What :func:`sync` would do now with these arguments and what it would cost, without
     writing anything: it reads the destination's state and asks the server for the count of
     each walk (one request each, see :meth:`~secfindings.Paginator.estimate`)."""
-    from secfindings.filters import field
-    from secfindings.sync._model import _by_time, run_kinds
-    from secfindings.sync._source import ClientSource
-
     target = parse_destination(dest)
     options = _options(fields, lookback, reconcile, reconcile_every, page_size, None)
-    from secfindings.sync._model import _State
-
     state = _State()
     # A file that does not exist yet is not created by a plan.
     exists = target.path is None or os.path.exists(os.path.expanduser(target.path))
@@ -327,8 +318,6 @@ async def sync_async(
 ) -> SyncResult:
     """:func:`sync` for the async client: the database work runs in a worker thread, the event
     loop goes on. Cancelling the task stops the run at the next page and rolls it back."""
-    from secfindings.sync._source import AsyncSource
-
     target = parse_destination(dest)
     stop = threading.Event()
     options = _options(fields, lookback, reconcile, reconcile_every, page_size, progress, stop.is_set)
@@ -375,8 +364,6 @@ def watch(
         raise ValidationError(f"interval must be a positive number of seconds, not {interval!r}")
     if max_runs is not None and (isinstance(max_runs, bool) or not isinstance(max_runs, int) or max_runs < 1):
         raise ValidationError(f"max_runs must be a positive int or None, not {max_runs!r}")
-    from secfindings.sync._source import ClientSource
-
     target = parse_destination(dest)
     events: queue.Queue[int | None] = queue.Queue()
     subs = _subscribe(client, events) if subscribe else []

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import contextlib
+import queue
+import threading
 from collections.abc import Iterator
 from typing import Any
 
@@ -15,9 +17,6 @@ class ReadAhead(Iterator[Any]):
     _END = object()
 
     def __init__(self, source: Iterator[Any], size: int) -> None:
-        import queue
-        import threading
-
         self._queue: queue.Queue[Any] = queue.Queue(maxsize=max(1, size))
         self._closed = threading.Event()
         self._source = source
@@ -26,8 +25,6 @@ class ReadAhead(Iterator[Any]):
 
     def _put(self, item: Any) -> bool:
         """Puts an item, unless the consumer closed the walk meanwhile (then False)."""
-        import queue
-
         while not self._closed.is_set():
             try:
                 self._queue.put(item, timeout=0.1)
@@ -56,8 +53,6 @@ class ReadAhead(Iterator[Any]):
     def close(self) -> None:
         """Stops reading ahead (the walk is dropped with what it fetched)."""
         self._closed.set()
-        import queue
-
         with contextlib.suppress(queue.Empty):
             while True:
                 self._queue.get_nowait()

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import contextlib
 import datetime as dt
+import json
 import os
 import re
 import stat
@@ -578,8 +579,6 @@ class SQLite(_Adbc):
         # SQLite has no list type and its ADBC loader refuses lists: JSON text instead (the only
         # place a sync builds Python values, and only for list columns).
         pa = need("pyarrow", "arrow", "sync()")
-        import json
-
         columns = list(batch.columns)
         changed = False
         for i, column in enumerate(columns):

@@ -17,6 +17,7 @@ from typing import Any
 from secfindings import _newer, _plan
 from secfindings._schema import ANALYST
 from secfindings.errors import ConfigurationError
+from secfindings.filters import field
 from secfindings.sync._ahead import ReadAhead
 from secfindings.sync._dest import Backend, literal, quote
 from secfindings.sync._model import (
@@ -128,12 +129,10 @@ class Engine(Tables):
             result.incremental_requests += self.source.requests() - before
 
     def _filtered_walk(self, since: dt.datetime) -> Iterator[Any]:
-        from secfindings.filters import field as f
-
         return self._pages(
             fields=self.opt.fields,
             sort=["LAST_REPORTED_TIME_ASC", "ID_ASC"],
-            filters=f(_newer.KEY).gte(since.isoformat()),
+            filters=field(_newer.KEY).gte(since.isoformat()),
         )
 
     def _stage_walk(self, walk: Iterator[Any], state: _State, result: SyncResult) -> bool:
@@ -242,13 +241,11 @@ class Engine(Tables):
     def _verify(self, keys: list[int]) -> list[Any]:
         """The batches of the given ids that the server still lists (a walk by offset can skip a
         row when another vanishes before it, so absence is confirmed before a delete)."""
-        from secfindings.filters import field as f
-
         out: list[Any] = []
         for start in range(0, len(keys), self.opt.page_size):
             part = keys[start : start + self.opt.page_size]
             out.extend(
-                b for b in self._pages(fields=self.opt.fields, filters=f("id").in_(part)) if b.num_rows
+                b for b in self._pages(fields=self.opt.fields, filters=field("id").in_(part)) if b.num_rows
             )
         return out
 
@@ -296,11 +293,9 @@ class Engine(Tables):
         """The filter of a walk by id past ``after``: a range where the server honours one (a
         probe says), else none (the walk reads from the start; :class:`IdOrder` drops the ids
         up to ``after``, already committed)."""
-        from secfindings.filters import field as f
-
         if after is None or not self.source.capable(_plan.ID_RANGE):
             return None
-        return f("id").gte(after + 1)
+        return field("id").gte(after + 1)
 
     def _commit_chunk(
         self,
