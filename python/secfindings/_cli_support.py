@@ -26,6 +26,7 @@ from secfindings.errors import (
     ValidationError,
 )
 from secfindings.filters import filter_tree
+from secfindings.profiles import FLAG_PROFILE, resolve
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -53,21 +54,22 @@ class ExitCode(IntEnum):
 
 
 def client_from_env() -> secfindings.Client:
-    """A client from the environment, or from a prompt on a terminal."""
-    env = os.environ
-    token = env.get("SECFINDINGS_API_TOKEN")
-    base = env.get("SECFINDINGS_BASE_URL")
+    """A client from -p/--profile, the environment and the profiles file (flag > environment >
+    profile > defaults, :func:`secfindings.profiles.resolve`), or from a prompt on a terminal."""
+    settings = resolve(FLAG_PROFILE.get())
+    token = settings.token()
+    base = settings.base_url
     if not token or not base:
         if not sys.stdin.isatty():
             raise click.UsageError(
-                "no credentials: set SECFINDINGS_API_TOKEN and SECFINDINGS_BASE_URL "
-                "(they are never taken from the command line)"
+                "no credentials: set SECFINDINGS_API_TOKEN and SECFINDINGS_BASE_URL, or use a "
+                "profile (-p NAME; they are never taken from the command line)"
             )
         if not base:
             base = click.prompt("API base URL (ends in /api/v1)", err=True)
         if not token:
             token = click.prompt("API token", hide_input=True, err=True)
-    return secfindings.Client(token, base_url=base)
+    return secfindings.Client(token, **{**settings.client_kwargs(), "base_url": base})
 
 
 def interrupted() -> NoReturn:

@@ -1,0 +1,208 @@
+"""``secfindings profile add|list|show|remove`` and ``-p/--profile`` on every command
+(:mod:`secfindings.profiles` reads the file and resolves the settings)."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import sys
+from typing import Any
+
+import click
+
+from secfindings._cli_support import ExitCode, errors
+from secfindings.profiles import (
+    FLAG_PROFILE,
+    KEYRING_SERVICE,
+    OUTPUTS,
+    REGIONS,
+    Profile,
+    ProfileError,
+    check_name,
+    keyring_module,
+    load,
+    resolve,
+)
+
+#: Commands that take no -p (they need no tenant).
+NO_PROFILE = frozenset({"profile", "emulator", "diff"})
+
+
+def _set_profile(ctx: click.Context, param: click.Parameter, value: str | None) -> None:
+    """-p/--profile: the group's always sets (None resets what an earlier run in this process
+    set); a command's sets only when given, so ``secfindings -p a query`` keeps ``a``."""
+    if value is not None:
+        try:
+            check_name(value)
+        except ProfileError as exc:
+            raise click.BadParameter(str(exc), ctx=ctx, param=param) from None
+    if value is not None or isinstance(ctx.command, click.Group):
+        FLAG_PROFILE.set(value)
+
+
+def profile_option() -> click.Option:
+    return click.Option(
+        ["-p", "--profile"],
+        metavar="NAME",
+        expose_value=False,
+        is_eager=True,
+        callback=_set_profile,
+        help="The profile (tenant) to use; default $SECFINDINGS_PROFILE or the profiles file's default.",
+    )
+
+
+def install(main: click.Group) -> None:
+    """-p/--profile on the group and on every command that talks to the API."""
+    main.params.append(profile_option())
+    for name, command in main.commands.items():
+        if name not in NO_PROFILE and not any("--profile" in p.opts for p in command.params):
+            command.params.append(profile_option())
+
+
+@click.group("profile")
+def profile_group() -> None:
+    """Named tenants in the profiles file ($SECFINDINGS_CONFIG or
+    ~/.config/secfindings/profiles.toml); a token is never kept in it."""
+
+
+@profile_group.command("add")
+@click.argument("name")
+@click.option("--base-url", required=True, help="The API's URL, ending in /api/v1.")
+@click.option("--region", type=click.Choice(REGIONS), help="The identity provider's region.")
+@click.option("--auth-url", help="Another identity provider's endpoint (the emulator's).")
+@click.option("--output", type=click.Choice(OUTPUTS), help="The default output of finding(s).")
+@click.option(
+    "--token-from",
+    required=True,
+    metavar="keyring|env:NAME|command:CMD",
+    help="Where the token lives: the OS keyring (asked for now, hidden, or read from stdin), an "
+    "environment variable, or a command that prints it.",
+)
+@click.option("--default", "make_default", is_flag=True, help="Make it the default profile.")
+@click.option("--force", is_flag=True, help="Replace a profile of that name.")
+def add_command(
+    name: str,
+    base_url: str,
+    region: str | None,
+    auth_url: str | None,
+    output: str | None,
+    token_from: str,
+    make_default: bool,
+    force: bool,
+) -> None:
+    """Add the profile NAME (the token itself is never an argument)."""
+    with errors():
+        check_name(name)
+        source: dict[str, Any] = {}
+        kind, _, rest = token_from.partition(":")
+        if token_from == "keyring":
+            source["token_keyring"] = True
+        elif kind == "env" and rest:
+            source["token_env"] = rest
+        elif kind == "command" and rest.strip():
+            source["token_command"] = rest
+        else:
+            raise click.BadParameter(
+                f"{token_from!r}: give keyring, env:VARIABLE or command:COMMAND", param_hint="--token-from"
+            )
+        profile = Profile(name, base_url, region, auth_url, output, **source)
+        doc = load()
+        if name in doc.profiles and not force:
+            raise click.UsageError(f"profile {name!r} exists: give --force to replace it")
+        if profile.token_keyring:
+            keyring = keyring_module()
+            if sys.stdin.isatty():
+                token = click.prompt(f"API token for {name}", hide_input=True, err=True)
+            else:
+                token = sys.stdin.readline()
+            token = token.strip()
+            if not token:
+                raise click.UsageError("no token given (type it at the prompt or pipe it to stdin)")
+            keyring.set_password(KEYRING_SERVICE, name, token)
+        doc.profiles[name] = profile
+        if make_default or (doc.default is None and len(doc.profiles) == 1):
+            doc.default = name
+        doc.save()
+    click.echo(f"profile {name} saved to {doc.path} (token: {profile.token_source})", err=True)
+
+
+@profile_group.command("list")
+@click.option("--json", "as_json", is_flag=True, help="JSON lines instead of a table.")
+def list_command(as_json: bool) -> None:
+    """The profiles: name, base URL, region and where the token lives (never the token)."""
+    with errors():
+        doc = load()
+    rows = [
+        {
+            "name": p.name,
+            "default": p.name == doc.default,
+            "base_url": p.base_url,
+            "region": p.region,
+            "auth_url": p.auth_url,
+            "output": p.output,
+            "token": p.token_source,
+        }
+        for p in (doc.profiles[n] for n in sorted(doc.profiles))
+    ]
+    if as_json:
+        for row in rows:
+            click.echo(json.dumps(row, ensure_ascii=False))
+        return
+    if not rows:
+        click.echo(f"no profiles in {doc.path} (secfindings profile add NAME ...)", err=True)
+        return
+    width = max(len(str(r["name"])) for r in rows) + 2
+    for r in rows:
+        mark = "*" if r["default"] else " "
+        click.echo(f"{mark} {r['name']:<{width}}{r['base_url'] or '-'}  {r['token']}")
+
+
+@profile_group.command("show")
+@click.argument("name", required=False)
+@click.option("--json", "as_json", is_flag=True, help="One JSON object.")
+def show_command(name: str | None, as_json: bool) -> None:
+    """The settings a command would run with under NAME (default: the active profile) and where
+    each comes from: flag, environment, profile or default. No secret is shown."""
+    with errors():
+        settings = resolve(name if name is not None else FLAG_PROFILE.get())
+        token_state = "not set"
+        if settings.token_from is not None:
+            token_state = settings.token_from.token_source
+        elif settings.env_token is not None:
+            token_state = "environment $SECFINDINGS_API_TOKEN"
+    values = {
+        "profile": settings.profile,
+        "base_url": settings.base_url,
+        "region": settings.region,
+        "auth_url": settings.auth_url,
+        "output": settings.output,
+        "token": token_state,
+    }
+    if as_json:
+        click.echo(json.dumps({"settings": values, "sources": settings.sources}, ensure_ascii=False))
+        return
+    for key, value in values.items():
+        click.echo(
+            f"{key:<9} {value if value is not None else '-'}  ({settings.sources.get(key, 'default')})"
+        )
+
+
+@profile_group.command("remove")
+@click.argument("name")
+def remove_command(name: str) -> None:
+    """Remove the profile NAME (and its token from the keyring, where it is kept there)."""
+    with errors():
+        doc = load()
+        profile = doc.get(check_name(name))
+        del doc.profiles[name]
+        if doc.default == name:
+            doc.default = None
+        doc.save()
+        if profile.token_keyring:
+            keyring = keyring_module()
+            with contextlib.suppress(keyring.errors.PasswordDeleteError):
+                keyring.delete_password(KEYRING_SERVICE, name)
+    click.echo(f"profile {name} removed from {doc.path}", err=True)
+
+
+__all__ = ["ExitCode", "install", "profile_group"]

@@ -1,0 +1,84 @@
+"""The tenants an MCP server serves: the profiles asked for, else every profile of the file,
+else the one the environment names. One client per tenant, made on first use and shared by
+every call (so by the API token's shared request budget)."""
+
+from __future__ import annotations
+
+import threading
+from dataclasses import dataclass, field
+from typing import Any
+from urllib.parse import urlsplit
+
+import secfindings
+from secfindings.profiles import Settings, load, resolve
+
+#: The tenant's name when no profile is configured (the environment's settings).
+ENV_TENANT = "default"
+
+
+class TenantError(ValueError):
+    """A tenant missing or unknown (the tool answers it as an error, naming the tenants)."""
+
+
+@dataclass
+class Tenants:
+    settings: dict[str, Settings]
+    rate_limit: tuple[int, float] | None = None
+    _clients: dict[str, secfindings.Client] = field(default_factory=dict)
+    _lock: threading.Lock = field(default_factory=threading.Lock)
+
+    @classmethod
+    def configure(
+        cls, names: list[str] | None = None, rate_limit: tuple[int, float] | None = None
+    ) -> Tenants:
+        doc = load()
+        if names is None:
+            names = sorted(doc.profiles)
+        if not names:
+            return cls({ENV_TENANT: resolve(None, profiles=doc)}, rate_limit)
+        for name in names:
+            doc.get(name)
+        return cls({name: resolve(name, profiles=doc) for name in names}, rate_limit)
+
+    @property
+    def names(self) -> list[str]:
+        return sorted(self.settings)
+
+    @property
+    def several(self) -> bool:
+        return len(self.settings) > 1
+
+    def pick(self, tenant: str | None) -> str:
+        """The tenant a call names; with several configured there is no default."""
+        if tenant is None or tenant == "":
+            if self.several:
+                raise TenantError(f"name the tenant: one of {', '.join(self.names)}")
+            return self.names[0]
+        if tenant not in self.settings:
+            raise TenantError(f"unknown tenant {tenant!r}: one of {', '.join(self.names)}")
+        return tenant
+
+    def client(self, tenant: str) -> secfindings.Client:
+        with self._lock:
+            client = self._clients.get(tenant)
+            if client is None:
+                s = self.settings[tenant]
+                token = s.token()
+                if not token or not s.base_url:
+                    raise TenantError(f"tenant {tenant!r} has no base URL or token configured")
+                client = secfindings.Client(token, **s.client_kwargs(), rate_limit=self.rate_limit)
+                self._clients[tenant] = client
+            return client
+
+    def describe(self) -> list[dict[str, Any]]:
+        """The tenants without a secret: name and the API's host."""
+        return [
+            {"tenant": name, "host": urlsplit(self.settings[name].base_url or "").hostname}
+            for name in self.names
+        ]
+
+    def close(self) -> None:
+        with self._lock:
+            for client in self._clients.values():
+                client.close()
+            self._clients.clear()
