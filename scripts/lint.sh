@@ -3,7 +3,8 @@
 # pre-commit hooks, so they cannot drift apart. Uses the virtualenv of scripts/_venv.sh
 # (SECFINDINGS_VENV, default .venv) with the package installed: `make dev` first on a new clone.
 #
-#   scripts/lint.sh        rustfmt, clippy, ruff check, ruff format --check, mypy, stubtest
+#   scripts/lint.sh        rustfmt, clippy, ruff check, ruff format --check, mypy, the import
+#                          layering (scripts/layers.py), stubtest
 #   scripts/lint.sh fast   the same without clippy and stubtest (no Rust build, nothing imported)
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -36,6 +37,9 @@ step "ruff"
 
 step "mypy"
 "$PY" -m mypy
+
+step "layers"
+"$PY" scripts/layers.py
 
 if [ "$mode" = all ]; then
   step "stubtest"
