@@ -26,7 +26,8 @@ fn _native(m: &pyo3::Bound<'_, pyo3::types::PyModule>) -> pyo3::PyResult<()> {
     m.add_function(wrap_pyfunction!(py::operations::catalog, m)?)?;
     m.add_function(wrap_pyfunction!(py::operations::builtin_sdl, m)?)?;
     m.add_function(wrap_pyfunction!(py::operations::input_objects, m)?)?;
-    m.add_function(wrap_pyfunction!(py::operations::build_operation, m)?)?;
+    m.add_function(wrap_pyfunction!(py::prepared::prepare_operation, m)?)?;
+    m.add_class::<py::prepared::PreparedOperation>()?;
     m.add_function(wrap_pyfunction!(py::operations::to_global_id, m)?)?;
     m.add_function(wrap_pyfunction!(py::operations::from_global_id, m)?)?;
     m.add_function(wrap_pyfunction!(py::observe::observe_attempts, m)?)?;

@@ -642,7 +642,7 @@ def test_a_typed_walk_and_a_typed_call(either: Either) -> None:
 def test_default_selections_are_valid_against_the_emulator_schema(emulator: Emulator) -> None:
     from graphql import build_schema, parse, validate
 
-    from secfindings._native import build_operation
+    from secfindings._native import prepare_operation
 
     schema = build_schema(emulator.sdl())
     samples = {
@@ -656,7 +656,7 @@ def test_default_selections_are_valid_against_the_emulator_schema(emulator: Emul
     }
     for name, op in OPS.items():
         args = {a: samples.get(t.strip("[]!"), {}) for a, t in op["args"] if t.endswith("!")}
-        doc = build_operation(name, args)["query"]
+        doc = prepare_operation(name, args).query
         assert validate(schema, parse(doc)) == [], (name, doc)
         if op["kind"] == "mutation":
             assert op["selection"] == "ok", name

@@ -264,7 +264,9 @@ class LiveNative:
 
     def _prepare(
         self, schema: Schema | None, name: str, args: Mapping[str, Any], fields: str | None
-    ) -> str | None:
+    ) -> _native.PreparedOperation:
+        """The catalog operation ``name`` built once by the core (its argument checks and
+        coercions), then checked against the live schema: the object returned is what is sent."""
         fields = self._selection(schema, name, fields)
         config = args.get("filters_config")
         if isinstance(config, Mapping) and config.get("filtersjson") is not None:
@@ -278,10 +280,10 @@ class LiveNative:
             )
             if problem:
                 raise ValidationError(problem)
+        prepared = _native.prepare_operation(name, dict(args), fields)
         if schema is not None:
-            built = _native.build_operation(name, dict(args), fields)
-            self._check(schema, built["query"], built["variables"], name, converted=True)
-        return fields
+            self._check(schema, prepared.query, prepared.variables, name, converted=True)
+        return prepared
 
     # ------------------------------------------------------------------------------ the calls
 
@@ -314,12 +316,11 @@ class LiveNative:
         return self._n.paginate(query, variables, operation_name, path, page_size, limit)
 
     def call(self, name: str, args: Mapping[str, Any], fields: str | None = None) -> Any:
-        fields = self._prepare(self.schema_sync(), name, args, fields)
-        return self._n.call(name, args, fields)
+        return self._n.call_prepared(self._prepare(self.schema_sync(), name, args, fields))
 
     async def call_async(self, name: str, args: Mapping[str, Any], fields: str | None = None) -> Any:
-        fields = self._prepare(await self.schema_async(), name, args, fields)
-        return await self._n.call_async(name, args, fields)
+        prepared = self._prepare(await self.schema_async(), name, args, fields)
+        return await self._n.call_prepared_async(prepared)
 
     def paginate_operation(
         self,
@@ -331,8 +332,8 @@ class LiveNative:
     ) -> Any:
         # Also for AsyncClient (a paginator is made without awaiting): the first need of the
         # schema there waits for it, once per base URL and process.
-        fields = self._prepare(self.schema_sync(), name, args, fields)
-        return self._n.paginate_operation(name, args, fields, page_size, limit)
+        prepared = self._prepare(self.schema_sync(), name, args, fields)
+        return self._n.paginate_prepared(prepared, page_size, limit)
 
     def subscribe(
         self,

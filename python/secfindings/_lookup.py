@@ -216,7 +216,7 @@ class LookupNative(LiveNative):
         """The raw objects of ``name`` for ``ids`` (None where one does not exist), in order."""
         if not ids:
             return []
-        fields = self._prepare(self.schema_sync(), name, {"id": ids[0]}, fields)
+        fields = self._prepare(self.schema_sync(), name, {"id": ids[0]}, fields).fields
         if LOOKUPS[name].kind == "mutation":
             return _merged_mutations(self._n, name, ids, fields, batch_size)
         raws: list[Any] = self._n.lookup(name, ids, fields, batch_size)
@@ -225,7 +225,7 @@ class LookupNative(LiveNative):
     async def lookup_async(self, name: str, ids: list[Id], fields: str | None, batch_size: int) -> list[Any]:
         if not ids:
             return []
-        fields = self._prepare(await self.schema_async(), name, {"id": ids[0]}, fields)
+        fields = self._prepare(await self.schema_async(), name, {"id": ids[0]}, fields).fields
         if LOOKUPS[name].kind == "mutation":
             return await _merged_mutations_async(self._n, name, ids, fields, batch_size)
         raws: list[Any] = await self._n.lookup_async(name, ids, fields, batch_size)

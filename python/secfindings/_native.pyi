@@ -9,8 +9,8 @@ __all__ = [
     "NativeEmulator",
     "NativePages",
     "NativeSubscription",
+    "PreparedOperation",
     "__version__",
-    "build_operation",
     "builtin_sdl",
     "call_var",
     "catalog",
@@ -18,9 +18,12 @@ __all__ = [
     "from_global_id",
     "input_objects",
     "observe_attempts",
+    "parse_datetime",
     "poll_backoff",
+    "prepare_operation",
     "prepare_request",
     "reset_log_cache",
+    "suggestions",
     "to_global_id",
 ]
 
@@ -83,15 +86,10 @@ class NativeClient:
         page_size: int | None = None,
         limit: int | None = None,
     ) -> NativePages: ...
-    def call(self, name: str, args: dict[str, Any], fields: str | None = None) -> Any: ...
-    def call_async(self, name: str, args: dict[str, Any], fields: str | None = None) -> Any: ...
-    def paginate_operation(
-        self,
-        name: str,
-        args: dict[str, Any],
-        fields: str | None = None,
-        page_size: int | None = None,
-        limit: int | None = None,
+    def call_prepared(self, prepared: PreparedOperation) -> Any: ...
+    def call_prepared_async(self, prepared: PreparedOperation) -> Awaitable[Any]: ...
+    def paginate_prepared(
+        self, prepared: PreparedOperation, page_size: int | None = None, limit: int | None = None
     ) -> NativePages: ...
     def subscribe(
         self,
@@ -236,8 +234,20 @@ def observe_attempts(
 def builtin_sdl() -> str: ...
 def catalog() -> list[dict[str, Any]]: ...
 def input_objects() -> dict[str, list[tuple[str, str]]]: ...
-def build_operation(name: str, args: dict[str, Any], fields: str | None = None) -> dict[str, Any]: ...
 def to_global_id(type_name: str, pk: str | int) -> str: ...
 def from_global_id(id: str) -> tuple[str, str]: ...
+@final
+class PreparedOperation:
+    """A catalog operation built once by the core; sent as it is."""
+    @property
+    def name(self) -> str: ...
+    @property
+    def fields(self) -> str | None: ...
+    @property
+    def query(self) -> str: ...
+    @property
+    def variables(self) -> dict[str, Any]: ...
+
+def prepare_operation(name: str, args: dict[str, Any], fields: str | None = None) -> PreparedOperation: ...
 def parse_datetime(text: str) -> dt.datetime | None: ...
 def suggestions(name: str, candidates: list[str], n: int = 3, prefixes: bool = True) -> list[str]: ...

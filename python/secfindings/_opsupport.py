@@ -1,7 +1,10 @@
 """What the generated typed methods (``_operations.py``) share: the client they call (the
 :class:`Native` protocol), selections, filters, warnings, typed results.
 
-Conversion only: every check of the arguments themselves happens once, in the Rust core.
+Conversion only. A call's arguments are checked and its document built once, by the Rust core
+(``_native.prepare_operation``); the live-schema layer (:class:`secfindings._live.LiveNative`)
+checks that built object against the server's schema, and the client sends the same object,
+not a second build.
 """
 
 from __future__ import annotations

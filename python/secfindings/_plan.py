@@ -202,9 +202,7 @@ def filter_variables(
         config["filtersjson"] = filter_tree(filters)
     if not config:
         return {}
-    built = _native.build_operation("findings_view", {"filters_config": config}, "id_int")
-    variables: dict[str, Any] = built["variables"]
-    return variables
+    return _native.prepare_operation("findings_view", {"filters_config": config}, "id_int").variables
 
 
 # ---------------------------------------------------------------------------------- drivers

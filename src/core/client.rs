@@ -8,8 +8,8 @@ use serde_json::{Map, Value};
 use super::config::{Settings, SettingsInput};
 use super::error::{Error, Result};
 use super::graphql::{decode_response, prepare};
-use super::operations::{build, find};
 use super::paging::{PageSpec, PageStream};
+use super::prepared::{prepare_operation, Prepared};
 use super::transport::Transport;
 
 /// One client: one connection pool, one token provider. Cheap to clone (an `Arc`).
@@ -111,16 +111,12 @@ impl CoreClient {
         args: Map<String, Value>,
         fields: Option<&str>,
     ) -> Result<Bytes> {
-        let op = find(name)?;
-        if op.is_connection() {
-            return Err(Error::validation(format!(
-                "{name}() returns a connection: page it with paginate_operation"
-            )));
-        }
-        let built = build(op, args, fields)?;
-        let mut req = prepare(&built.query, Some(&built.variables), Some(op.name))?;
-        req.retry = op.retry;
-        self.transport.send(&req).await
+        self.call_prepared(&prepare_operation(name, args, fields)?).await
+    }
+
+    /// Sends a catalog operation built by [`prepare_operation`] as it was built (and checked).
+    pub async fn call_prepared(&self, prepared: &Prepared) -> Result<Bytes> {
+        self.transport.send(prepared.request()?).await
     }
 
     /// Many lookups of one object by id in few requests (see [`super::lookup`]).
@@ -148,20 +144,6 @@ impl CoreClient {
         page_size: u32,
         limit: Option<u64>,
     ) -> Result<PageStream> {
-        let op = find(name)?;
-        if !op.is_connection() {
-            return Err(Error::validation(format!("{name}() does not return a connection")));
-        }
-        let built = build(op, args, fields)?;
-        let selection = fields.unwrap_or(op.selection).to_string();
-        self.paginate(PageSpec {
-            query: built.query,
-            variables: built.variables,
-            operation_name: Some(op.name.to_string()),
-            path: Some(op.name.to_string()),
-            page_size,
-            limit,
-            node: Some((op.returns.type_name().to_string(), selection)),
-        })
+        self.paginate(prepare_operation(name, args, fields)?.page_spec(page_size, limit)?)
     }
 }

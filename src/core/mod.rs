@@ -18,6 +18,7 @@ pub mod lookup;
 pub mod observe;
 pub mod operations;
 pub mod paging;
+pub mod prepared;
 pub mod retry;
 pub mod scalars;
 pub mod scan;

@@ -1,6 +1,8 @@
 //! The native client both Python classes wrap: `Client` blocks on the core future with the GIL
 //! released, `AsyncClient` awaits the same future through asyncio. Nothing is decided here.
 
+use std::sync::Arc;
+
 use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyList};
 
@@ -9,10 +11,10 @@ use crate::core::paging::PageSpec;
 use crate::core::secret::Redactor;
 use crate::core::{CoreClient, Error};
 use crate::py::completions::{self, Outcome};
-use crate::py::convert::from_dict;
 use crate::py::decode;
 use crate::py::errors::to_py as err;
 use crate::py::paging::NativePages;
+use crate::py::prepared::PreparedOperation;
 use crate::py::runtime::{block_on, runtime};
 
 #[pyclass(frozen, module = "secfindings._native")]
@@ -248,37 +250,29 @@ impl NativeClient {
         Ok(NativePages::new(stream, core.settings().redactor.clone()))
     }
 
-    /// Runs one catalog operation (not a connection) and returns its field's value.
-    #[pyo3(signature = (name, args, fields=None))]
-    fn call(
-        &self,
-        py: Python<'_>,
-        name: String,
-        args: Bound<'_, PyDict>,
-        fields: Option<String>,
-    ) -> PyResult<Py<PyAny>> {
+    /// Sends a catalog operation built by `prepare_operation` as it was built (and checked) and
+    /// returns its field's value (`data[name]`).
+    fn call_prepared(&self, py: Python<'_>, prepared: &PreparedOperation) -> PyResult<Py<PyAny>> {
         let core = self.check()?.clone();
-        let args = from_dict(&args, "")?;
-        let out = block_on(py, async { core.call_raw(&name, args, fields.as_deref()).await })?;
+        let prepared = Arc::clone(&prepared.inner);
+        let out = block_on(py, async { core.call_prepared(&prepared).await })?;
         let body = out.map_err(err)?;
-        field(py, &body, &name, &core.settings().redactor)
+        field(py, &body, prepared.operation().name, &core.settings().redactor)
     }
 
-    /// The awaitable twin of `call`.
-    #[pyo3(signature = (name, args, fields=None))]
-    fn call_async<'py>(
+    /// The awaitable twin of `call_prepared`.
+    fn call_prepared_async<'py>(
         &self,
         py: Python<'py>,
-        name: String,
-        args: Bound<'py, PyDict>,
-        fields: Option<String>,
+        prepared: &PreparedOperation,
     ) -> PyResult<Bound<'py, PyAny>> {
         let core = self.check()?.clone();
-        let args = from_dict(&args, "")?;
+        let prepared = Arc::clone(&prepared.inner);
         let redactor = core.settings().redactor.clone();
         completions::submit(py, async move {
-            let body = core.call_raw(&name, args, fields.as_deref()).await?;
-            Ok(Outcome::with(move |py| field(py, &body, &name, &redactor)))
+            let body = core.call_prepared(&prepared).await?;
+            let name = prepared.operation().name;
+            Ok(Outcome::with(move |py| field(py, &body, name, &redactor)))
         })
     }
 
@@ -333,21 +327,19 @@ impl NativeClient {
         Ok(d)
     }
 
-    /// A lazy walk over a catalog operation that returns a connection.
-    #[pyo3(signature = (name, args, fields=None, page_size=None, limit=None))]
-    fn paginate_operation(
+    /// A lazy walk over a catalog operation (built by `prepare_operation`) that returns a
+    /// connection: its document as built, `first` and `after` added per page.
+    #[pyo3(signature = (prepared, page_size=None, limit=None))]
+    fn paginate_prepared(
         &self,
-        name: String,
-        args: Bound<'_, PyDict>,
-        fields: Option<String>,
+        prepared: &PreparedOperation,
         page_size: Option<Bound<'_, PyAny>>,
         limit: Option<Bound<'_, PyAny>>,
     ) -> PyResult<NativePages> {
         let core = self.check()?.clone();
-        let args = from_dict(&args, "")?;
         let (page_size, limit) = page_bounds(page_size.as_ref(), limit.as_ref())?;
-        let stream =
-            core.paginate_operation(&name, args, fields.as_deref(), page_size, limit).map_err(err)?;
+        let spec = prepared.inner.page_spec(page_size, limit).map_err(err)?;
+        let stream = core.paginate(spec).map_err(err)?;
         Ok(NativePages::new(stream, core.settings().redactor.clone()))
     }
 

@@ -10,6 +10,7 @@ pub mod errors;
 pub mod observe;
 pub mod operations;
 pub mod paging;
+pub mod prepared;
 pub mod runtime;
 pub mod subscribe;
 pub mod text;

@@ -57,24 +57,6 @@ pub fn input_objects(py: Python<'_>) -> PyResult<Bound<'_, PyDict>> {
     Ok(out)
 }
 
-/// Builds the document and variables of a catalog operation without sending anything.
-#[pyfunction]
-#[pyo3(signature = (name, args, fields=None))]
-pub fn build_operation<'py>(
-    py: Python<'py>,
-    name: &str,
-    args: Bound<'py, PyDict>,
-    fields: Option<&str>,
-) -> PyResult<Bound<'py, PyDict>> {
-    let op = operations::find(name).map_err(err)?;
-    let args = crate::py::convert::from_dict(&args, "")?;
-    let built = operations::build(op, args, fields).map_err(err)?;
-    let d = PyDict::new(py);
-    d.set_item("query", built.query)?;
-    d.set_item("variables", crate::py::values::dict(py, &built.variables)?)?;
-    Ok(d)
-}
-
 /// `to_global_id("Finding", 17)` -> `"RmluZGluZzoxNw=="`.
 #[pyfunction]
 pub fn to_global_id(type_name: &str, pk: &Bound<'_, PyAny>) -> PyResult<String> {
