@@ -418,6 +418,7 @@ class Client(_Base, SyncOperations):
         page_size: int = 100,
         progress: Any = None,
         collections: Sequence[str] | str | None = None,
+        filters: Any = None,
     ) -> SyncResult:
         """Brings a local copy of the findings in ``dest`` up to date and returns what the run
         did (:class:`~secfindings.sync.SyncResult`).
@@ -434,7 +435,9 @@ class Client(_Base, SyncOperations):
         removed findings) runs every ``reconcile_every``, or now with ``reconcile=True``, never
         with ``False``. Where the server cannot sort and filter by ``last_reported_time``, every
         run reconciles. ``collections`` (``"all"`` or names such as ``"scoring_rules"``): full
-        snapshots with history of the other collections too. See docs/guides/sync.md.
+        snapshots with history of the other collections too. ``filters``: the table holds
+        exactly the findings that match (a destination keeps its filter; see the guide).
+        See docs/guides/sync.md.
         """
         return sync(
             self,
@@ -446,6 +449,7 @@ class Client(_Base, SyncOperations):
             page_size=page_size,
             progress=progress,
             collections=collections,
+            filters=filters,
         )
 
     def schema(self, refresh: bool = False) -> Schema | None:
@@ -653,6 +657,7 @@ class AsyncClient(_Base, AsyncOperations):
         page_size: int = 100,
         progress: Any = None,
         collections: Sequence[str] | str | None = None,
+        filters: Any = None,
     ) -> SyncResult:
         """:meth:`Client.sync`, awaited: the database work runs in a worker thread while the
         event loop goes on; cancelling the task rolls the run back."""
@@ -666,6 +671,7 @@ class AsyncClient(_Base, AsyncOperations):
             page_size=page_size,
             progress=progress,
             collections=collections,
+            filters=filters,
         )
 
     async def schema(self, refresh: bool = False) -> Schema | None:

@@ -492,6 +492,8 @@ def _seconds(name: str, text: str) -> float:
     help="Reconcile every finding now / never (default: when --reconcile-every has passed).",
 )
 @click.option("--reconcile-every", default="24h", show_default=True, help="How often a full reconcile runs.")
+@filter_option("Only the findings that match (the table holds exactly those; DEST keeps its filter).")
+@plain_options
 @page_size_option
 @click.option(
     "--watch", is_flag=True, help="Stay current: by subscription where the server has one, else by polling."
@@ -521,6 +523,9 @@ def sync_command(
     progress: bool,
     collections: str | None,
     dry_run: bool,
+    filter_json: JSONText | None = None,
+    severity: str | None = None,
+    status: str | None = None,
 ) -> None:
     """Copy the findings into DEST and keep the copy current.
 
@@ -536,6 +541,7 @@ def sync_command(
         "page_size": page_size,
         "progress": progress,
         "collections": collections,
+        "filters": findings_filter(filter_json, severity, status),
     }
     every = _seconds("--interval", interval)
     with errors(), sync_module.database_errors(dest):

@@ -25,6 +25,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from secfindings import _newer, _plan
+from secfindings._plain import check_values
 from secfindings._shared import did_you_mean
 from secfindings.errors import SecFindingsError, ValidationError
 from secfindings.filters import field
@@ -48,6 +49,7 @@ from secfindings.sync._engine import (
     with_required,
 )
 from secfindings.sync._model import _by_time, _State, run_kinds
+from secfindings.sync._scope import refuse_change, scope_of
 from secfindings.sync._source import AsyncClientProtocol, AsyncSource, ClientSource, SyncClientProtocol
 
 __all__ = [
@@ -107,6 +109,7 @@ def _options(
     page_size: int,
     progress: SyncProgress,
     should_stop: Callable[[], bool] | None = None,
+    filters: Any = None,
 ) -> Options:
     if not isinstance(fields, str):
         if not all(isinstance(f, str) for f in fields):
@@ -127,6 +130,7 @@ def _options(
         page_size=page_size,
         should_stop=should_stop,
         on_page=_progress(progress),
+        scope=scope_of(filters),
     )
 
 
@@ -194,13 +198,23 @@ def sync(
     page_size: int = 100,
     progress: SyncProgress = None,
     collections: Sequence[str] | str | None = None,
+    filters: Any = None,
 ) -> SyncResult:
     """Brings the findings in ``dest`` up to date (see :meth:`secfindings.Client.sync`), then
     takes a full snapshot of each of ``collections`` (``"all"``, or names of :data:`COLLECTIONS`)
     into a table of that name with its ``_history``; their results are in
-    ``result.collections``."""
+    ``result.collections``.
+
+    ``filters`` (a :mod:`secfindings.filters` filter, a dict tree or its JSON text): the table
+    holds exactly the findings that match it. Full loads and reconciles send it to the server;
+    incremental runs read the changed findings unfiltered and judge each (on its row, or by
+    asking the server), removing those that left the filter. A destination keeps the filter it
+    was synced with: another one is refused unless ``reconcile=True`` (a load again under the
+    new one). See docs/guides/sync.md."""
     target = parse_destination(dest)
-    options = _options(fields, lookback, reconcile, reconcile_every, page_size, progress)
+    options = _options(fields, lookback, reconcile, reconcile_every, page_size, progress, filters=filters)
+    if options.scope is not None:
+        check_values(client, options.scope.tree)
     return _run(ClientSource(client), target, options, _collections(collections))
 
 
@@ -261,12 +275,13 @@ def plan(
     reconcile: bool | None = None,
     reconcile_every: dt.timedelta | float = dt.timedelta(hours=24),
     page_size: int = 100,
+    filters: Any = None,
 ) -> SyncPlan:
     """What :func:`sync` would do now with these arguments and what it would cost, without
     writing anything: it reads the destination's state and asks the server for the count of
     each walk (one request each, see :meth:`~secfindings.Paginator.estimate`)."""
     target = parse_destination(dest)
-    options = _options(fields, lookback, reconcile, reconcile_every, page_size, None)
+    options = _options(fields, lookback, reconcile, reconcile_every, page_size, None, filters=filters)
     state = _State()
     # A file that does not exist yet is not created by a plan.
     exists = target.path is None or os.path.exists(os.path.expanduser(target.path))
@@ -278,6 +293,11 @@ def plan(
                     state = Engine(backend, ClientSource(client), options, FINDINGS).state()
             finally:
                 backend.close()
+    wanted = options.scope.text if options.scope is not None else None
+    if state.fields is not None and state.filters != wanted:
+        if reconcile is not True:
+            refuse_change(str(target), state.filters, wanted)
+        state.last_full_reconcile = state.reconcile_after_id = None  # a load again under the new filter
     now = dt.datetime.now(dt.timezone.utc)
     by_time = _by_time(client.schema())
     kinds = run_kinds(state, by_time, now, options)
@@ -295,11 +315,10 @@ def plan(
     if "reconcile" in kinds or "first" in kinds:
         after = state.reconcile_after_id
         ranged = after is not None and _plan.capable(client, _plan.ID_RANGE)
+        past = field("id").gte(after + 1) if ranged and after is not None else None
+        scoped = past if options.scope is None else options.scope.with_(past)
         result.reconcile = client.findings_view(
-            fields="id_int",
-            sort=["ID_ASC"],
-            filters=field("id").gte(after + 1) if ranged and after is not None else None,
-            page_size=page_size,
+            fields="id_int", sort=["ID_ASC"], filters=scoped, page_size=page_size
         ).estimate()
     return result
 
@@ -315,12 +334,17 @@ async def sync_async(
     page_size: int = 100,
     progress: SyncProgress = None,
     collections: Sequence[str] | str | None = None,
+    filters: Any = None,
 ) -> SyncResult:
     """:func:`sync` for the async client: the database work runs in a worker thread, the event
     loop goes on. Cancelling the task stops the run at the next page and rolls it back."""
     target = parse_destination(dest)
     stop = threading.Event()
-    options = _options(fields, lookback, reconcile, reconcile_every, page_size, progress, stop.is_set)
+    options = _options(
+        fields, lookback, reconcile, reconcile_every, page_size, progress, stop.is_set, filters=filters
+    )
+    if options.scope is not None:
+        check_values(None, options.scope.tree)  # the names; the server checks the rest
     loop = asyncio.get_running_loop()
     names = _collections(collections)
     future = loop.run_in_executor(None, _run, AsyncSource(client, loop), target, options, names)
@@ -394,6 +418,7 @@ def watch(
                     kwargs.get("reconcile_every", dt.timedelta(hours=24)),
                     kwargs.get("page_size", 100),
                     kwargs.get("progress"),
+                    filters=kwargs.get("filters"),
                 )
                 ids = sorted(i for i in pending if i is not None)
                 backend = connect(target)

@@ -36,6 +36,7 @@ from secfindings.sync._model import (
     with_required,
 )
 from secfindings.sync._order import IdOrder
+from secfindings.sync._scope import refuse_change
 from secfindings.sync._tables import STAGE, Tables, future, warn
 
 __all__ = [
@@ -77,6 +78,8 @@ class Engine(Tables):
         self._order: IdOrder | None = None
         self.readable = True  # whether the rows carry last_reported_time (see _settle_fields)
         self._start: int | None = None
+        #: An incremental run's changed findings: whether each matches the sync's filter.
+        self._verdicts: dict[int, bool] = {}
         if not self.opt.chunk_pages:
             self.opt.chunk_pages = backend.chunk_pages or CHUNK_PAGES
 
@@ -112,14 +115,17 @@ class Engine(Tables):
             newer = self.source.newer(_newer.KEY)
             with self.db.transaction():
                 self.db.execute(f"DROP TABLE IF EXISTS {STAGE}")
+                self._verdicts = {}
                 if newer.filtered:
-                    staged = self._stage_walk(self._filtered_walk(since), state, result)
+                    staged = self._stage_walk(self._judged(self._filtered_walk(since)), state, result)
                     newest, newest_id = self._watermark_of_stage(result) if staged else (None, None)
                 else:
                     staged, newest, newest_id = self._newest_first(newer, since, state, result)
                 if staged:
+                    left = self._out_of_scope()
                     self._merge(started, result)
                     self.db.execute(f"DROP TABLE {STAGE}")
+                    self._remove(left, started, result)
                 if newest is not None and newest >= state.watermark:
                     state.watermark, state.watermark_id = newest, newest_id
                 state.lookback_seconds = self.opt.lookback.total_seconds()
@@ -134,6 +140,56 @@ class Engine(Tables):
             sort=["LAST_REPORTED_TIME_ASC", "ID_ASC"],
             filters=field(_newer.KEY).gte(since.isoformat()),
         )
+
+    def _judged(self, walk: Iterator[Any]) -> Iterator[Any]:
+        for batch in walk:
+            self._judge(batch)
+            yield batch
+
+    def _judge(self, batch: Any) -> None:
+        """Notes whether each changed row matches the sync's filter (an incremental run reads
+        the changes unfiltered: a finding that left the filter must be seen to be removed)."""
+        scope = self._scope()
+        if scope is not None and batch.num_rows:
+            self._verdicts.update(scope.matching(batch, self.col.key, self._server_matches))
+
+    def _server_matches(self, ids: list[int]) -> set[int]:
+        """Which of ``ids`` match the filter, as the server says (one request a page of ids)."""
+        scope = self._scope()
+        assert scope is not None
+        found: set[int] = set()
+        for start in range(0, len(ids), self.opt.page_size):
+            part = ids[start : start + self.opt.page_size]
+            for b in self.source.batches(
+                page_size=self.opt.page_size, fields="id_int", filters=scope.with_(field("id").in_(part))
+            ):
+                found.update(int(v) for v in b.column("id_int").to_pylist() if v is not None)
+        return found
+
+    def _out_of_scope(self) -> list[int]:
+        """The staged findings that do not match the filter, taken out of the stage; returns
+        those of them the table holds (to remove, their version closed)."""
+        left = sorted(k for k, ok in self._verdicts.items() if not ok)
+        self._verdicts = {}
+        if not left or self.db.columns(self.col.name) is None:
+            return []
+        key = quote(self.col.key)
+        present: list[int] = []
+        for start in range(0, len(left), 500):
+            part = ", ".join(literal(k) for k in left[start : start + 500])
+            self.db.execute(f"DELETE FROM {STAGE} WHERE {key} IN ({part})")
+            rows = self.db.query(f"SELECT {key} FROM {quote(self.col.name)} WHERE {key} IN ({part})")
+            present.extend(int(r[0]) for r in rows)
+        return present
+
+    def _scope(self) -> Any:
+        return self.opt.scope if self.col is FINDINGS else None
+
+    def _scoped(self, extra: Any) -> Any:
+        """A walk's filter within the sync's filter (sent to the server: full loads, reconciles
+        and lookups by id read only what matches)."""
+        scope = self._scope()
+        return extra if scope is None else scope.with_(extra)
 
     def _stage_walk(self, walk: Iterator[Any], state: _State, result: SyncResult) -> bool:
         """Stages a walk's batches, ``chunk_pages`` at a time; whether anything was staged."""
@@ -174,6 +230,7 @@ class Engine(Tables):
                 result.rows_read += batch.num_rows
                 if not batch.num_rows:
                     continue
+                self._judge(batch)
                 chunk.append(batch)
                 if len(chunk) >= self.opt.chunk_pages:
                     self._stage(chunk, state)
@@ -245,7 +302,9 @@ class Engine(Tables):
         for start in range(0, len(keys), self.opt.page_size):
             part = keys[start : start + self.opt.page_size]
             out.extend(
-                b for b in self._pages(fields=self.opt.fields, filters=field("id").in_(part)) if b.num_rows
+                b
+                for b in self._pages(fields=self.opt.fields, filters=self._scoped(field("id").in_(part)))
+                if b.num_rows
             )
         return out
 
@@ -265,7 +324,10 @@ class Engine(Tables):
             # The first load into an empty table (or past what a killed first load committed):
             # every row is new, so chunks are appended without staging and comparing.
             self.fresh = state.last_full_reconcile is None and not self._rows_after(after)
-            walk = self._pages(fields=self.opt.fields, sort=["ID_ASC"], filters=self._past(after))
+            walk = self._pages(
+                fields=self.opt.fields, sort=["ID_ASC"], filters=self._scoped(self._past(after))
+            )
+            scope = self._scope()
             self._order = order = IdOrder(self.col.key, after)
             self._start = after
             chunk: list[Any] = []
@@ -276,6 +338,8 @@ class Engine(Tables):
                     result.rows_read += batch.num_rows
                     unbroken = not order.broken
                     batch = order.take(batch)
+                    if scope is not None:
+                        batch = scope.keep(batch)  # a server that ignored the filter
                     if order.broken and unbroken:
                         self._disorder(result, after, [*chunk, batch])
                     if batch.num_rows:
@@ -521,6 +585,8 @@ class Engine(Tables):
                 f"{self.db.dest} was synced with fields={state.fields!r}, not {self.opt.fields!r}: "
                 "use the same fields, or a new destination"
             )
+        if self.col is FINDINGS:
+            self._settle_scope(state)
         state.fields = self.opt.fields
         by_time = _by_time(schema)
         kinds = self.kinds(state, by_time, started)
@@ -541,6 +607,19 @@ class Engine(Tables):
         with self.db.transaction():
             self._log(result, started, "ok")
         return result
+
+    def _settle_scope(self, state: _State) -> None:
+        """The filter of this run against the one the destination was synced with: the same, or
+        (with ``reconcile=True``) a load again under the new one, over the rows there: compared
+        chunk by chunk, those that left the filter removed, the history kept."""
+        wanted = self.opt.scope.text if self.opt.scope is not None else None
+        synced = state.fields is not None
+        if synced and state.filters != wanted:
+            if self.opt.reconcile is not True:
+                refuse_change(str(self.db.dest), state.filters, wanted)
+            state.last_full_reconcile = None  # the state is written at the first chunk's commit
+            state.reconcile_after_id = state.reconcile_started = state.reconcile_mark = None
+        state.filters = wanted
 
     def _settle_fields(self, result: SyncResult) -> Any:
         """The selection for this server: ``last_reported_time`` added where its rows have it;

@@ -9,9 +9,12 @@ import math
 import uuid
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from secfindings._newer import by_time
+
+if TYPE_CHECKING:
+    from secfindings.sync._scope import Scope
 
 __all__ = [
     "FINDINGS",
@@ -77,6 +80,8 @@ class Options:
     chunk_pages: int = 0  # 0: CHUNK_PAGES
     should_stop: Callable[[], bool] | None = None
     on_page: Callable[[int], None] | None = None
+    #: The filter the table holds the findings of (None: every finding).
+    scope: Scope | None = None
 
 
 @dataclass
@@ -176,6 +181,8 @@ class _State:
     reconcile_after_id: int | None = None
     reconcile_mark: dt.datetime | None = None
     reconcile_started: dt.datetime | None = None
+    #: The canonical JSON of the sync's filter (None: every finding).
+    filters: str | None = None
 
 
 def _now() -> dt.datetime:

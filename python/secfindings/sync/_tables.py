@@ -38,6 +38,7 @@ META_COLUMNS = {
     STATE: [
         "collection", "fields", "columns", "watermark", "watermark_id", "lookback_seconds",
         "last_full_reconcile", "reconcile_after_id", "reconcile_mark", "reconcile_started", "updated_at",
+        "filters",
     ],
     RUNS: [
         "run_id", "collection", "kind", "status", "started_at", "finished_at", "rows_read", "created",
@@ -71,10 +72,14 @@ def _aware(value: Any) -> dt.datetime | None:
     return None
 
 
+#: The columns of a sync_state made before ``filters`` (a column added to it on the next run).
+OLD_STATE = [c for c in META_COLUMNS[STATE] if c != "filters"]
+
+
 def _ours(db: Backend, table: str, names: list[str]) -> None:
     """Refuses a table ``table`` that exists with other columns than ``names`` (not a sync's)."""
     have = db.columns(table)
-    if have is not None and have != names:
+    if have is not None and have != names and not (table == STATE and have == OLD_STATE):
         raise ConfigurationError(
             f"{db.dest} has a table {table} that a sync did not make (its columns: "
             f"{', '.join(have[:8])}{', ...' if len(have) > 8 else ''}): sync into another database, "
@@ -118,8 +123,10 @@ class Tables:
                 f"CREATE TABLE IF NOT EXISTS {STATE} (collection TEXT PRIMARY KEY, fields TEXT, "
                 f"columns TEXT, watermark {ts}, watermark_id BIGINT, lookback_seconds DOUBLE PRECISION, "
                 f"last_full_reconcile {ts}, reconcile_after_id BIGINT, reconcile_mark {ts}, "
-                f"reconcile_started {ts}, updated_at {ts})"
+                f"reconcile_started {ts}, updated_at {ts}, filters TEXT)"
             )
+            if self.db.columns(STATE) == OLD_STATE:  # made before filters=: every finding
+                self.db.execute(f"ALTER TABLE {STATE} ADD COLUMN filters TEXT")
             self.db.execute(
                 f"CREATE TABLE IF NOT EXISTS {RUNS} (run_id TEXT PRIMARY KEY, collection TEXT, kind TEXT, "
                 f"status TEXT, started_at {ts}, finished_at {ts}, rows_read BIGINT, created BIGINT, "
@@ -132,14 +139,14 @@ class Tables:
         rows = self.db.query(
             f"SELECT fields, columns, {t('watermark')}, watermark_id, lookback_seconds, "
             f"{t('last_full_reconcile')}, reconcile_after_id, {t('reconcile_mark')}, "
-            f"{t('reconcile_started')} FROM {STATE} "
+            f"{t('reconcile_started')}, filters FROM {STATE} "
             f"WHERE collection = {literal(self.col.name)}"
         )
         if not rows:
             return _State()
         r = rows[0]
         ts = self.db.read_timestamp
-        return _State(r[0], r[1], ts(r[2]), r[3], r[4], ts(r[5]), r[6], ts(r[7]), ts(r[8]))
+        return _State(r[0], r[1], ts(r[2]), r[3], r[4], ts(r[5]), r[6], ts(r[7]), ts(r[8]), r[9])
 
     def _create_tables(self, schema: Any) -> None:
         """``findings`` and ``findings_history`` from the batches' Arrow schema (in the open
@@ -286,6 +293,7 @@ class Tables:
             "reconcile_mark": ts(state.reconcile_mark) if state.reconcile_mark else "NULL",
             "reconcile_started": ts(state.reconcile_started) if state.reconcile_started else "NULL",
             "updated_at": ts(now),
+            "filters": literal(state.filters),
         }
         self.db.execute(f"DELETE FROM {STATE} WHERE collection = {literal(self.col.name)}")
         self.db.execute(
