@@ -4,10 +4,11 @@ refresh, retries, paging) lives once, in the Rust core."""
 from __future__ import annotations
 
 import datetime as dt
+import importlib
 import os
 from collections.abc import Iterable, Mapping, Sequence
 from types import TracebackType
-from typing import TYPE_CHECKING, Any, Literal, NoReturn, overload
+from typing import TYPE_CHECKING, Any, Literal, NoReturn, cast, overload
 
 from secfindings import _logging, _lookup
 from secfindings._budget import Budget, budget_setting
@@ -25,6 +26,7 @@ from secfindings.sync import SyncResult, sync, sync_async
 
 if TYPE_CHECKING:
     from secfindings.models import Finding
+    from secfindings.rules import Rules
 
 __all__ = ["AsyncClient", "Client"]
 
@@ -451,6 +453,13 @@ class Client(_Base, SyncOperations):
             collections=collections,
             filters=filters,
         )
+
+    @property
+    def rules(self) -> Rules:
+        """Rules as code with this client: ``export()``, ``plan(doc)``, ``apply(doc)``,
+        ``drift(doc)`` (:mod:`secfindings.rules`; extra ``secfindings[rules]``)."""
+        # Loaded on first use: the package costs `import secfindings` some 20 ms otherwise.
+        return cast("Rules", importlib.import_module("secfindings.rules").Rules(self))
 
     def schema(self, refresh: bool = False) -> Schema | None:
         """The schema of the server this client talks to (None with ``schema="off"``).

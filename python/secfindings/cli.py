@@ -33,6 +33,7 @@ import secfindings
 import secfindings.sync as sync_module
 from secfindings._cli_checks import diff_command, gate_command
 from secfindings._cli_front import register as register_front_doors
+from secfindings._cli_rules import rules_command
 from secfindings._cli_support import (
     JSONText,
     client_from_env,
@@ -588,4 +589,5 @@ def schema(refresh: bool) -> None:
 main.add_command(gate_command)
 main.add_command(diff_command)
 main.add_command(emulator_command)
+main.add_command(rules_command)
 register_front_doors(main)  # profile, finding(s), mcp, -p, --profiles, --jq (last: sees every command)
