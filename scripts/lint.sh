@@ -4,7 +4,8 @@
 # (SECFINDINGS_VENV, default .venv) with the package installed: `make dev` first on a new clone.
 #
 #   scripts/lint.sh        rustfmt, clippy, ruff check, ruff format --check, mypy, the import
-#                          layering (scripts/layers.py), stubtest
+#                          layering (scripts/layers.py), the workflows against GitHub's schema,
+#                          stubtest
 #   scripts/lint.sh fast   the same without clippy and stubtest (no Rust build, nothing imported)
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -40,6 +41,12 @@ step "mypy"
 
 step "layers"
 "$PY" scripts/layers.py
+
+# actionlint cannot be installed from PyPI without a download at build time: the workflows are
+# checked against GitHub's workflow schema that check-jsonschema vendors (the docs' workflow by
+# tests/test_ci_workflow.py).
+step "workflows"
+"$PY" -m check_jsonschema --builtin-schema vendor.github-workflows .github/workflows/*.yml
 
 if [ "$mode" = all ]; then
   step "stubtest"

@@ -99,6 +99,21 @@ def pytest_configure(config: pytest.Config) -> None:
     )
     for name, doc in RELIABILITY_MARKERS.items():
         config.addinivalue_line("markers", f"{name}: {doc}")
+    config.addinivalue_line("markers", POSTGRES_MARKER)
+
+
+# The tests that need a PostgreSQL server (the `pg` fixture, or a database parameter
+# "postgresql") are marked `postgres`, so a runner without its binaries deselects them
+# (`-m "not postgres"`, .github/workflows/ci.yml on macOS and Windows) instead of skipping them.
+POSTGRES_MARKER = "postgres: needs a PostgreSQL server (tests/servers/postgres.py); marked by conftest.py"
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    for item in items:
+        callspec = getattr(item, "callspec", None)
+        params = list(callspec.params.values()) if callspec is not None else []
+        if "pg" in getattr(item, "fixturenames", ()) or "postgresql" in params:
+            item.add_marker(pytest.mark.postgres)
 
 
 # `make reliability` (scripts/reliability.sh) sets SECFINDINGS_RELIABILITY_REPORT: the outcome of
