@@ -96,11 +96,8 @@ def parse(data: Any, source: str = "rules file") -> Desired:
         raise RulesError(f"{source}: the top level must be a mapping of kinds, not {kind(data)}")
     for key in data:
         if key not in TOP_KEYS:
-            raise _fail(
-                source,
-                str(key),
-                f"unknown kind{did_you_mean(str(key), TOP_KEYS)}; kinds: {', '.join(ALL_KINDS)}",
-            )
+            near = did_you_mean(str(key), TOP_KEYS)
+            raise _fail(source, str(key), f"unknown kind{near or '; kinds: ' + ', '.join(ALL_KINDS)}")
     version = data.get("version", FORMAT_VERSION)
     if version != FORMAT_VERSION:
         raise _fail(
