@@ -16,16 +16,16 @@ use super::http::{classify, transport_error};
 use super::retry::{self, Attempt, Failure, RetryClass, RetryPolicy};
 use super::secret::{ApiToken, Redactor};
 
-pub const INITIATE_AUTH_TARGET: &str = "AWSCognitoIdentityProviderService.InitiateAuth";
-pub const AMZ_JSON: &str = "application/x-amz-json-1.1";
+pub(crate) const INITIATE_AUTH_TARGET: &str = "AWSCognitoIdentityProviderService.InitiateAuth";
+pub(crate) const AMZ_JSON: &str = "application/x-amz-json-1.1";
 /// Used when the identity provider gives neither `ExpiresIn` nor a readable `exp`.
 const DEFAULT_LIFETIME: Duration = Duration::from_secs(3600);
 /// The longest lifetime believed: Cognito access tokens live at most a day, and a larger value
 /// (1e19 s, 1e300 s) from a broken or hostile identity provider must not overflow a clock.
-pub const MAX_LIFETIME: Duration = Duration::from_secs(24 * 3600);
+pub(crate) const MAX_LIFETIME: Duration = Duration::from_secs(24 * 3600);
 /// The shortest lifetime believed: a JWT said to live a nanosecond would cost an exchange per
 /// call; it is used for a second, and the API says (401) if it really lapsed.
-pub const MIN_LIFETIME: Duration = Duration::from_secs(1);
+pub(crate) const MIN_LIFETIME: Duration = Duration::from_secs(1);
 /// The largest identity-provider answer read (a real one is a few kilobytes).
 const MAX_IDP_BODY: usize = 1024 * 1024;
 /// After a failed exchange, callers within this long get its error instead of another exchange
@@ -45,7 +45,7 @@ fn lifetime_of(seconds: f64) -> Option<Duration> {
 
 /// What the identity provider's answer means for the client.
 #[derive(Debug, PartialEq)]
-pub enum IdpAnswer {
+pub(crate) enum IdpAnswer {
     Token {
         jwt: String,
         lifetime: Duration,
@@ -63,13 +63,13 @@ pub enum IdpAnswer {
 }
 
 /// Cuts an AWS error code to its name: `ns#Name:extra` -> `Name` (as the AWS SDKs do).
-pub fn sanitize_error_type(raw: &str) -> String {
+pub(crate) fn sanitize_error_type(raw: &str) -> String {
     let cut = raw.split([':', ',']).next().unwrap_or(raw);
     cut.rsplit('#').next().unwrap_or(cut).trim().to_string()
 }
 
 /// Reads `exp` from a JWT's payload without verifying it (the API verifies; we only schedule).
-pub fn jwt_expiry(jwt: &str) -> Option<SystemTime> {
+pub(crate) fn jwt_expiry(jwt: &str) -> Option<SystemTime> {
     use base64::Engine as _;
     let payload = jwt.split('.').nth(1)?;
     let bytes =
@@ -85,12 +85,12 @@ pub fn jwt_expiry(jwt: &str) -> Option<SystemTime> {
 }
 
 /// How long a JWT has left by its `exp` claim, at most [`MAX_LIFETIME`].
-pub fn jwt_lifetime(jwt: &str, now: SystemTime) -> Option<Duration> {
+pub(crate) fn jwt_lifetime(jwt: &str, now: SystemTime) -> Option<Duration> {
     jwt_expiry(jwt).map(|exp| exp.duration_since(now).unwrap_or(Duration::ZERO).min(MAX_LIFETIME))
 }
 
 /// Interprets an InitiateAuth answer.
-pub fn parse_idp_response(
+pub(crate) fn parse_idp_response(
     status: u16,
     error_type_header: Option<&str>,
     body: &[u8],
@@ -147,7 +147,7 @@ pub fn parse_idp_response(
 
 /// How close a JWT is to lapsing.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Freshness {
+pub(crate) enum Freshness {
     Fresh,
     /// Inside the advisory window: use it, and refresh in the background.
     Advisory,
@@ -158,11 +158,11 @@ pub enum Freshness {
 /// The refresh windows for a JWT of `lifetime`: the configured ones, scaled down for short-lived
 /// JWTs so that each serves many calls (the advisory window is at most half the lifetime, the
 /// mandatory one at most a quarter), instead of one exchange per call.
-pub fn windows(lifetime: Duration, advisory: Duration, mandatory: Duration) -> (Duration, Duration) {
+pub(crate) fn windows(lifetime: Duration, advisory: Duration, mandatory: Duration) -> (Duration, Duration) {
     (advisory.min(lifetime / 2), mandatory.min(lifetime / 4))
 }
 
-pub fn freshness(
+pub(crate) fn freshness(
     now: Instant,
     expires_at: Option<Instant>,
     advisory: Duration,

@@ -14,7 +14,7 @@ use super::paging::{PageStream, RawPage};
 use super::secret::Redactor;
 
 /// Where pages come from: the network walk ([`PageStream`]), or a test's own pages.
-pub trait Pages: Send {
+pub(crate) trait Pages: Send {
     fn next_page(&mut self) -> impl Future<Output = Result<Option<RawPage>>> + Send;
     /// The cursor after the last page given.
     fn cursor(&self) -> Option<&str>;
@@ -35,7 +35,7 @@ impl Pages for PageStream {
 }
 
 /// The pages of one walk as batches, shared by the paginator's Python methods.
-pub struct BatchSource<P = PageStream> {
+pub(crate) struct BatchSource<P = PageStream> {
     stream: Arc<tokio::sync::Mutex<P>>,
     cursor: Arc<Mutex<Option<String>>>,
     columnar: Arc<Mutex<Option<Columnar>>>,
@@ -43,7 +43,7 @@ pub struct BatchSource<P = PageStream> {
 }
 
 /// A page's rows as a record batch, and the cursor after it.
-pub type Batch = (RecordBatch, Option<String>);
+pub(crate) type Batch = (RecordBatch, Option<String>);
 
 fn poisoned() -> Error {
     Error::Transport("a walk's state was poisoned by an earlier failure".into())
@@ -63,7 +63,7 @@ impl<P> Clone for BatchSource<P> {
 impl<P: Pages> BatchSource<P> {
     /// A source over a walk's shared state: its pages, its cursor (moved only by a page handed
     /// out whole) and its columns (made on the first batch).
-    pub fn new(
+    pub(crate) fn new(
         stream: Arc<tokio::sync::Mutex<P>>,
         cursor: Arc<Mutex<Option<String>>>,
         columnar: Arc<Mutex<Option<Columnar>>>,
@@ -74,7 +74,7 @@ impl<P: Pages> BatchSource<P> {
 
     /// The next page, decoded into columns (on the calling thread, while the page after it is
     /// fetched); `None` at the end.
-    pub async fn next(&self) -> Result<Option<Batch>> {
+    pub(crate) async fn next(&self) -> Result<Option<Batch>> {
         let mut s = self.stream.lock().await;
         let Some(page) = s.next_page().await? else { return Ok(None) };
         let cursor = s.cursor().map(str::to_string);
@@ -95,7 +95,7 @@ impl<P: Pages> BatchSource<P> {
     }
 
     /// Batches of this walk brought to the widest schema seen.
-    pub fn finish(&self, batches: Vec<RecordBatch>) -> Result<(Vec<RecordBatch>, SchemaRef)> {
+    pub(crate) fn finish(&self, batches: Vec<RecordBatch>) -> Result<(Vec<RecordBatch>, SchemaRef)> {
         let guard = self.columnar.lock().map_err(|_| poisoned())?;
         match guard.as_ref() {
             Some(c) => c.finish(batches),
@@ -104,7 +104,7 @@ impl<P: Pages> BatchSource<P> {
     }
 
     /// Every remaining page, as one table of the widest schema.
-    pub async fn all(&self) -> Result<(Vec<RecordBatch>, SchemaRef)> {
+    pub(crate) async fn all(&self) -> Result<(Vec<RecordBatch>, SchemaRef)> {
         let mut batches = Vec::new();
         while let Some((b, _)) = self.next().await? {
             batches.push(b);
@@ -122,7 +122,7 @@ impl<P: Pages> BatchSource<P> {
     }
 
     /// The next page's nodes as JSON lines, and the cursor after it.
-    pub async fn next_jsonl(&self) -> Result<Option<(Vec<u8>, Option<String>)>> {
+    pub(crate) async fn next_jsonl(&self) -> Result<Option<(Vec<u8>, Option<String>)>> {
         let mut s = self.stream.lock().await;
         let Some(page) = s.next_page().await? else { return Ok(None) };
         let cursor = s.cursor().map(str::to_string);
@@ -133,7 +133,7 @@ impl<P: Pages> BatchSource<P> {
         Ok(Some((lines, cursor)))
     }
 
-    pub fn freeze(&self) {
+    pub(crate) fn freeze(&self) {
         if let Ok(mut guard) = self.columnar.lock() {
             if let Some(c) = guard.as_mut() {
                 c.freeze();

@@ -39,17 +39,17 @@ use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
 /// How long a request waits for another process's lock before it goes on unbooked.
-pub const LOCK_PATIENCE: Duration = Duration::from_secs(2);
+pub(crate) const LOCK_PATIENCE: Duration = Duration::from_secs(2);
 /// After the lock stayed held that long, the file is left alone this long (the client paces
 /// itself), so a hung holder costs one wait, not one per request.
-pub const STUCK_COOLDOWN: Duration = Duration::from_secs(30);
+pub(crate) const STUCK_COOLDOWN: Duration = Duration::from_secs(30);
 /// The largest state file read (bytes); a larger one is treated as corrupt.
 const MAX_FILE: u64 = 1 << 20;
 /// The most sends a state file keeps (a budget larger than this is paced per process).
-pub const MAX_SENDS: usize = 20_000;
+pub(crate) const MAX_SENDS: usize = 20_000;
 /// The longest server wait shared through the file (6 hours): a longer `Retry-After` still
 /// holds the call that got it, but is not imposed on every process for longer.
-pub const MAX_BLOCK: f64 = 6.0 * 3600.0;
+pub(crate) const MAX_BLOCK: f64 = 6.0 * 3600.0;
 /// The longest window whose sends the file keeps (a day).
 const MAX_KEEP: f64 = 86_400.0;
 const FORMAT: u32 = 1;
@@ -62,7 +62,7 @@ fn slack(window: f64) -> f64 {
 
 /// The file's contents.
 #[derive(Debug, Default, Clone, PartialEq, Serialize, Deserialize)]
-pub struct State {
+pub(crate) struct State {
     #[serde(default)]
     pub v: u32,
     #[serde(default)]
@@ -83,7 +83,7 @@ impl State {
     /// Drops what cannot be true at `now`: non-numbers, sends older than the longest window
     /// (`window`, or a longer one another writer keeps), times further ahead than a booking (or
     /// a server's wait) can be. Keeps the sends sorted.
-    pub fn sanitize(&mut self, now: f64, window: f64) {
+    pub(crate) fn sanitize(&mut self, now: f64, window: f64) {
         // A file written in our future came from a clock that was ahead: its bookings and its
         // server wait are moved back by that much, or they would hold every client for as long.
         if self.written.is_finite() && self.written > now + CLOCK_MARGIN {
@@ -114,7 +114,7 @@ impl State {
 
 /// When a request wanted at `now` may go under `requests` per `window` seconds (and not before
 /// `blocked_until`): the time to book. `state` must be sanitized.
-pub fn slot(state: &State, now: f64, limit: Option<(u32, f64)>) -> f64 {
+pub(crate) fn slot(state: &State, now: f64, limit: Option<(u32, f64)>) -> f64 {
     let mut at = now.max(state.blocked_until);
     if let Some((requests, window)) = limit {
         let n = usize::try_from(requests).unwrap_or(usize::MAX);
@@ -192,7 +192,7 @@ fn unix_now() -> f64 {
 }
 
 /// The file name's key: a hash of where the requests go and of the credential.
-pub fn key(base_url: &str, credential: &[u8]) -> String {
+pub(crate) fn key(base_url: &str, credential: &[u8]) -> String {
     let mut h = Sha256::new();
     h.update(b"secfindings budget v1\0");
     h.update(base_url.as_bytes());
@@ -203,7 +203,7 @@ pub fn key(base_url: &str, credential: &[u8]) -> String {
 
 /// The default folder: `$SECFINDINGS_BUDGET_DIR`, else `$XDG_CACHE_HOME/secfindings/budget`,
 /// else `~/.cache/secfindings/budget`.
-pub fn default_dir(env: &dyn Fn(&str) -> Option<String>) -> Option<PathBuf> {
+pub(crate) fn default_dir(env: &dyn Fn(&str) -> Option<String>) -> Option<PathBuf> {
     if let Some(d) = env("SECFINDINGS_BUDGET_DIR").filter(|d| !d.trim().is_empty()) {
         return Some(PathBuf::from(d));
     }
@@ -510,7 +510,7 @@ fn check_dir(dir: &Path, create: bool) -> Result<(), String> {
 #[cfg(unix)]
 mod owner {
     /// This process's effective user id.
-    pub fn me() -> u32 {
+    pub(super) fn me() -> u32 {
         rustix::process::geteuid().as_raw()
     }
 }

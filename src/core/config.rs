@@ -10,8 +10,8 @@ use super::error::{Error, Result};
 use super::secret::{ApiToken, Redactor, Secret};
 
 /// The deployments of the service and their identity-provider regions.
-pub const REGIONS: [&str; 3] = ["eu-central-1", "eu-west-2", "us-east-2"];
-pub const DEFAULT_REGION: &str = "eu-central-1";
+pub(crate) const REGIONS: [&str; 3] = ["eu-central-1", "eu-west-2", "us-east-2"];
+pub(crate) const DEFAULT_REGION: &str = "eu-central-1";
 
 /// What the caller passed; `None` means "look in the environment, then use the default".
 #[derive(Default, Debug, Clone)]
@@ -76,7 +76,7 @@ pub struct Settings {
 
 /// Default of `max_response_bytes`: far above any page (about 30 KB per 100 findings) and low
 /// enough that a hostile or broken server cannot exhaust memory.
-pub const DEFAULT_MAX_RESPONSE_BYTES: usize = 256 * 1024 * 1024;
+pub(crate) const DEFAULT_MAX_RESPONSE_BYTES: usize = 256 * 1024 * 1024;
 
 fn non_empty(v: Option<String>) -> Option<String> {
     v.map(|s| s.trim().to_string()).filter(|s| !s.is_empty())

@@ -152,7 +152,7 @@ pub(crate) fn secs(d: Duration) -> String {
     format!("{:.2}s", d.as_secs_f64())
 }
 
-pub type Result<T, E = Error> = std::result::Result<T, E>;
+pub(crate) type Result<T, E = Error> = std::result::Result<T, E>;
 
 #[cfg(test)]
 mod tests {

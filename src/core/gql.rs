@@ -21,7 +21,7 @@ use super::retry::RetryClass;
 
 /// The deepest nesting of braces, brackets and parentheses read (documents people write stay
 /// far below; the parser's own limit for selection sets is 64 too).
-pub const MAX_NESTING: usize = 64;
+pub(crate) const MAX_NESTING: usize = 64;
 /// Documents remembered with what the core needs of them (a program sends a few distinct ones).
 const CACHE_ENTRIES: usize = 256;
 /// Longer documents are read each time instead of being held in memory.
@@ -149,7 +149,7 @@ fn cache() -> &'static Cache {
 }
 
 /// The operations of a document, in document order (the query shorthand `{ ... }` included).
-pub fn operations(doc: &str) -> Result<Arc<[OperationInfo]>> {
+pub(crate) fn operations(doc: &str) -> Result<Arc<[OperationInfo]>> {
     let cached = doc.len() <= CACHE_MAX_TEXT;
     if cached {
         if let Some(hit) = cache().read().ok().and_then(|c| c.get(doc).cloned()) {
@@ -184,7 +184,7 @@ fn read_operations(doc: &str) -> Result<Vec<OperationInfo>> {
 
 /// One field of a selection set: its name, its alias, and what is selected under it.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Selected {
+pub(crate) struct Selected {
     pub name: String,
     pub alias: Option<String>,
     pub children: Vec<Selected>,
@@ -192,7 +192,7 @@ pub struct Selected {
 
 impl Selected {
     /// The key the field has in the answer.
-    pub fn key(&self) -> &str {
+    pub(crate) fn key(&self) -> &str {
         self.alias.as_deref().unwrap_or(&self.name)
     }
 }
@@ -200,7 +200,7 @@ impl Selected {
 /// Reads a selection set's text (`id title actual_status { category } alias: name(x: 1)`):
 /// the fields with their aliases; inline fragments count as their fields, fragment spreads
 /// (defined elsewhere) are left out. An error says what does not parse.
-pub fn selection(text: &str) -> Result<Vec<Selected>> {
+pub(crate) fn selection(text: &str) -> Result<Vec<Selected>> {
     check_nesting(text, "selection")?;
     // Read as it will be sent, inside braces: a comment that swallows the closing brace there
     // is an error here too.
@@ -231,13 +231,13 @@ fn fields(set: &Positioned<SelectionSet>) -> Vec<Selected> {
 
 /// One field of an object or interface type of a schema: its named type, and whether it is a list.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub struct FieldType {
+pub(crate) struct FieldType {
     pub type_name: String,
     pub list: bool,
 }
 
 /// The object and interface types of an SDL document: type -> field -> its type.
-pub fn object_types(sdl: &str) -> Result<HashMap<String, HashMap<String, FieldType>>> {
+pub(crate) fn object_types(sdl: &str) -> Result<HashMap<String, HashMap<String, FieldType>>> {
     check_nesting(sdl, "schema")?;
     let doc = async_graphql_parser::parse_schema(sdl)
         .map_err(|e| Error::validation(format!("the schema is not valid GraphQL SDL: {e}")))?;

@@ -8,12 +8,12 @@ use serde_json::{Map, Value};
 use super::error::{Error, Result};
 use super::retry::RetryClass;
 
-pub use super::scalars::INT_MAX;
+pub(crate) use super::scalars::INT_MAX;
 
-pub use super::gql::{OperationInfo, OperationKind, TypeRef};
+pub(crate) use super::gql::{OperationInfo, OperationKind, TypeRef};
 
 /// Picks the operation that will run: the named one, or the only one.
-pub fn select_operation(doc: &str, operation_name: Option<&str>) -> Result<OperationInfo> {
+pub(crate) fn select_operation(doc: &str, operation_name: Option<&str>) -> Result<OperationInfo> {
     let ops = super::gql::operations(doc)?;
     if ops.is_empty() {
         return Err(Error::validation(
@@ -68,7 +68,7 @@ fn check_value(name: &str, ty: &TypeRef, value: &Value) -> Result<()> {
 /// Checks the variables against the operation's declarations, before anything is sent: every
 /// variable given is declared, every required one (non-null, no default) is given, and each
 /// value fits its type.
-pub fn check_variables(op: &OperationInfo, variables: &Map<String, Value>) -> Result<()> {
+pub(crate) fn check_variables(op: &OperationInfo, variables: &Map<String, Value>) -> Result<()> {
     let declared = || {
         if op.variables.is_empty() {
             "the operation declares no variables".to_string()
@@ -116,7 +116,7 @@ pub struct PreparedRequest {
 }
 
 /// Validates and serializes `{query, variables, operationName}`.
-pub fn prepare(
+pub(crate) fn prepare(
     query: &str,
     variables: Option<&Map<String, Value>>,
     operation_name: Option<&str>,
@@ -143,7 +143,7 @@ pub fn prepare(
 }
 
 /// A response body's `data` and `errors`, as sent (an error when it is not a GraphQL answer).
-pub fn envelope(body: &[u8]) -> Result<(Option<Value>, Vec<Value>)> {
+pub(crate) fn envelope(body: &[u8]) -> Result<(Option<Value>, Vec<Value>)> {
     #[derive(serde::Deserialize)]
     struct Envelope {
         #[serde(default)]
@@ -158,7 +158,7 @@ pub fn envelope(body: &[u8]) -> Result<(Option<Value>, Vec<Value>)> {
 }
 
 /// Splits a response body into data or a GraphQL error, keeping partial data with the errors.
-pub fn decode_response(body: &[u8]) -> Result<Value> {
+pub(crate) fn decode_response(body: &[u8]) -> Result<Value> {
     let (data, errors) = envelope(body)?;
     if !errors.is_empty() {
         return Err(Error::graphql(errors, data.filter(|d| !d.is_null())));
@@ -170,7 +170,7 @@ pub fn decode_response(body: &[u8]) -> Result<Value> {
 }
 
 /// The error for an answer whose `data` is not an object although it carries no `errors`.
-pub fn bad_data(data: Option<&Value>) -> Error {
+pub(crate) fn bad_data(data: Option<&Value>) -> Error {
     let what = match data {
         None => "has neither data nor errors",
         Some(Value::Null) => "has data null and no errors",

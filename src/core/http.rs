@@ -14,7 +14,7 @@ use super::error::{Error, Result};
 use super::retry::Failure;
 use super::secret::Redactor;
 
-pub const USER_AGENT: &str = concat!("secfindings-python/", env!("CARGO_PKG_VERSION"));
+pub(crate) const USER_AGENT: &str = concat!("secfindings-python/", env!("CARGO_PKG_VERSION"));
 
 pub(crate) fn install_crypto_provider() {
     // reqwest is built without a default provider (ring keeps the build small); installing it
@@ -91,7 +91,7 @@ pub(crate) fn location(redactor: &Redactor, h: &HeaderMap) -> String {
 }
 
 /// Maps a reqwest failure to the retry outcome it means.
-pub fn classify(e: &reqwest::Error) -> Failure {
+pub(crate) fn classify(e: &reqwest::Error) -> Failure {
     if e.is_timeout() {
         Failure::TimedOut
     } else if e.is_connect() {
@@ -102,7 +102,7 @@ pub fn classify(e: &reqwest::Error) -> Failure {
 }
 
 /// A transport error with the whole cause chain, scrubbed of secrets.
-pub fn transport_error(redactor: &Redactor, peer: &str, e: &reqwest::Error) -> Error {
+pub(crate) fn transport_error(redactor: &Redactor, peer: &str, e: &reqwest::Error) -> Error {
     let mut text = e.to_string();
     let mut source = std::error::Error::source(e);
     while let Some(s) = source {
@@ -128,7 +128,7 @@ fn tls_error(e: impl std::fmt::Display) -> Error {
 /// The client's one TLS configuration, for its HTTP requests (reqwest, which adds ALPN) and its
 /// WebSocket connections alike: rustls with the ring provider and the platform's verifier, with
 /// `ca_bundle`'s certificates added to the platform's roots. Built once per client.
-pub fn tls_config(settings: &Settings) -> Result<Arc<rustls::ClientConfig>> {
+pub(crate) fn tls_config(settings: &Settings) -> Result<Arc<rustls::ClientConfig>> {
     use rustls_platform_verifier::BuilderVerifierExt as _;
     let provider = Arc::new(rustls::crypto::ring::default_provider());
     let builder = rustls::ClientConfig::builder_with_provider(Arc::clone(&provider))
@@ -152,7 +152,11 @@ const MAX_CONNECT_ANSWER: usize = 16 * 1024;
 /// A TCP connection to `host:port` through the HTTP proxy `proxy` (an HTTP `CONNECT` tunnel, as
 /// reqwest makes for HTTPS): what WebSocket subscriptions use when the client has `proxy=`.
 /// The proxy's credentials, if the URL has them, go in `Proxy-Authorization`; no error quotes them.
-pub async fn tunnel(proxy: &url::Url, host: &str, port: u16) -> std::io::Result<tokio::net::TcpStream> {
+pub(crate) async fn tunnel(
+    proxy: &url::Url,
+    host: &str,
+    port: u16,
+) -> std::io::Result<tokio::net::TcpStream> {
     use base64::Engine as _;
     use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
     let bad = |why: String| std::io::Error::other(why);

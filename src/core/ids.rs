@@ -10,7 +10,7 @@ fn is_type_name(t: &str) -> bool {
 }
 
 /// `("Finding", "17")` -> `"RmluZGluZzoxNw=="`.
-pub fn to_global_id(type_name: &str, pk: &str) -> Result<String> {
+pub(crate) fn to_global_id(type_name: &str, pk: &str) -> Result<String> {
     if !is_type_name(type_name) {
         return Err(Error::validation(format!(
             "type_name must be a GraphQL type name (letters, digits, _), got {type_name:?}"
@@ -21,7 +21,7 @@ pub fn to_global_id(type_name: &str, pk: &str) -> Result<String> {
 
 /// `"RmluZGluZzoxNw=="` -> `("Finding", "17")`. Splits on the first ':' and strips trailing
 /// whitespace (ids copied from fixtures sometimes carry an encoded newline).
-pub fn from_global_id(id: &str) -> Result<(String, String)> {
+pub(crate) fn from_global_id(id: &str) -> Result<(String, String)> {
     let bad = || Error::validation(format!("{id:?} is not a global id (base64 of \"TypeName:pk\")"));
     let raw = id.trim();
     let bytes = [STANDARD, STANDARD_NO_PAD, URL_SAFE, URL_SAFE_NO_PAD]

@@ -13,11 +13,11 @@ use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
 /// The largest `requests` a limit takes (the window keeps one time per request).
-pub const MAX_REQUESTS: u32 = 1_000_000;
+pub(crate) const MAX_REQUESTS: u32 = 1_000_000;
 
 /// The pacing state: when the last `requests` requests go (booked, in order).
 #[derive(Debug, Clone)]
-pub struct Pace {
+pub(crate) struct Pace {
     requests: usize,
     per: Duration,
     sends: VecDeque<Instant>,
@@ -25,7 +25,7 @@ pub struct Pace {
 
 impl Pace {
     /// `requests` per `per`; `None` when the numbers cannot make a limit (checked by settings).
-    pub fn new(requests: u32, per: Duration) -> Option<Self> {
+    pub(crate) fn new(requests: u32, per: Duration) -> Option<Self> {
         if requests == 0 || requests > MAX_REQUESTS || per.is_zero() {
             return None;
         }
@@ -34,7 +34,7 @@ impl Pace {
     }
 
     /// Books a slot for a request wanted at `now`: how long to wait before sending it.
-    pub fn reserve(&mut self, now: Instant) -> Duration {
+    pub(crate) fn reserve(&mut self, now: Instant) -> Duration {
         let at = if self.sends.len() < self.requests {
             now
         } else {
@@ -50,17 +50,17 @@ impl Pace {
 
 /// A [`Pace`] shared by every caller of a client.
 #[derive(Debug)]
-pub struct RateLimiter {
+pub(crate) struct RateLimiter {
     pace: Mutex<Pace>,
 }
 
 impl RateLimiter {
-    pub fn new(pace: Pace) -> Self {
+    pub(crate) fn new(pace: Pace) -> Self {
         Self { pace: Mutex::new(pace) }
     }
 
     /// Waits for this request's slot (booked now, so callers queue fairly); returns the wait.
-    pub async fn acquire(&self) -> Duration {
+    pub(crate) async fn acquire(&self) -> Duration {
         let wait = match self.pace.lock() {
             Ok(mut p) => p.reserve(Instant::now()),
             Err(_) => Duration::ZERO,

@@ -24,9 +24,9 @@ use super::retry::RetryClass;
 use super::transport::Transport;
 
 /// The most selections one document carries, whatever the caller asks.
-pub const MAX_BATCH: usize = 1000;
+pub(crate) const MAX_BATCH: usize = 1000;
 /// Batches of one lookup in flight at once.
-pub const CONCURRENT: usize = 4;
+pub(crate) const CONCURRENT: usize = 4;
 
 /// Whether `op` is a query of one object by one `id: ID!` (what a batched lookup serves).
 fn serves(op: &Operation) -> bool {
@@ -36,7 +36,7 @@ fn serves(op: &Operation) -> bool {
 }
 
 /// The catalog entry `name`, if it is a query of one object by one `id: ID!`.
-pub fn lookup_operation(name: &str) -> Result<&'static Operation> {
+pub(crate) fn lookup_operation(name: &str) -> Result<&'static Operation> {
     let op = operations::find(name)?;
     if !serves(op) {
         return Err(Error::validation(format!(
@@ -48,12 +48,12 @@ pub fn lookup_operation(name: &str) -> Result<&'static Operation> {
 }
 
 /// The operations a batched lookup serves.
-pub fn lookups() -> Vec<&'static str> {
+pub(crate) fn lookups() -> Vec<&'static str> {
     operations::catalog().into_iter().filter(|op| serves(op)).map(|op| op.name).collect()
 }
 
 /// The document for `n` lookups of `op` with `selection`.
-pub fn document(op: &Operation, selection: &str, n: usize) -> String {
+pub(crate) fn document(op: &Operation, selection: &str, n: usize) -> String {
     let mut doc = String::with_capacity(64 + n * (selection.len() + op.name.len() + 24));
     doc.push_str("query ");
     doc.push_str(op.name);
@@ -73,7 +73,7 @@ pub fn document(op: &Operation, selection: &str, n: usize) -> String {
 }
 
 /// Whether an error is a server refusing a document for its size (so a smaller one may pass).
-pub fn is_refusal(e: &Error) -> bool {
+pub(crate) fn is_refusal(e: &Error) -> bool {
     const HINTS: [&str; 8] = [
         "too many aliases",
         "too large",
@@ -101,7 +101,7 @@ pub fn is_refusal(e: &Error) -> bool {
 
 /// Splits the answer to a document of `n` aliased lookups: each value, `None` where the id names
 /// nothing. Any other error fails the whole batch.
-pub fn split(body: &[u8], n: usize) -> Result<Vec<Option<Value>>> {
+pub(crate) fn split(body: &[u8], n: usize) -> Result<Vec<Option<Value>>> {
     let (data, errors) = super::graphql::envelope(body)?;
     let mut data = match data {
         Some(Value::Object(m)) => m,
@@ -163,14 +163,14 @@ pub fn split(body: &[u8], n: usize) -> Result<Vec<Option<Value>>> {
 
 /// The batch sizes that worked per operation, for one client (one server).
 #[derive(Clone, Default, Debug)]
-pub struct Lookups {
+pub(crate) struct Lookups {
     sizes: Arc<Mutex<HashMap<&'static str, usize>>>,
 }
 
 impl Lookups {
     /// The size the next batch of `op` starts at: the caller's, or less when the server refused
     /// a larger one before.
-    pub fn size_for(&self, op: &'static str, asked: usize) -> usize {
+    pub(crate) fn size_for(&self, op: &'static str, asked: usize) -> usize {
         let known = self.sizes.lock().ok().and_then(|m| m.get(op).copied());
         known.map_or(asked, |k| k.min(asked)).clamp(1, MAX_BATCH)
     }
@@ -184,7 +184,7 @@ impl Lookups {
 
     /// Looks up every id of `ids` (checked as `ID!`), in batches of at most `batch_size`:
     /// values in input order, `None` where an id names nothing. Duplicates are asked once.
-    pub async fn fetch(
+    pub(crate) async fn fetch(
         &self,
         transport: &Transport,
         name: &str,

@@ -1,31 +1,31 @@
 //! The pure core: no PyO3 here. `cargo test --no-default-features` builds and tests it.
 
-pub mod auth;
+pub(crate) mod auth;
 #[cfg(feature = "arrow")]
-pub mod batches;
-pub mod budget;
-pub mod client;
+pub(crate) mod batches;
+pub(crate) mod budget;
+pub(crate) mod client;
 #[cfg(feature = "arrow")]
-pub mod columns;
-pub mod config;
-pub mod error;
-pub mod gql;
-pub mod graphql;
-pub mod http;
-pub mod ids;
-pub mod limit;
-pub mod lookup;
-pub mod observe;
-pub mod operations;
-pub mod paging;
-pub mod prepared;
-pub mod retry;
-pub mod scalars;
-pub mod scan;
-pub mod secret;
-pub mod subscribe;
-pub mod suggest;
-pub mod transport;
+pub(crate) mod columns;
+pub(crate) mod config;
+pub(crate) mod error;
+pub(crate) mod gql;
+pub(crate) mod graphql;
+pub(crate) mod http;
+pub(crate) mod ids;
+pub(crate) mod limit;
+pub(crate) mod lookup;
+pub(crate) mod observe;
+pub(crate) mod operations;
+pub(crate) mod paging;
+pub(crate) mod prepared;
+pub(crate) mod retry;
+pub(crate) mod scalars;
+pub(crate) mod scan;
+pub(crate) mod secret;
+pub(crate) mod subscribe;
+pub(crate) mod suggest;
+pub(crate) mod transport;
 
-pub use client::CoreClient;
-pub use error::{Error, Result};
+pub(crate) use client::CoreClient;
+pub(crate) use error::{Error, Result};

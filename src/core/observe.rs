@@ -18,7 +18,7 @@ tokio::task_local! {
 
 /// What one HTTP attempt did.
 #[derive(Clone, Debug, PartialEq)]
-pub struct AttemptEvent {
+pub(crate) struct AttemptEvent {
     /// The number of the call it belongs to (0: none was given).
     pub call: u64,
     /// The operation (the request's label).
@@ -43,13 +43,13 @@ pub struct AttemptEvent {
 }
 
 /// Receives each attempt; it must be quick (it runs on the thread that made the attempt).
-pub type Observer = Arc<dyn Fn(&AttemptEvent) + Send + Sync>;
+pub(crate) type Observer = Arc<dyn Fn(&AttemptEvent) + Send + Sync>;
 
 static OBSERVED: AtomicBool = AtomicBool::new(false);
 static OBSERVER: RwLock<Option<Observer>> = RwLock::new(None);
 
 /// Sets (or with `None` removes) the observer of every client of this process.
-pub fn set(observer: Option<Observer>) {
+pub(crate) fn set(observer: Option<Observer>) {
     let on = observer.is_some();
     if let Ok(mut slot) = OBSERVER.write() {
         *slot = observer;
@@ -58,12 +58,12 @@ pub fn set(observer: Option<Observer>) {
 }
 
 /// Whether an observer is set (checked before an event is made at all).
-pub fn observed() -> bool {
+pub(crate) fn observed() -> bool {
     OBSERVED.load(Ordering::Acquire)
 }
 
 /// Hands `event` to the observer, if one is set.
-pub fn emit(event: &AttemptEvent) {
+pub(crate) fn emit(event: &AttemptEvent) {
     let observer = OBSERVER.read().ok().and_then(|g| g.clone());
     if let Some(observer) = observer {
         observer(event);
@@ -71,12 +71,12 @@ pub fn emit(event: &AttemptEvent) {
 }
 
 /// The number of the call whose future is running (0 outside any).
-pub fn current_call() -> u64 {
+pub(crate) fn current_call() -> u64 {
     CALL.try_with(|c| *c).unwrap_or(0)
 }
 
 /// Runs `fut` as call number `call` (0: as no call, unchanged).
-pub async fn scope<F: std::future::Future>(call: u64, fut: F) -> F::Output {
+pub(crate) async fn scope<F: std::future::Future>(call: u64, fut: F) -> F::Output {
     if call == 0 {
         fut.await
     } else {

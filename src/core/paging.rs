@@ -14,9 +14,9 @@ use super::scan::{scan_page, ConnectionMeta};
 use super::transport::Transport;
 
 /// The server's page-size cap (graphene-django's RELAY_CONNECTION_MAX_LIMIT).
-pub const MAX_PAGE_SIZE: u32 = 100;
+pub(crate) const MAX_PAGE_SIZE: u32 = 100;
 /// Empty pages in a row that still say `hasNextPage` before the walk is judged stuck.
-pub const MAX_EMPTY_PAGES: u32 = 3;
+pub(crate) const MAX_EMPTY_PAGES: u32 = 3;
 
 /// A server's cursor for a message: quoted, and cut short if long (the error's `cursor`
 /// attribute keeps it whole).
@@ -63,7 +63,7 @@ pub struct RawPage {
 
 /// The pure stepping logic: which variables to send next and what a page answer means.
 #[derive(Debug)]
-pub struct Walker {
+pub(crate) struct Walker {
     spec: PageSpec,
     path: Option<Arc<[String]>>,
     after: Option<String>,
@@ -85,7 +85,7 @@ pub struct Walker {
 }
 
 impl Walker {
-    pub fn new(mut spec: PageSpec) -> Result<Self> {
+    pub(crate) fn new(mut spec: PageSpec) -> Result<Self> {
         if spec.page_size == 0 || spec.page_size > MAX_PAGE_SIZE {
             return Err(Error::validation(format!(
                 "page_size must be between 1 and {MAX_PAGE_SIZE} (the server's cap per page), got {}",
@@ -141,16 +141,16 @@ impl Walker {
     }
 
     /// The end cursor of the last page accepted: resume with `after=`.
-    pub fn cursor(&self) -> Option<&str> {
+    pub(crate) fn cursor(&self) -> Option<&str> {
         self.after.as_deref()
     }
 
-    pub fn is_done(&self) -> bool {
+    pub(crate) fn is_done(&self) -> bool {
         self.done
     }
 
     /// The next page's request, or `None` when the walk is over.
-    pub fn next_request(&self) -> Option<Result<PreparedRequest>> {
+    pub(crate) fn next_request(&self) -> Option<Result<PreparedRequest>> {
         if self.done {
             return None;
         }
@@ -166,17 +166,17 @@ impl Walker {
     }
 
     /// The node's type and selection, for a catalog operation.
-    pub fn node(&self) -> Option<(&str, &str)> {
+    pub(crate) fn node(&self) -> Option<(&str, &str)> {
         self.spec.node.as_ref().map(|(t, s)| (t.as_str(), s.as_str()))
     }
 
     /// The connection's count of its items, as the last page gave it (when selected).
-    pub fn total(&self) -> Option<u64> {
+    pub(crate) fn total(&self) -> Option<u64> {
         self.total
     }
 
     /// Where the connection is in `data`.
-    pub fn path(&self) -> Option<&Arc<[String]>> {
+    pub(crate) fn path(&self) -> Option<&Arc<[String]>> {
         self.path.as_ref()
     }
 
@@ -186,7 +186,7 @@ impl Walker {
 
     /// Takes one page answer (as scanned): advances the cursor, applies the limit and checks for
     /// loops. Returns how many of the page's items to hand out and its pageInfo.
-    pub fn accept(&mut self, meta: ConnectionMeta) -> Result<(usize, PageInfo)> {
+    pub(crate) fn accept(&mut self, meta: ConnectionMeta) -> Result<(usize, PageInfo)> {
         let result = self.accept_inner(meta);
         if let Err(Error::Pagination { cursor, .. }) = &result {
             if cursor.is_none() {

@@ -17,7 +17,7 @@ use super::paging::PageSpec;
 
 /// One catalog operation with its arguments checked and its document built.
 #[derive(Clone, Debug)]
-pub struct Prepared {
+pub(crate) struct Prepared {
     built: Built,
     /// The selection of the node (a connection's) or of the object returned.
     selection: String,
@@ -27,7 +27,11 @@ pub struct Prepared {
 
 /// Checks `args` for the catalog operation `name`, builds its document and variables, and (for
 /// an operation that is not a connection) serializes the request once.
-pub fn prepare_operation(name: &str, args: Map<String, Value>, fields: Option<&str>) -> Result<Prepared> {
+pub(crate) fn prepare_operation(
+    name: &str,
+    args: Map<String, Value>,
+    fields: Option<&str>,
+) -> Result<Prepared> {
     let op = find(name)?;
     let built = build(op, args, fields)?;
     let selection = fields.unwrap_or(op.selection).to_string();
@@ -57,22 +61,22 @@ fn request_of(built: &Built) -> Result<PreparedRequest> {
 }
 
 impl Prepared {
-    pub fn operation(&self) -> &'static Operation {
+    pub(crate) fn operation(&self) -> &'static Operation {
         self.built.operation
     }
 
     /// The document, as it is (or its pages are) sent.
-    pub fn query(&self) -> &str {
+    pub(crate) fn query(&self) -> &str {
         &self.built.query
     }
 
     /// The variables, as they are sent (a connection's pages add `first` and `after`).
-    pub fn variables(&self) -> &Map<String, Value> {
+    pub(crate) fn variables(&self) -> &Map<String, Value> {
         &self.built.variables
     }
 
     /// The request of an operation answered in one request; an error for a connection.
-    pub fn request(&self) -> Result<&PreparedRequest> {
+    pub(crate) fn request(&self) -> Result<&PreparedRequest> {
         self.request.as_ref().ok_or_else(|| {
             Error::validation(format!(
                 "{}() returns a connection: page it with paginate_operation",
@@ -82,7 +86,7 @@ impl Prepared {
     }
 
     /// The paginator's spec for a connection; an error for any other operation.
-    pub fn page_spec(&self, page_size: u32, limit: Option<u64>) -> Result<PageSpec> {
+    pub(crate) fn page_spec(&self, page_size: u32, limit: Option<u64>) -> Result<PageSpec> {
         let op = self.built.operation;
         if !op.is_connection() {
             return Err(Error::validation(format!("{}() does not return a connection", op.name)));

@@ -19,7 +19,7 @@ pub enum RetryClass {
 
 /// What one attempt ended with, as far as retrying is concerned.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Outcome<'a> {
+pub(crate) enum Outcome<'a> {
     /// An HTTP answer with this status, and its `Retry-After` header if any.
     Status { code: u16, retry_after: Option<&'a str> },
     /// No connection could be made: the request was never sent.
@@ -34,7 +34,7 @@ pub enum Outcome<'a> {
 
 /// The policy's verdict.
 #[derive(Clone, Copy, Debug, PartialEq)]
-pub enum Decision {
+pub(crate) enum Decision {
     /// Try again after this long.
     RetryAfter(Duration),
     /// Stop and report the failure.
@@ -45,7 +45,7 @@ pub enum Decision {
 
 /// Backoff and limits from the client's settings.
 #[derive(Clone, Copy, Debug)]
-pub struct RetryPolicy {
+pub(crate) struct RetryPolicy {
     pub max_retries: u32,
     pub max_retry_wait: Duration,
     pub base: Duration,
@@ -53,13 +53,13 @@ pub struct RetryPolicy {
 }
 
 impl RetryPolicy {
-    pub fn new(max_retries: u32, max_retry_wait: Duration) -> Self {
+    pub(crate) fn new(max_retries: u32, max_retry_wait: Duration) -> Self {
         Self { max_retries, max_retry_wait, base: Duration::from_millis(500), cap: Duration::from_secs(8) }
     }
 
     /// Exponential backoff for retry number `retries_done` (0 for the first retry): 0.5 s doubling
     /// to an 8 s cap, less up to 25 % by `jitter` (in [0, 1)) so that clients spread out.
-    pub fn backoff(&self, retries_done: u32, jitter: f64) -> Duration {
+    pub(crate) fn backoff(&self, retries_done: u32, jitter: f64) -> Duration {
         let exp = self.base.as_secs_f64() * 2f64.powi(i32::try_from(retries_done.min(30)).unwrap_or(30));
         let capped = exp.min(self.cap.as_secs_f64());
         let factor = 1.0 - 0.25 * jitter.clamp(0.0, 1.0);
@@ -67,7 +67,7 @@ impl RetryPolicy {
     }
 
     /// Decides what follows `outcome` on the attempt after `retries_done` retries.
-    pub fn decide(
+    pub(crate) fn decide(
         &self,
         retries_done: u32,
         outcome: Outcome<'_>,
@@ -103,14 +103,14 @@ impl RetryPolicy {
 }
 
 /// The shortest wait of a poller after a 429 that names none; it doubles per failure in a row.
-pub const POLL_BACKOFF_BASE: Duration = Duration::from_millis(500);
+pub(crate) const POLL_BACKOFF_BASE: Duration = Duration::from_millis(500);
 /// The longest such wait.
-pub const POLL_BACKOFF_CAP: Duration = Duration::from_secs(60);
+pub(crate) const POLL_BACKOFF_CAP: Duration = Duration::from_secs(60);
 
 /// How long a poller (the watch) waits after its `failures`-th 429 in a row (1 for the first):
 /// what the server asked, never less than the polling interval nor a backoff that doubles with
 /// each failure from [`POLL_BACKOFF_BASE`] to [`POLL_BACKOFF_CAP`], so it cannot spin.
-pub fn poll_backoff(failures: u32, asked: Option<Duration>, interval: Duration) -> Duration {
+pub(crate) fn poll_backoff(failures: u32, asked: Option<Duration>, interval: Duration) -> Duration {
     let doublings = failures.saturating_sub(1).min(16);
     let grown = POLL_BACKOFF_BASE.saturating_mul(1u32 << doublings).min(POLL_BACKOFF_CAP);
     asked.unwrap_or_default().max(interval).max(grown)
@@ -118,7 +118,7 @@ pub fn poll_backoff(failures: u32, asked: Option<Duration>, interval: Duration) 
 
 /// How an attempt failed, owned (a [`Outcome`] borrows its `Retry-After`).
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub enum Failure {
+pub(crate) enum Failure {
     Status { code: u16, retry_after: Option<String> },
     ConnectFailed,
     ConnectionLost,
@@ -127,7 +127,7 @@ pub enum Failure {
 }
 
 impl Failure {
-    pub fn outcome(&self) -> Outcome<'_> {
+    pub(crate) fn outcome(&self) -> Outcome<'_> {
         match self {
             Self::Status { code, retry_after } => {
                 Outcome::Status { code: *code, retry_after: retry_after.as_deref() }
@@ -142,7 +142,7 @@ impl Failure {
 
 /// What one attempt of a retried operation ended with.
 #[derive(Debug)]
-pub enum Attempt<T> {
+pub(crate) enum Attempt<T> {
     Done(T),
     /// Failed for good: no retry.
     Fatal(Error),
@@ -158,24 +158,24 @@ pub enum Attempt<T> {
 /// One retried operation between attempts: how many retries it has had, and what follows a
 /// failure. Pure: the clock and the jitter are arguments.
 #[derive(Debug)]
-pub struct Retrying {
+pub(crate) struct Retrying {
     policy: RetryPolicy,
     class: RetryClass,
     retries: u32,
 }
 
 impl Retrying {
-    pub fn new(policy: RetryPolicy, class: RetryClass) -> Self {
+    pub(crate) fn new(policy: RetryPolicy, class: RetryClass) -> Self {
         Self { policy, class, retries: 0 }
     }
 
-    pub fn retries(&self) -> u32 {
+    pub(crate) fn retries(&self) -> u32 {
         self.retries
     }
 
     /// After a failed attempt: the wait before the next one, or the error the operation ends with
     /// (a rate limit says how long the server asked to wait, and how many retries were made).
-    pub fn after(
+    pub(crate) fn after(
         &mut self,
         failure: &Failure,
         error: Error,
@@ -212,7 +212,7 @@ impl Retrying {
 /// The one retry loop: runs `attempt` until it is done or fails for good, or the policy gives
 /// up; between attempts `wait` is called with the wait, the retry's number and what failed (it
 /// logs, counts and sleeps).
-pub async fn run<T, A, AF, W, WF>(
+pub(crate) async fn run<T, A, AF, W, WF>(
     policy: RetryPolicy,
     class: RetryClass,
     mut attempt: A,
@@ -241,7 +241,7 @@ where
 
 /// Parses `Retry-After` as seconds (integer or decimal) or an HTTP date, relative to `now`.
 /// A date in the past means "now"; anything unparseable is ignored.
-pub fn parse_retry_after(value: &str, now: SystemTime) -> Option<Duration> {
+pub(crate) fn parse_retry_after(value: &str, now: SystemTime) -> Option<Duration> {
     let v = value.trim();
     if let Ok(secs) = v.parse::<f64>() {
         return (secs.is_finite() && secs >= 0.0).then(|| Duration::from_secs_f64(secs.min(1e9)));
@@ -252,7 +252,7 @@ pub fn parse_retry_after(value: &str, now: SystemTime) -> Option<Duration> {
 
 /// Seconds for a message: whole ones as they are (`3600s`), a fraction kept (`0.5s`, where
 /// `{:.0}` printed `0s`).
-pub fn seconds(v: f64) -> String {
+pub(crate) fn seconds(v: f64) -> String {
     if v.fract() == 0.0 || v >= 100.0 {
         format!("{v:.0}s")
     } else {

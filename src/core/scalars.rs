@@ -4,10 +4,10 @@
 //! parser, already in the build through arrow), not a parser of our own.
 
 /// The largest magnitude of a GraphQL Int: the spec's range is -(2^31 - 1) ..= 2^31 - 1.
-pub const INT_MAX: i64 = (1 << 31) - 1;
+pub(crate) const INT_MAX: i64 = (1 << 31) - 1;
 
 /// Is `s` an ISO 8601 date, or a date-time that carries its UTC offset (and parses)?
-pub fn is_aware_datetime(s: &str) -> bool {
+pub(crate) fn is_aware_datetime(s: &str) -> bool {
     // Sent as given: no space around it (the columns' parser forgives one, a server may not).
     if s.trim() != s {
         return false;
@@ -29,7 +29,7 @@ const EPOCH_DAYS_FROM_CE: i64 = 719_163;
 
 /// `YYYY-MM-DD` as days since the epoch. The shape is checked here (chrono alone would take
 /// `2024-1-1` and signed years); the calendar (month lengths, leap years) is chrono's.
-pub fn parse_date(s: &str) -> Option<i64> {
+pub(crate) fn parse_date(s: &str) -> Option<i64> {
     let b = s.as_bytes();
     let shaped = b.len() == 10
         && b[4] == b'-'
@@ -49,7 +49,7 @@ pub fn parse_date(s: &str) -> Option<i64> {
 /// The ISO forms RFC 3339 lacks (no seconds, no offset, a comma before the fraction, `+HH` and
 /// `+HHMM` offsets) are rewritten into it first; a leap second (`:60`) is refused, as Python's
 /// `datetime` refuses it.
-pub fn parse_datetime_us(s: &str) -> Option<i64> {
+pub(crate) fn parse_datetime_us(s: &str) -> Option<i64> {
     let s = s.trim();
     let days = parse_date(s.get(..10)?)?;
     if s.len() == 10 {
@@ -60,7 +60,7 @@ pub fn parse_datetime_us(s: &str) -> Option<i64> {
 
 /// As [`parse_datetime_us`], keeping the offset given (a date alone is its midnight in UTC);
 /// fractions finer than a microsecond are cut to it, as Python's `datetime` holds no more.
-pub fn parse_datetime(s: &str) -> Option<chrono::DateTime<chrono::FixedOffset>> {
+pub(crate) fn parse_datetime(s: &str) -> Option<chrono::DateTime<chrono::FixedOffset>> {
     let s = s.trim();
     parse_date(s.get(..10)?)?;
     if s.len() == 10 {

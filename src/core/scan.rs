@@ -41,7 +41,7 @@ macro_rules! scalars {
 
 /// What a page answer says about the walk: its pageInfo and how many items it holds.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct ConnectionMeta {
+pub(crate) struct ConnectionMeta {
     pub has_next_page: Option<bool>,
     pub has_previous_page: Option<bool>,
     pub start_cursor: Option<String>,
@@ -78,9 +78,10 @@ enum Found {
     BadList(&'static str),
 }
 
+#[cfg(test)]
 /// Fails on GraphQL `errors` (with the partial data, decoded the slow way on this rare path);
 /// otherwise says nothing: the caller decodes `data` itself.
-pub fn check_envelope(body: &[u8]) -> Result<()> {
+pub(crate) fn check_envelope(body: &[u8]) -> Result<()> {
     #[derive(Deserialize)]
     struct Envelope {
         #[serde(default)]
@@ -99,7 +100,7 @@ fn not_graphql(e: serde_json::Error) -> Error {
 
 /// Scans a page answer: GraphQL errors fail as usual; the connection at `path` in `data` (or the
 /// only top-level field when `path` is `None`) is found and its pageInfo read.
-pub fn scan_page(body: &[u8], path: Option<&[String]>) -> Result<ConnectionMeta> {
+pub(crate) fn scan_page(body: &[u8], path: Option<&[String]>) -> Result<ConnectionMeta> {
     let label = path.map_or_else(|| "the connection".to_string(), |p| format!("{:?}", p.join(".")));
     let mut de = serde_json::Deserializer::from_slice(body);
     let (found, errors) = EnvelopeSeed { path }.deserialize(&mut de).map_err(not_graphql)?;

@@ -3,7 +3,7 @@
 
 /// The candidate closest to `name` by edit distance, when it is close enough to be a typo:
 /// at most 2 edits, or a quarter of the candidate's length for long names.
-pub fn closest<'a>(name: &str, candidates: impl IntoIterator<Item = &'a str>) -> Option<&'a str> {
+pub(crate) fn closest<'a>(name: &str, candidates: impl IntoIterator<Item = &'a str>) -> Option<&'a str> {
     candidates
         .into_iter()
         .map(|c| (strsim::levenshtein(name, c), c))
@@ -14,13 +14,13 @@ pub fn closest<'a>(name: &str, candidates: impl IntoIterator<Item = &'a str>) ->
 
 /// At most this many candidates are compared by edit distance (those nearest in length): the
 /// choices may come from a server (an enum of its schema), which must not make a typo slow.
-pub const MAX_CANDIDATES: usize = 1000;
+pub(crate) const MAX_CANDIDATES: usize = 1000;
 
 /// The candidates `name` was probably meant to be, best first, for messages shown to a person:
 /// the one equal but for case; else, with `prefixes`, the few (at most `n`) that start with it
 /// ignoring case; else up to `n` within [`closest`]'s distance, ignoring case, nearest first
 /// (ties in the candidates' order). The work is bounded by [`MAX_CANDIDATES`].
-pub fn suggestions<'a>(name: &str, candidates: &[&'a str], n: usize, prefixes: bool) -> Vec<&'a str> {
+pub(crate) fn suggestions<'a>(name: &str, candidates: &[&'a str], n: usize, prefixes: bool) -> Vec<&'a str> {
     let folded = name.to_lowercase();
     if let Some(same) = candidates.iter().find(|c| c.to_lowercase() == folded) {
         return vec![same];

@@ -379,7 +379,7 @@ impl NativeClient {
 
 /// A JSON document decoded by the client's one-pass decoder (for tests and benchmarks).
 #[pyfunction]
-pub fn decode_json<'py>(py: Python<'py>, data: &[u8]) -> PyResult<Bound<'py, PyAny>> {
+pub(crate) fn decode_json<'py>(py: Python<'py>, data: &[u8]) -> PyResult<Bound<'py, PyAny>> {
     decode::json(py, data)
 }
 
@@ -387,7 +387,7 @@ pub fn decode_json<'py>(py: Python<'py>, data: &[u8]) -> PyResult<Bound<'py, PyA
 /// ([`crate::core::retry::poll_backoff`]). `retry_after`: the server's ask, if any.
 #[pyfunction]
 #[pyo3(signature = (failures, retry_after, interval))]
-pub fn poll_backoff(failures: u32, retry_after: Option<f64>, interval: f64) -> PyResult<f64> {
+pub(crate) fn poll_backoff(failures: u32, retry_after: Option<f64>, interval: f64) -> PyResult<f64> {
     let secs = |v: f64, what: &str| {
         std::time::Duration::try_from_secs_f64(v).map_err(|_| {
             pyo3::exceptions::PyValueError::new_err(format!(
@@ -402,7 +402,7 @@ pub fn poll_backoff(failures: u32, retry_after: Option<f64>, interval: f64) -> P
 /// Checks and converts variables without sending anything (used by typed operations' tests).
 #[pyfunction]
 #[pyo3(signature = (query, variables=None, operation_name=None))]
-pub fn prepare_request(
+pub(crate) fn prepare_request(
     py: Python<'_>,
     query: &str,
     variables: Option<Bound<'_, PyAny>>,

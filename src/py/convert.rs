@@ -68,7 +68,7 @@ impl Path {
 /// (or a structure that contains itself) are refused instead of exhausting the stack; the
 /// deepest legitimate value (a filter tree inside a rule) is far shallower, and the request
 /// stays within the 128 levels a default JSON parser (serde_json's) reads back.
-pub const MAX_DEPTH: usize = 120;
+pub(crate) const MAX_DEPTH: usize = 120;
 
 /// Converts Python values to JSON, refusing what JSON or GraphQL cannot carry (NaN, infinities,
 /// ints beyond 64 bits, bytes, naive datetimes, arbitrary objects, nesting deeper than
@@ -171,7 +171,7 @@ fn is_naive_datetime(obj: &Bound<'_, PyAny>) -> PyResult<bool> {
 }
 
 /// Converts a variables mapping; keys must be strings. `root` names it in messages.
-pub fn from_dict(d: &Bound<'_, PyDict>, root: &str) -> PyResult<Map<String, Value>> {
+pub(crate) fn from_dict(d: &Bound<'_, PyDict>, root: &str) -> PyResult<Map<String, Value>> {
     let mut path = Path { root: root.to_string(), segs: Vec::new() };
     dict_at(d, &mut path)
 }
@@ -193,7 +193,7 @@ fn dict_at(d: &Bound<'_, PyDict>, path: &mut Path) -> PyResult<Map<String, Value
 }
 
 /// Reads an optional `variables=` argument: None or a mapping.
-pub fn variables(obj: Option<&Bound<'_, PyAny>>) -> PyResult<Option<Map<String, Value>>> {
+pub(crate) fn variables(obj: Option<&Bound<'_, PyAny>>) -> PyResult<Option<Map<String, Value>>> {
     match obj {
         None => Ok(None),
         Some(o) if o.is_none() => Ok(None),

@@ -253,7 +253,7 @@ fn exact<'py>(py: Python<'py>, body: &[u8]) -> PyResult<Bound<'py, PyAny>> {
 }
 
 /// Any JSON document as Python objects.
-pub fn json<'py>(py: Python<'py>, body: &[u8]) -> PyResult<Bound<'py, PyAny>> {
+pub(crate) fn json<'py>(py: Python<'py>, body: &[u8]) -> PyResult<Bound<'py, PyAny>> {
     let mut dec = Decoder::new(py);
     let mut de = serde_json::Deserializer::from_slice(body);
     let value = ValueSeed(&mut dec).deserialize(&mut de).map_err(|e| dec.error(&e))?;
@@ -267,7 +267,7 @@ pub fn json<'py>(py: Python<'py>, body: &[u8]) -> PyResult<Bound<'py, PyAny>> {
 /// A GraphQL response body's `data` as Python objects (a dict); a response with `errors` raises
 /// the matching error (with partial data), scrubbed of the client's secrets, and one without
 /// `data` as an object raises a TransportError that says what came instead.
-pub fn data<'py>(py: Python<'py>, body: &[u8], redactor: &Redactor) -> PyResult<Bound<'py, PyAny>> {
+pub(crate) fn data<'py>(py: Python<'py>, body: &[u8], redactor: &Redactor) -> PyResult<Bound<'py, PyAny>> {
     let mut dec = Decoder::new(py);
     let mut de = serde_json::Deserializer::from_slice(body);
     let (data, errors) = EnvelopeSeed(&mut dec).deserialize(&mut de).map_err(|e| dec.error(&e))?;

@@ -81,7 +81,7 @@ fn build(py: Python<'_>, err: Error) -> PyResult<PyErr> {
 }
 
 /// Converts a core error into the matching `secfindings` exception.
-pub fn to_py(err: Error) -> PyErr {
+pub(crate) fn to_py(err: Error) -> PyErr {
     Python::attach(|py| match build(py, err) {
         Ok(e) => e,
         Err(lookup) => {

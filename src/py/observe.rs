@@ -14,7 +14,7 @@ static CALL_VAR: PyOnceLock<Py<PyAny>> = PyOnceLock::new();
 
 /// The context variable that names the call a future belongs to (`int`, 0 or unset: none).
 #[pyfunction]
-pub fn call_var(py: Python<'_>) -> PyResult<Py<PyAny>> {
+pub(crate) fn call_var(py: Python<'_>) -> PyResult<Py<PyAny>> {
     let var = CALL_VAR.get_or_try_init(py, || -> PyResult<Py<PyAny>> {
         let contextvars = py.import("contextvars")?;
         Ok(contextvars.getattr("ContextVar")?.call1(("secfindings_call",))?.unbind())
@@ -24,7 +24,7 @@ pub fn call_var(py: Python<'_>) -> PyResult<Py<PyAny>> {
 
 /// The number of the call the code running now belongs to: 0 unless an observer is set and
 /// Python named one (read when a call's future is made, on the caller's thread).
-pub fn current(py: Python<'_>) -> u64 {
+pub(crate) fn current(py: Python<'_>) -> u64 {
     if !observe::observed() {
         return 0;
     }
@@ -33,7 +33,7 @@ pub fn current(py: Python<'_>) -> u64 {
 }
 
 /// Runs `fut` as the call Python named (see [`current`]).
-pub fn scoped<F: std::future::Future>(
+pub(crate) fn scoped<F: std::future::Future>(
     py: Python<'_>,
     fut: F,
 ) -> impl std::future::Future<Output = F::Output> {
@@ -62,7 +62,7 @@ fn as_tuple<'py>(py: Python<'py>, e: &AttemptEvent) -> PyResult<Bound<'py, PyTup
 /// dropped: telemetry never breaks a call.
 #[pyfunction]
 #[pyo3(signature = (callback=None))]
-pub fn observe_attempts(py: Python<'_>, callback: Option<Py<PyAny>>) -> PyResult<()> {
+pub(crate) fn observe_attempts(py: Python<'_>, callback: Option<Py<PyAny>>) -> PyResult<()> {
     call_var(py)?;
     match callback {
         None => observe::set(None),

@@ -10,13 +10,13 @@ use crate::py::errors::to_py as err;
 /// The SDL the package was built against (`schema/schema.graphql`, the emulator's too), the
 /// fallback when a server refuses introspection. Built in with or without the emulator.
 #[pyfunction]
-pub fn builtin_sdl() -> &'static str {
+pub(crate) fn builtin_sdl() -> &'static str {
     secfindings_schema::SDL
 }
 
 /// Every catalog entry as a dict (what the generator of the typed methods reads).
 #[pyfunction]
-pub fn catalog(py: Python<'_>) -> PyResult<Bound<'_, PyList>> {
+pub(crate) fn catalog(py: Python<'_>) -> PyResult<Bound<'_, PyList>> {
     let out = PyList::empty(py);
     for op in operations::catalog() {
         let d = PyDict::new(py);
@@ -45,7 +45,7 @@ pub fn catalog(py: Python<'_>) -> PyResult<Bound<'_, PyList>> {
 
 /// The fields of the input objects the client checks, by type name.
 #[pyfunction]
-pub fn input_objects(py: Python<'_>) -> PyResult<Bound<'_, PyDict>> {
+pub(crate) fn input_objects(py: Python<'_>) -> PyResult<Bound<'_, PyDict>> {
     let out = PyDict::new(py);
     for (name, fields) in operations::INPUT_OBJECTS {
         let list = PyList::empty(py);
@@ -59,7 +59,7 @@ pub fn input_objects(py: Python<'_>) -> PyResult<Bound<'_, PyDict>> {
 
 /// `to_global_id("Finding", 17)` -> `"RmluZGluZzoxNw=="`.
 #[pyfunction]
-pub fn to_global_id(type_name: &str, pk: &Bound<'_, PyAny>) -> PyResult<String> {
+pub(crate) fn to_global_id(type_name: &str, pk: &Bound<'_, PyAny>) -> PyResult<String> {
     let pk: String = match pk.extract::<i64>() {
         Ok(i) if !pk.is_instance_of::<pyo3::types::PyBool>() => i.to_string(),
         _ => pk
@@ -71,6 +71,6 @@ pub fn to_global_id(type_name: &str, pk: &Bound<'_, PyAny>) -> PyResult<String> 
 
 /// `from_global_id("RmluZGluZzoxNw==")` -> `("Finding", "17")`.
 #[pyfunction]
-pub fn from_global_id(id: &str) -> PyResult<(String, String)> {
+pub(crate) fn from_global_id(id: &str) -> PyResult<(String, String)> {
     crate::core::ids::from_global_id(id).map_err(err)
 }

@@ -51,7 +51,7 @@ impl PreparedOperation {
 /// Checks `args` of the catalog operation `name` and builds its document, without sending it.
 #[pyfunction]
 #[pyo3(signature = (name, args, fields=None))]
-pub fn prepare_operation(
+pub(crate) fn prepare_operation(
     name: &str,
     args: Bound<'_, PyDict>,
     fields: Option<String>,

@@ -40,7 +40,7 @@ fn build() -> Result<&'static Runtime, Error> {
 }
 
 /// The runtime of this process, started on first use.
-pub fn runtime() -> Result<&'static Runtime, Error> {
+pub(crate) fn runtime() -> Result<&'static Runtime, Error> {
     let pid = std::process::id();
     let mut guard = CURRENT.lock().map_err(|_| Error::Transport("runtime lock poisoned".into()))?;
     if let Some(o) = guard.as_ref() {
@@ -54,7 +54,7 @@ pub fn runtime() -> Result<&'static Runtime, Error> {
 }
 
 /// The runtime that pyo3-async-runtimes spawns on; it is set once, in the first process.
-pub fn init_async_runtime() -> Result<(), Error> {
+pub(crate) fn init_async_runtime() -> Result<(), Error> {
     let rt = runtime()?;
     if ASYNC_RUNTIME.set(rt).is_ok() {
         // A second init (another interpreter) is refused by the library; ours is in place.
@@ -65,7 +65,7 @@ pub fn init_async_runtime() -> Result<(), Error> {
 
 /// Whether the generic async route can run in this process (not in a child forked after first
 /// use: pyo3-async-runtimes keeps the first process's runtime).
-pub fn async_usable() -> bool {
+pub(crate) fn async_usable() -> bool {
     match (ASYNC_RUNTIME.get(), runtime()) {
         (Some(a), Ok(r)) => std::ptr::eq(*a, r),
         _ => false,
@@ -109,7 +109,7 @@ impl Wake for Signal {
 /// runtime's context (the I/O itself is driven by the runtime's worker), spinning briefly before
 /// parking, and checking for Ctrl-C every 100 ms so a long call can be interrupted (the request
 /// is dropped, which cancels it). A panic becomes an error.
-pub fn block_on<F, T>(py: Python<'_>, fut: F) -> PyResult<T>
+pub(crate) fn block_on<F, T>(py: Python<'_>, fut: F) -> PyResult<T>
 where
     F: Future<Output = T> + Send,
     T: Send,

@@ -8,7 +8,7 @@ use crate::core::{scalars, suggest};
 /// An ISO 8601 datetime (or date) as an aware `datetime` with the offset given (UTC when none),
 /// or `None` when the text is not one. The forms taken are `core::scalars::parse_datetime`'s.
 #[pyfunction]
-pub fn parse_datetime(text: &str) -> Option<chrono::DateTime<chrono::FixedOffset>> {
+pub(crate) fn parse_datetime(text: &str) -> Option<chrono::DateTime<chrono::FixedOffset>> {
     scalars::parse_datetime(text)
 }
 
@@ -17,7 +17,7 @@ pub fn parse_datetime(text: &str) -> Option<chrono::DateTime<chrono::FixedOffset
 /// start with it; else the nearest by edit distance. Bounded work for any number of candidates.
 #[pyfunction]
 #[pyo3(signature = (name, candidates, n=3, prefixes=true))]
-pub fn suggestions(name: &str, candidates: Vec<String>, n: usize, prefixes: bool) -> Vec<String> {
+pub(crate) fn suggestions(name: &str, candidates: Vec<String>, n: usize, prefixes: bool) -> Vec<String> {
     let refs: Vec<&str> = candidates.iter().map(String::as_str).collect();
     suggest::suggestions(name, &refs, n, prefixes).into_iter().map(str::to_owned).collect()
 }

@@ -6,11 +6,11 @@ use pyo3::types::{PyBool, PyDict, PyFloat, PyList, PyString};
 use serde_json::{Map, Number, Value};
 
 /// Builds Python objects for a JSON value: dict, list, str, int, float, bool, None.
-pub fn to_py<'py>(py: Python<'py>, v: &Value) -> PyResult<Bound<'py, PyAny>> {
+pub(crate) fn to_py<'py>(py: Python<'py>, v: &Value) -> PyResult<Bound<'py, PyAny>> {
     Builder::new(py).value(v)
 }
 
-pub fn dict<'py>(py: Python<'py>, map: &Map<String, Value>) -> PyResult<Bound<'py, PyDict>> {
+pub(crate) fn dict<'py>(py: Python<'py>, map: &Map<String, Value>) -> PyResult<Bound<'py, PyDict>> {
     Builder::new(py).dict(map)
 }
 

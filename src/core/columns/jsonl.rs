@@ -8,7 +8,7 @@ use crate::core::paging::RawPage;
 /// One page's nodes as JSON lines, as the server sent them: the raw text of each node with the
 /// spacing between tokens taken out, so numbers (an integer beyond 64 bits too) and strings are
 /// kept exactly. A null node is `null`.
-pub fn page_jsonl(page: &RawPage) -> Result<Vec<u8>> {
+pub(crate) fn page_jsonl(page: &RawPage) -> Result<Vec<u8>> {
     use std::borrow::Cow;
     use std::collections::HashMap;
 

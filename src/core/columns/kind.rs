@@ -7,7 +7,7 @@ use serde_json::Value;
 
 /// A column's type.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub enum Kind {
+pub(crate) enum Kind {
     /// Not known yet (only nulls so far): becomes the type of the first value.
     Null,
     Int,

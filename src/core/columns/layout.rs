@@ -17,7 +17,7 @@ pub(super) const SDL: &str = secfindings_schema::SDL;
 
 /// One column: its name (dotted for nested fields), where it is in a node, and its type.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Column {
+pub(crate) struct Column {
     pub name: String,
     pub path: Vec<String>,
     pub kind: Kind,
@@ -27,7 +27,7 @@ pub struct Column {
 
 /// The columns of a walk.
 #[derive(Clone, Debug, Default)]
-pub struct Layout {
+pub(crate) struct Layout {
     pub(super) columns: Vec<Column>,
     by_name: HashMap<String, usize>,
     /// The dotted names of the objects that columns sit in (`actual_status` of
@@ -39,13 +39,13 @@ pub struct Layout {
 
 impl Layout {
     /// An empty layout: every column is inferred from the data.
-    pub fn inferred() -> Self {
+    pub(crate) fn inferred() -> Self {
         Self::default()
     }
 
     /// The columns of a typed operation's nodes: `type_name`'s fields in `selection`, typed
     /// from the schema. Fields the schema does not know are inferred from the data.
-    pub fn typed(type_name: &str, selection: &str) -> Result<Self> {
+    pub(crate) fn typed(type_name: &str, selection: &str) -> Result<Self> {
         let tree = parse_selection(selection)?;
         let mut layout = Self::default();
         layout.add_typed(Some(type_name), &tree, &mut Vec::new());
@@ -88,12 +88,13 @@ impl Layout {
         self.columns.push(Column { name, path, kind, typed });
     }
 
-    pub fn columns(&self) -> &[Column] {
+    #[cfg(test)]
+    pub(crate) fn columns(&self) -> &[Column] {
         &self.columns
     }
 
     /// The Arrow schema of the columns as they stand.
-    pub fn schema(&self) -> SchemaRef {
+    pub(crate) fn schema(&self) -> SchemaRef {
         Arc::new(Schema::new(
             self.columns.iter().map(|c| Field::new(&c.name, c.kind.data_type(), true)).collect::<Vec<_>>(),
         ))

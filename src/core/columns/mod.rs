@@ -20,10 +20,11 @@ mod tests;
 use arrow_array::RecordBatch;
 use arrow_schema::SchemaRef;
 
-pub use jsonl::page_jsonl;
-pub use kind::Kind;
-pub use layout::{Column, Layout};
-pub use page::{freeze, page_batch, unify};
+pub(crate) use jsonl::page_jsonl;
+pub(crate) use layout::Layout;
+#[cfg(test)]
+use kind::Kind;
+pub(crate) use page::{freeze, page_batch, unify};
 
 use super::error::Result;
 use super::paging::RawPage;
@@ -31,14 +32,14 @@ use super::paging::RawPage;
 /// A walk's pages as record batches: the layout (typed for a catalog operation, inferred for
 /// any other document) and the rows decoded so far.
 #[derive(Debug)]
-pub struct Columnar {
+pub(crate) struct Columnar {
     layout: Layout,
     rows: usize,
 }
 
 impl Columnar {
     /// `node`: the node's type and selection of a catalog operation; `None` infers the columns.
-    pub fn new(node: Option<(&str, &str)>) -> Result<Self> {
+    pub(crate) fn new(node: Option<(&str, &str)>) -> Result<Self> {
         let layout = match node {
             Some((type_name, selection)) => Layout::typed(type_name, selection)?,
             None => Layout::inferred(),
@@ -47,23 +48,19 @@ impl Columnar {
     }
 
     /// One page's rows as a record batch (of the layout as it stands after this page).
-    pub fn batch(&mut self, page: &RawPage) -> Result<RecordBatch> {
+    pub(crate) fn batch(&mut self, page: &RawPage) -> Result<RecordBatch> {
         let batch = page_batch(&page.body, page.path.as_deref(), page.take, &mut self.layout, self.rows)?;
         self.rows = self.rows.saturating_add(batch.num_rows());
         Ok(batch)
     }
 
     /// Fixes the schema (a stream has one): later pages must fit it.
-    pub fn freeze(&mut self) {
+    pub(crate) fn freeze(&mut self) {
         freeze(&mut self.layout);
     }
 
-    pub fn schema(&self) -> SchemaRef {
-        self.layout.schema()
-    }
-
     /// Every batch brought to the final, widest schema.
-    pub fn finish(&self, batches: Vec<RecordBatch>) -> Result<(Vec<RecordBatch>, SchemaRef)> {
+    pub(crate) fn finish(&self, batches: Vec<RecordBatch>) -> Result<(Vec<RecordBatch>, SchemaRef)> {
         unify(batches, &self.layout)
     }
 }

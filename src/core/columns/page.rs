@@ -42,7 +42,7 @@ pub(super) fn page_nodes<'v>(
 /// bytes once, straight into the column builders; a page that shows something the layout does
 /// not hold yet (a new column, a wider type) takes the slow route, which learns it first.
 /// `first_row` numbers rows in messages.
-pub fn page_batch(
+pub(crate) fn page_batch(
     body: &[u8],
     path: Option<&[String]>,
     take: usize,
@@ -162,13 +162,13 @@ pub(super) fn slow_page_batch(
 }
 
 /// Freezes the layout: a stream's later pages must fit the schema of its first.
-pub fn freeze(layout: &mut Layout) {
+pub(crate) fn freeze(layout: &mut Layout) {
     layout.frozen = true;
 }
 
 /// Brings batches made while the layout was still widening to its final schema: columns that
 /// appeared later are nulls in earlier batches, and narrower types are cast up.
-pub fn unify(batches: Vec<RecordBatch>, layout: &Layout) -> Result<(Vec<RecordBatch>, SchemaRef)> {
+pub(crate) fn unify(batches: Vec<RecordBatch>, layout: &Layout) -> Result<(Vec<RecordBatch>, SchemaRef)> {
     let schema = layout.schema();
     let mut out = Vec::with_capacity(batches.len());
     for batch in batches {

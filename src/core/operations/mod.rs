@@ -33,7 +33,7 @@ use super::scalars::{is_aware_datetime, INT_MAX};
 
 /// One argument: its GraphQL name and type text (`"ID!"`, `"[FindingsViewSortEnum]"`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct Arg {
+pub(crate) struct Arg {
     pub name: &'static str,
     pub ty: &'static str,
 }
@@ -44,7 +44,7 @@ pub(crate) const fn arg(name: &'static str, ty: &'static str) -> Arg {
 
 /// What an operation's field returns.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Returns {
+pub(crate) enum Returns {
     /// An object type (the name of the typed model).
     Object(&'static str),
     /// A Relay connection of this node type: the typed method returns a paginator.
@@ -55,7 +55,7 @@ pub enum Returns {
 
 impl Returns {
     /// The GraphQL type name of the result (of the node, for a connection).
-    pub fn type_name(self) -> &'static str {
+    pub(crate) fn type_name(self) -> &'static str {
         match self {
             Self::Object(t) | Self::Connection(t) | Self::Scalar(t) => t,
         }
@@ -64,7 +64,7 @@ impl Returns {
 
 /// One catalog entry.
 #[derive(Clone, Copy, Debug)]
-pub struct Operation {
+pub(crate) struct Operation {
     pub name: &'static str,
     pub kind: OperationKind,
     pub doc: &'static str,
@@ -114,26 +114,27 @@ impl Operation {
         self
     }
 
-    pub fn is_connection(&self) -> bool {
+    pub(crate) fn is_connection(&self) -> bool {
         matches!(self.returns, Returns::Connection(_))
     }
 }
 
 /// The spec's Finding table, and nothing more.
-pub const FINDING_FIELDS: &str = "id id_int finding_id last_reported_time discovered_time cloud_provider \
+pub(crate) const FINDING_FIELDS: &str =
+    "id id_int finding_id last_reported_time discovered_time cloud_provider \
      original_status cloud_account package_name datasource { friendly_name } main_resource { resource_name } \
      title finding_score { score severity original_score } age description";
 
 /// The FindingsView node fields the fact sheet saw in use (6.1); tickets are opt-in.
-pub const FINDINGS_VIEW_FIELDS: &str = "id id_int title score remediation_sub_phase cloud_account \
+pub(crate) const FINDINGS_VIEW_FIELDS: &str = "id id_int title score remediation_sub_phase cloud_account \
      cloud_account_friendly_name cloud_provider resource_name resource_type sla_status age \
      datasource_tags_values source actual_status { category }";
 
 /// For objects whose fields are not documented: the Relay node id only.
-pub const ID_ONLY: &str = "id";
+pub(crate) const ID_ONLY: &str = "id";
 
 /// For an object with no documented field at all: valid on any GraphQL object type.
-pub const TYPENAME_ONLY: &str = "__typename";
+pub(crate) const TYPENAME_ONLY: &str = "__typename";
 
 const GROUPS: [&[Operation]; 6] = [
     findings::OPERATIONS,
@@ -145,14 +146,14 @@ const GROUPS: [&[Operation]; 6] = [
 ];
 
 /// Every operation, queries first, each group in name order.
-pub fn catalog() -> Vec<&'static Operation> {
+pub(crate) fn catalog() -> Vec<&'static Operation> {
     let mut all: Vec<&'static Operation> = GROUPS.iter().flat_map(|g| g.iter()).collect();
     all.sort_by_key(|op| (op.kind != OperationKind::Query, op.name));
     all
 }
 
 /// The entry for `name`.
-pub fn find(name: &str) -> Result<&'static Operation> {
+pub(crate) fn find(name: &str) -> Result<&'static Operation> {
     GROUPS
         .iter()
         .flat_map(|g| g.iter())
@@ -162,7 +163,7 @@ pub fn find(name: &str) -> Result<&'static Operation> {
 
 /// The input objects the client checks field by field, generated from the schema.
 /// `JSONText` is a String on the wire holding JSON: a non-string value is serialized for the caller.
-pub use schema_tables::INPUT_OBJECTS;
+pub(crate) use schema_tables::INPUT_OBJECTS;
 
 const SCALARS: &[&str] = &[
     "ID",
@@ -179,14 +180,14 @@ const SCALARS: &[&str] = &[
 
 /// How a type name is handled when a value is checked.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum TypeKind {
+pub(crate) enum TypeKind {
     Scalar,
     Input(&'static [Arg]),
     Enum,
 }
 
 /// Scalars by name, the modelled input objects, and every other name is an enum.
-pub fn type_kind(name: &str) -> TypeKind {
+pub(crate) fn type_kind(name: &str) -> TypeKind {
     if SCALARS.contains(&name) {
         return TypeKind::Scalar;
     }
@@ -214,12 +215,13 @@ fn split_type(text: &str) -> Ty<'_> {
     }
 }
 
+#[cfg(test)]
 /// The type name inside the wrappers (`"[SLARuleInput!]!"` -> `"SLARuleInput"`).
-pub fn base_type(text: &str) -> &str {
+pub(crate) fn base_type(text: &str) -> &str {
     text.trim_matches(|c| c == '[' || c == ']' || c == '!')
 }
 
-pub fn is_required(text: &str) -> bool {
+pub(crate) fn is_required(text: &str) -> bool {
     text.ends_with('!')
 }
 
@@ -237,7 +239,7 @@ fn hint(name: &str, candidates: &[Arg]) -> String {
 
 /// Checks one value against a type text and returns it in wire form (JSON text serialized,
 /// a single value for a list wrapped). `path` names the value in error messages.
-pub fn coerce(path: &str, ty: &str, value: Value) -> Result<Value> {
+pub(crate) fn coerce(path: &str, ty: &str, value: Value) -> Result<Value> {
     let bad = |what: String| Err(Error::validation(format!("{path} ({ty}) {what}")));
     match split_type(ty) {
         Ty::NonNull(_) if value.is_null() => bad("must not be None".into()),
@@ -340,7 +342,7 @@ fn check_selection(op: &str, fields: &str) -> Result<()> {
 
 /// A checked request for one catalog operation.
 #[derive(Clone, Debug)]
-pub struct Built {
+pub(crate) struct Built {
     pub operation: &'static Operation,
     pub query: String,
     pub variables: Map<String, Value>,
@@ -350,7 +352,7 @@ pub struct Built {
 ///
 /// `args` are keyword arguments by GraphQL name; `None` (null) means "not given". A connection
 /// also takes `after` (the cursor to resume from); `first` is the paginator's business.
-pub fn build(op: &'static Operation, args: Map<String, Value>, fields: Option<&str>) -> Result<Built> {
+pub(crate) fn build(op: &'static Operation, args: Map<String, Value>, fields: Option<&str>) -> Result<Built> {
     let selection = match fields {
         Some(f) => {
             if matches!(op.returns, Returns::Scalar(_)) {

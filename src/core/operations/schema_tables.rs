@@ -9,15 +9,15 @@
 use super::{arg, Arg};
 
 /// `Query.finding`.
-pub const FINDING: &[Arg] = &[arg("id", "ID!")];
+pub(super) const FINDING: &[Arg] = &[arg("id", "ID!")];
 /// `Query.finding_filters`.
-pub const FINDING_FILTERS: &[Arg] =
+pub(super) const FINDING_FILTERS: &[Arg] =
     &[arg("type", "FindingFilterTypeEnum"), arg("name", "String"), arg("sort", "[FindingFilterSortEnum]")];
 /// `Query.findings_view`.
-pub const FINDINGS_VIEW: &[Arg] =
+pub(super) const FINDINGS_VIEW: &[Arg] =
     &[arg("filters_config", "FiltersConfigInput"), arg("sort", "[FindingsViewSortEnum]")];
 /// `Query.get_resources`.
-pub const GET_RESOURCES: &[Arg] = &[
+pub(super) const GET_RESOURCES: &[Arg] = &[
     arg("resource_type", "String"),
     arg("cloud_provider", "String"),
     arg("cloud_account", "String"),
@@ -25,7 +25,7 @@ pub const GET_RESOURCES: &[Arg] = &[
     arg("sort", "[ResourcesSortBy]"),
 ];
 /// `Query.get_resources_ch`.
-pub const GET_RESOURCES_CH: &[Arg] = &[
+pub(super) const GET_RESOURCES_CH: &[Arg] = &[
     arg("resource_type", "[String]"),
     arg("cloud_provider", "[String]"),
     arg("cloud_account", "[String]"),
@@ -34,34 +34,34 @@ pub const GET_RESOURCES_CH: &[Arg] = &[
     arg("sort", "[ResourcesSortBy]"),
 ];
 /// `Query.remediation_queues`.
-pub const REMEDIATION_QUEUES: &[Arg] = &[
+pub(super) const REMEDIATION_QUEUES: &[Arg] = &[
     arg("state", "RemediationQueueState"),
     arg("title", "String"),
     arg("sort", "[RemediationQueueSortEnum]"),
 ];
 /// `Query.scope_hierarchy`.
-pub const SCOPE_HIERARCHY: &[Arg] = &[arg("include_unscoped", "Boolean")];
+pub(super) const SCOPE_HIERARCHY: &[Arg] = &[arg("include_unscoped", "Boolean")];
 /// `Query.scoring_rules`.
-pub const SCORING_RULES: &[Arg] =
+pub(super) const SCORING_RULES: &[Arg] =
     &[arg("name", "String"), arg("active", "Boolean"), arg("sort", "[ScoringRuleSortEnum]")];
 /// `Query.sla_groups`.
-pub const SLA_GROUPS: &[Arg] = &[arg("name", "String"), arg("sort", "[SLAGroupSortEnum]")];
+pub(super) const SLA_GROUPS: &[Arg] = &[arg("name", "String"), arg("sort", "[SLAGroupSortEnum]")];
 /// `Query.sla_preferences`.
-pub const SLA_PREFERENCES: &[Arg] = &[
+pub(super) const SLA_PREFERENCES: &[Arg] = &[
     arg("sla_group_id", "ID"),
     arg("severity", "Int"),
     arg("active", "Boolean"),
     arg("sort", "[SLAPreferenceSortEnum]"),
 ];
 /// `Query.status_rules`.
-pub const STATUS_RULES: &[Arg] = &[arg("name", "String"), arg("enabled", "Boolean")];
+pub(super) const STATUS_RULES: &[Arg] = &[arg("name", "String"), arg("enabled", "Boolean")];
 /// `Query.subscription_cursor`.
-pub const SUBSCRIPTION_CURSOR: &[Arg] = &[];
+pub(super) const SUBSCRIPTION_CURSOR: &[Arg] = &[];
 /// `Query.ticket_sla_rules`.
-pub const TICKET_SLA_RULES: &[Arg] =
+pub(super) const TICKET_SLA_RULES: &[Arg] =
     &[arg("name", "String"), arg("enabled", "Boolean"), arg("sort", "[TicketSLARuleSortEnum]")];
 /// `Query.trends`.
-pub const TRENDS: &[Arg] = &[
+pub(super) const TRENDS: &[Arg] = &[
     arg("time_scale", "TimeScales!"),
     arg("aggregate_function", "AggregateFunctions!"),
     arg("field", "String"),
@@ -72,49 +72,49 @@ pub const TRENDS: &[Arg] = &[
     arg("end", "DateTime"),
 ];
 /// `Mutation.activate_scoring_rule`.
-pub const ACTIVATE_SCORING_RULE: &[Arg] = &[arg("id", "ID!"), arg("active", "Boolean!")];
+pub(super) const ACTIVATE_SCORING_RULE: &[Arg] = &[arg("id", "ID!"), arg("active", "Boolean!")];
 /// `Mutation.activate_sla_rule`.
-pub const ACTIVATE_SLA_RULE: &[Arg] = &[arg("id", "ID!"), arg("active", "Boolean!")];
+pub(super) const ACTIVATE_SLA_RULE: &[Arg] = &[arg("id", "ID!"), arg("active", "Boolean!")];
 /// `Mutation.add_scoring_rule`.
-pub const ADD_SCORING_RULE: &[Arg] = &[arg("scoring_rule", "ScoringRuleInput!")];
+pub(super) const ADD_SCORING_RULE: &[Arg] = &[arg("scoring_rule", "ScoringRuleInput!")];
 /// `Mutation.add_sla_group`.
-pub const ADD_SLA_GROUP: &[Arg] = &[
+pub(super) const ADD_SLA_GROUP: &[Arg] = &[
     arg("name", "String!"),
     arg("description", "String"),
     arg("filters_config", "FiltersConfigInput"),
     arg("priority", "Int"),
 ];
 /// `Mutation.add_sla_rule`.
-pub const ADD_SLA_RULE: &[Arg] = &[arg("sla_rule", "SLARuleInput!")];
+pub(super) const ADD_SLA_RULE: &[Arg] = &[arg("sla_rule", "SLARuleInput!")];
 /// `Mutation.add_status_rule`.
-pub const ADD_STATUS_RULE: &[Arg] = &[arg("status_rule", "StatusRuleInput!")];
+pub(super) const ADD_STATUS_RULE: &[Arg] = &[arg("status_rule", "StatusRuleInput!")];
 /// `Mutation.add_ticket_sla_rule`.
-pub const ADD_TICKET_SLA_RULE: &[Arg] = &[arg("ticket_sla", "TicketSLAInput!")];
+pub(super) const ADD_TICKET_SLA_RULE: &[Arg] = &[arg("ticket_sla", "TicketSLAInput!")];
 /// `Mutation.create_scope_group`.
-pub const CREATE_SCOPE_GROUP: &[Arg] = &[
+pub(super) const CREATE_SCOPE_GROUP: &[Arg] = &[
     arg("name", "String!"),
     arg("description", "String"),
     arg("scope_ids", "[ID]"),
     arg("users", "[String]"),
 ];
 /// `Mutation.delete_finding_filter`.
-pub const DELETE_FINDING_FILTER: &[Arg] = &[arg("id", "ID!")];
+pub(super) const DELETE_FINDING_FILTER: &[Arg] = &[arg("id", "ID!")];
 /// `Mutation.delete_finding_filter_v2`.
-pub const DELETE_FINDING_FILTER_V2: &[Arg] = &[arg("id", "ID!")];
+pub(super) const DELETE_FINDING_FILTER_V2: &[Arg] = &[arg("id", "ID!")];
 /// `Mutation.delete_finding_scope_v2`.
-pub const DELETE_FINDING_SCOPE_V2: &[Arg] = &[arg("id", "ID!")];
+pub(super) const DELETE_FINDING_SCOPE_V2: &[Arg] = &[arg("id", "ID!")];
 /// `Mutation.delete_scope_group`.
-pub const DELETE_SCOPE_GROUP: &[Arg] = &[arg("id", "ID!")];
+pub(super) const DELETE_SCOPE_GROUP: &[Arg] = &[arg("id", "ID!")];
 /// `Mutation.delete_scoring_rule`.
-pub const DELETE_SCORING_RULE: &[Arg] = &[arg("id", "ID!")];
+pub(super) const DELETE_SCORING_RULE: &[Arg] = &[arg("id", "ID!")];
 /// `Mutation.delete_sla_rule`.
-pub const DELETE_SLA_RULE: &[Arg] = &[arg("id", "ID!")];
+pub(super) const DELETE_SLA_RULE: &[Arg] = &[arg("id", "ID!")];
 /// `Mutation.delete_status_rule`.
-pub const DELETE_STATUS_RULE: &[Arg] = &[arg("id", "ID!")];
+pub(super) const DELETE_STATUS_RULE: &[Arg] = &[arg("id", "ID!")];
 /// `Mutation.delete_ticket_sla_rule`.
-pub const DELETE_TICKET_SLA_RULE: &[Arg] = &[arg("id", "ID!")];
+pub(super) const DELETE_TICKET_SLA_RULE: &[Arg] = &[arg("id", "ID!")];
 /// `Mutation.edit_scope_group`.
-pub const EDIT_SCOPE_GROUP: &[Arg] = &[
+pub(super) const EDIT_SCOPE_GROUP: &[Arg] = &[
     arg("id", "ID!"),
     arg("name", "String"),
     arg("description", "String"),
@@ -122,46 +122,47 @@ pub const EDIT_SCOPE_GROUP: &[Arg] = &[
     arg("users", "[String]"),
 ];
 /// `Mutation.edit_scoring_rule`.
-pub const EDIT_SCORING_RULE: &[Arg] = &[arg("id", "ID!"), arg("scoring_rule", "ScoringRuleInput!")];
+pub(super) const EDIT_SCORING_RULE: &[Arg] = &[arg("id", "ID!"), arg("scoring_rule", "ScoringRuleInput!")];
 /// `Mutation.edit_sla_rule`.
-pub const EDIT_SLA_RULE: &[Arg] = &[arg("id", "ID!"), arg("sla_rule", "SLARuleInput!")];
+pub(super) const EDIT_SLA_RULE: &[Arg] = &[arg("id", "ID!"), arg("sla_rule", "SLARuleInput!")];
 /// `Mutation.edit_status_rule`.
-pub const EDIT_STATUS_RULE: &[Arg] = &[arg("id", "ID!"), arg("status_rule", "StatusRuleInput!")];
+pub(super) const EDIT_STATUS_RULE: &[Arg] = &[arg("id", "ID!"), arg("status_rule", "StatusRuleInput!")];
 /// `Mutation.edit_ticket_sla_rule`.
-pub const EDIT_TICKET_SLA_RULE: &[Arg] = &[arg("id", "ID!"), arg("ticket_sla", "TicketSLAInput!")];
+pub(super) const EDIT_TICKET_SLA_RULE: &[Arg] = &[arg("id", "ID!"), arg("ticket_sla", "TicketSLAInput!")];
 /// `Mutation.enable_status_rule`.
-pub const ENABLE_STATUS_RULE: &[Arg] = &[arg("id", "ID!"), arg("enabled", "Boolean!")];
+pub(super) const ENABLE_STATUS_RULE: &[Arg] = &[arg("id", "ID!"), arg("enabled", "Boolean!")];
 /// `Mutation.enable_ticket_sla_rule`.
-pub const ENABLE_TICKET_SLA_RULE: &[Arg] = &[arg("id", "ID!"), arg("enabled", "Boolean!")];
+pub(super) const ENABLE_TICKET_SLA_RULE: &[Arg] = &[arg("id", "ID!"), arg("enabled", "Boolean!")];
 /// `Mutation.new_finding_filter`.
-pub const NEW_FINDING_FILTER: &[Arg] =
+pub(super) const NEW_FINDING_FILTER: &[Arg] =
     &[arg("name", "String!"), arg("filter", "JSONString!"), arg("description", "String")];
 /// `Mutation.new_finding_filter_v2`.
-pub const NEW_FINDING_FILTER_V2: &[Arg] = &[arg("finding_filter", "FindingFilterInput!")];
+pub(super) const NEW_FINDING_FILTER_V2: &[Arg] = &[arg("finding_filter", "FindingFilterInput!")];
 /// `Mutation.new_finding_scope_v2`.
-pub const NEW_FINDING_SCOPE_V2: &[Arg] = &[arg("finding_scope", "FindingFilterInput!")];
+pub(super) const NEW_FINDING_SCOPE_V2: &[Arg] = &[arg("finding_scope", "FindingFilterInput!")];
 /// `Mutation.save_scope_hierarchy`.
-pub const SAVE_SCOPE_HIERARCHY: &[Arg] = &[];
+pub(super) const SAVE_SCOPE_HIERARCHY: &[Arg] = &[];
 /// `Mutation.set_user_sla_and_comment`.
-pub const SET_USER_SLA_AND_COMMENT: &[Arg] = &[
+pub(super) const SET_USER_SLA_AND_COMMENT: &[Arg] = &[
     arg("finding_ids", "[ID]"),
     arg("filters_config", "FiltersConfigInput"),
     arg("due_date", "DateTime!"),
     arg("comment", "String!"),
 ];
 /// `Mutation.update_finding_filter`.
-pub const UPDATE_FINDING_FILTER: &[Arg] =
+pub(super) const UPDATE_FINDING_FILTER: &[Arg] =
     &[arg("id", "ID!"), arg("name", "String"), arg("filter", "JSONString"), arg("description", "String")];
 /// `Mutation.update_finding_filter_v2`.
-pub const UPDATE_FINDING_FILTER_V2: &[Arg] =
+pub(super) const UPDATE_FINDING_FILTER_V2: &[Arg] =
     &[arg("id", "ID!"), arg("finding_filter", "FindingFilterInput!")];
 /// `Mutation.update_finding_scope_v2`.
-pub const UPDATE_FINDING_SCOPE_V2: &[Arg] = &[arg("id", "ID!"), arg("finding_scope", "FindingFilterInput!")];
+pub(super) const UPDATE_FINDING_SCOPE_V2: &[Arg] =
+    &[arg("id", "ID!"), arg("finding_scope", "FindingFilterInput!")];
 /// `Mutation.update_sla_settings_v2`.
-pub const UPDATE_SLA_SETTINGS_V2: &[Arg] = &[arg("sla_settings", "[SLARuleInput!]!")];
+pub(super) const UPDATE_SLA_SETTINGS_V2: &[Arg] = &[arg("sla_settings", "[SLARuleInput!]!")];
 
 /// Every input object and its fields, in schema order.
-pub const INPUT_OBJECTS: &[(&str, &[Arg])] = &[
+pub(crate) const INPUT_OBJECTS: &[(&str, &[Arg])] = &[
     (
         "FiltersConfigInput",
         &[

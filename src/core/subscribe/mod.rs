@@ -37,8 +37,10 @@ use std::sync::Arc;
 use serde_json::Value;
 use tokio::sync::{mpsc, watch};
 
-pub use protocol::{event_cursor, parse, ws_url, Incoming, Proto};
-pub use task::{SubStats, SubscribeSpec};
+pub(crate) use protocol::ws_url;
+#[cfg(test)]
+use protocol::{event_cursor, parse, Incoming, Proto};
+pub(crate) use task::{SubStats, SubscribeSpec};
 
 use crate::core::error::{Error, Result};
 use crate::core::graphql::{prepare, OperationKind};

@@ -13,7 +13,7 @@ use crate::core::error::{Error, Result};
 pub(super) const OP_ID: &str = "1";
 
 /// `http(s)://host/api/v1` -> `ws(s)://host/api/v1`.
-pub fn ws_url(base: &str) -> Result<String> {
+pub(crate) fn ws_url(base: &str) -> Result<String> {
     if let Some(rest) = base.strip_prefix("https://") {
         Ok(format!("wss://{rest}"))
     } else if let Some(rest) = base.strip_prefix("http://") {
@@ -24,7 +24,7 @@ pub fn ws_url(base: &str) -> Result<String> {
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Proto {
+pub(crate) enum Proto {
     /// graphql-transport-ws (the graphql-ws library's protocol).
     TransportWs,
     /// subscriptions-transport-ws, whose subprotocol is named graphql-ws.
@@ -32,7 +32,7 @@ pub enum Proto {
 }
 
 impl Proto {
-    pub fn name(self) -> &'static str {
+    pub(crate) fn name(self) -> &'static str {
         match self {
             Self::TransportWs => "graphql-transport-ws",
             Self::Legacy => "graphql-ws",
@@ -47,12 +47,12 @@ impl Proto {
         }
     }
 
-    pub fn init(self, authorization: &str) -> String {
+    pub(crate) fn init(self, authorization: &str) -> String {
         serde_json::json!({"type": "connection_init", "payload": {"Authorization": authorization}})
             .to_string()
     }
 
-    pub fn subscribe(self, payload: &Value) -> String {
+    pub(crate) fn subscribe(self, payload: &Value) -> String {
         let kind = match self {
             Self::TransportWs => "subscribe",
             Self::Legacy => "start",
@@ -60,7 +60,7 @@ impl Proto {
         serde_json::json!({"id": OP_ID, "type": kind, "payload": payload}).to_string()
     }
 
-    pub fn stop(self) -> String {
+    pub(crate) fn stop(self) -> String {
         let kind = match self {
             Self::TransportWs => "complete",
             Self::Legacy => "stop",
@@ -71,7 +71,7 @@ impl Proto {
 
 /// A server message, as far as the client needs it.
 #[derive(Debug, PartialEq)]
-pub enum Incoming {
+pub(crate) enum Incoming {
     Ack,
     Ping,
     /// pong, ka (legacy keep-alive): proof of life only.
@@ -88,7 +88,7 @@ pub enum Incoming {
     Other,
 }
 
-pub fn parse(text: &str) -> std::result::Result<Incoming, String> {
+pub(crate) fn parse(text: &str) -> std::result::Result<Incoming, String> {
     #[derive(Deserialize)]
     struct Msg<'a> {
         #[serde(rename = "type", borrow)]
@@ -128,7 +128,7 @@ pub fn parse(text: &str) -> std::result::Result<Incoming, String> {
 }
 
 /// The `cursor` member of the event's root field: `{"data": {"<field>": {"cursor": "..."}}}`.
-pub fn event_cursor(payload: &[u8]) -> Option<String> {
+pub(crate) fn event_cursor(payload: &[u8]) -> Option<String> {
     // Only the cursor is kept: every other member is skipped without being built (the Python
     // side decodes the event itself), and a subscription has exactly one root field.
     #[derive(Deserialize)]
