@@ -13,6 +13,7 @@ import secfindings
 from secfindings._cli_support import (
     JSONText,
     client_from_env,
+    emit,
     errors,
     filter_option,
     findings_filter,
@@ -104,9 +105,9 @@ def gate_command(
                 f.write(result.to_markdown() + "\n")
         if out is not None:
             out.write_text(result.render(fmt), encoding="utf-8")
-            click.echo(result.to_text(), nl=False)
+            emit(result.to_text(), nl=False)
         else:
-            click.echo(result.render(fmt), nl=False)
+            emit(result.render(fmt), nl=False)
     sys.exit(result.exit_code)
 
 
@@ -150,11 +151,11 @@ def diff_command(base: Path, head: Path, fmt: str, out: Path | None, limit: int)
                 "json": result.to_json,
             }[fmt]()
             if out is None:
-                click.echo(text, nl=False)
+                emit(text, nl=False)
             else:
                 out.write_text(text if text.endswith("\n") else text + "\n", encoding="utf-8")
         if out is not None:
-            click.echo(result.to_text(limit), nl=False)
+            emit(result.to_text(limit), nl=False)
 
 
 def _file(out: Path | None) -> Path | None:

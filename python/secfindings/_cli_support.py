@@ -8,6 +8,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import select
 import sys
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -83,6 +84,35 @@ def reader_gone() -> NoReturn:
     with contextlib.suppress(OSError, ValueError):
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
     sys.exit(ExitCode.READER_GONE)
+
+
+def emit(text: str, nl: bool = True) -> None:
+    """Writes ``text`` to stdout whole, or raises :class:`BrokenPipeError` when the reader went
+    away (:func:`errors` ends the command quietly with 141, as an export to stdout ends).
+
+    ``click.echo`` of a large text cannot be trusted for that: on an unbuffered stdout
+    (``PYTHONUNBUFFERED``, ``python -u``, the usual setting in CI and containers) Python's text
+    stream makes one write and drops what it did not take, so a reader that closed the pipe
+    mid-write (``| head -1``) went unnoticed, exit 0 (or gate's 4). Here every byte is written
+    by ``os.write`` until all is out or the pipe says it is closed. A stdout that is no file (a
+    test's ``CliRunner``) gets ``click.echo``."""
+    stream = sys.stdout
+    try:
+        fd = stream.fileno()
+    except (AttributeError, OSError, ValueError):
+        click.echo(text, nl=nl)
+        return
+    stream.flush()
+    data = memoryview(
+        (text + "\n" if nl else text).encode(stream.encoding or "utf-8", stream.errors or "strict")
+    )
+    while data:
+        try:
+            written = os.write(fd, data[: 1 << 20])
+        except BlockingIOError:  # a non-blocking stdout: wait until it takes more
+            select.select([], [fd], [])
+            continue
+        data = data[written:]
 
 
 @contextmanager

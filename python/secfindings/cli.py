@@ -37,6 +37,7 @@ from secfindings._cli_rules import rules_command
 from secfindings._cli_support import (
     JSONText,
     client_from_env,
+    emit,
     errors,
     filter_option,
     findings_filter,
@@ -142,7 +143,7 @@ def query(file: Any, variables: tuple[str, ...], operation: str | None) -> None:
         document = file.read()
         with client_from_env() as client:
             data = client.execute(document, values or None, operation)
-    click.echo(json.dumps(data, indent=2, ensure_ascii=False, default=str))
+    emit(json.dumps(data, indent=2, ensure_ascii=False, default=str))
 
 
 @main.command()
@@ -583,7 +584,7 @@ def schema(refresh: bool) -> None:
         raise click.ClickException("schema checks are off")
     if live.source == "built-in":
         click.echo("note: the server refuses introspection; this is the built-in schema", err=True)
-    click.echo(live.sdl)
+    emit(live.sdl)
 
 
 main.add_command(gate_command)
