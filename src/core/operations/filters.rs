@@ -1,6 +1,7 @@
 //! Finding filters and finding scopes (a scope is a finding filter of type SCOPE).
 
-use super::{mutation, query, schema_tables as args, Operation, Returns, ID_ONLY};
+use super::schema_tables as args;
+use super::types::{mutation, query, Operation, Returns, ID_ONLY};
 use crate::core::retry::RetryClass::Mutation as NotResent;
 
 pub(super) const OPERATIONS: &[Operation] = &[

@@ -1,8 +1,7 @@
 //! Findings: one by id, the paged view, a manual SLA with a comment, and trend analytics.
 
-use super::{
-    mutation, query, schema_tables as args, Operation, Returns, FINDINGS_VIEW_FIELDS, FINDING_FIELDS,
-};
+use super::schema_tables as args;
+use super::types::{mutation, query, Operation, Returns, FINDINGS_VIEW_FIELDS, FINDING_FIELDS};
 use crate::core::retry::RetryClass::Mutation as NotResent;
 
 pub(super) const OPERATIONS: &[Operation] = &[

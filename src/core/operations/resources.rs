@@ -1,6 +1,7 @@
 //! Cloud resources and remediation queues.
 
-use super::{query, schema_tables as args, Operation, Returns, ID_ONLY};
+use super::schema_tables as args;
+use super::types::{query, Operation, Returns, ID_ONLY};
 
 pub(super) const OPERATIONS: &[Operation] = &[
     query(

@@ -1,6 +1,7 @@
 //! Scoring rules and status rules.
 
-use super::{mutation, query, schema_tables as args, Operation, Returns, ID_ONLY};
+use super::schema_tables as args;
+use super::types::{mutation, query, Operation, Returns, ID_ONLY};
 use crate::core::retry::RetryClass::Mutation as NotResent;
 
 pub(super) const OPERATIONS: &[Operation] = &[

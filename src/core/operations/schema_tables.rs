@@ -6,7 +6,7 @@
 //! the ones it serves.
 #![allow(dead_code)]
 
-use super::{arg, Arg};
+use super::types::{arg, Arg};
 
 /// `Query.finding`.
 pub(super) const FINDING: &[Arg] = &[arg("id", "ID!")];

@@ -1,6 +1,7 @@
 //! Scope hierarchy and scope groups.
 
-use super::{mutation, query, schema_tables as args, Operation, Returns, TYPENAME_ONLY};
+use super::schema_tables as args;
+use super::types::{mutation, query, Operation, Returns, TYPENAME_ONLY};
 use crate::core::retry::RetryClass::Mutation as NotResent;
 
 pub(super) const OPERATIONS: &[Operation] = &[
