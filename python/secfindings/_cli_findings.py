@@ -29,10 +29,11 @@ ONE_COLUMNS = ("id_int", "finding_score.severity", "finding_score.score", "age",
 def finding_command(finding_id: str, json_fields: str | None, as_csv: bool, jq_expr: str | None) -> None:
     """One finding by its id (a number or a global id): a table on a terminal, a JSON line when
     piped."""
-    mode = output_mode(json_fields, as_csv, jq_expr)
     key: int | str = int(finding_id) if finding_id.isdigit() else finding_id
-    with errors(), client_from_env() as client:
-        row = client.finding(key).to_dict()
+    with errors():
+        mode = output_mode(json_fields, as_csv, jq_expr)
+        with client_from_env() as client:
+            row = client.finding(key).to_dict()
     emit([row], mode, columns=ONE_COLUMNS, json_fields=json_fields, jq_expr=jq_expr)
 
 
@@ -54,14 +55,16 @@ def findings_command(
 ) -> None:
     """Findings of a filter, e.g. ``--severity critical --status open --limit 20``: a table on a
     terminal, JSON lines when piped."""
-    mode = output_mode(json_fields, as_csv, jq_expr)
     tree = findings_filter(filter_json, severity, status)
     kwargs: dict[str, Any] = {"limit": limit, "page_size": min(limit, 100)}
     if tree is not None:
         kwargs["filters"] = tree
     if sort is not None:
         kwargs["sort"] = sort
-    with errors(), client_from_env() as client:
+    with errors():
+        mode = output_mode(json_fields, as_csv, jq_expr)
+        client = client_from_env()
+    with errors(), client:
         if tree is not None:
             check_values(client, tree)
         rows = (item.to_dict() for item in client.findings_view(**kwargs))

@@ -76,6 +76,13 @@ def _key(key_file: Path | None) -> str:
     help="The folder of saved export files diff_snapshots may read (nothing outside it).",
 )
 @click.option("--rate-limit", metavar="N/SECONDS", help="Pace each tenant's requests, e.g. 100/60.")
+@click.option(
+    "--cache-seconds",
+    type=click.FloatRange(min=0),
+    default=30.0,
+    show_default=True,
+    help="Reuse a read tool's answer to the same arguments this long (0: never).",
+)
 def mcp_command(
     use_http: bool,
     host: str,
@@ -87,6 +94,7 @@ def mcp_command(
     max_bytes: int,
     snapshots: Path | None,
     rate_limit: str | None,
+    cache_seconds: float,
 ) -> None:
     """Serve the findings to an AI assistant over MCP (read-only unless --allow-writes).
 
@@ -114,7 +122,9 @@ def mcp_command(
         if selected is None and FLAG_PROFILE.get() is not None:
             selected = [str(FLAG_PROFILE.get())]
         tenants = server_module.Tenants.configure(selected, rate)
-        ctx = server_module.context(tenants, max_rows=max_rows, max_bytes=max_bytes, snapshots=snapshots)
+        ctx = server_module.context(
+            tenants, max_rows=max_rows, max_bytes=max_bytes, snapshots=snapshots, cache_seconds=cache_seconds
+        )
         server = server_module.build_server(ctx, allow_writes=allow_writes)
         try:
             if not use_http:

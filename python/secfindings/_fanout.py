@@ -24,7 +24,7 @@ from typing import Any
 
 import click
 
-from secfindings._cli_support import ExitCode
+from secfindings._cli_support import ExitCode, errors
 from secfindings.profiles import check_name, load
 
 #: Commands that fan out, and the parameter that names a per-tenant output (export --out, sync DEST).
@@ -106,7 +106,8 @@ def install(command: click.Command) -> None:
 
     def callback(*args: Any, **kwargs: Any) -> Any:
         ctx = click.get_current_context()
-        tenants = _tenants(ctx)
+        with errors():  # a bad profiles file or name: exit 2, one line
+            tenants = _tenants(ctx)
         if tenants is None:
             return inner(*args, **kwargs)
         sys.exit(_run(ctx, command, tenants))

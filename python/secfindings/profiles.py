@@ -130,8 +130,9 @@ class Profile:
     def has_token_source(self) -> bool:
         return self.token_keyring or self.token_env is not None or self.token_command is not None
 
-    def read_token(self) -> str:
-        """The API token from the profile's source (ProfileError when there is none)."""
+    def read_token(self, env: Mapping[str, str] | None = None) -> str:
+        """The API token from the profile's source (ProfileError when there is none); ``env``:
+        where ``token_env`` is looked up (default ``os.environ``)."""
         if self.token_keyring:
             token = keyring_module().get_password(KEYRING_SERVICE, self.name)
             if not isinstance(token, str) or not token:
@@ -141,7 +142,7 @@ class Profile:
                 )
             return token
         if self.token_env is not None:
-            token = os.environ.get(self.token_env, "").strip()
+            token = (os.environ if env is None else env).get(self.token_env, "").strip()
             if not token:
                 raise ProfileError(f"profile {self.name!r}: ${self.token_env} is not set")
             return token
@@ -340,13 +341,14 @@ class Settings:
     auth_url: str | None
     output: str | None
     token_from: Profile | None  # the profile whose token source gives the token, or None
-    env_token: str | None  # the environment's token, when that layer gives it
+    env_token: str | None = field(repr=False)  # the environment's token, when that layer gives it
     sources: dict[str, str]
+    env: Mapping[str, str] = field(default_factory=dict, repr=False)
 
     def token(self) -> str | None:
         """The API token (read from its source now), or None when nothing gives one."""
         if self.token_from is not None:
-            return self.token_from.read_token()
+            return self.token_from.read_token(self.env)
         return self.env_token
 
     def client_kwargs(self) -> dict[str, Any]:
@@ -413,7 +415,7 @@ def resolve(
         token_from, sources["token"] = below, PROFILE
     else:
         sources["token"] = DEFAULT
-    return Settings(name, base_url, region, auth_url, output, token_from, env_token, sources)
+    return Settings(name, base_url, region, auth_url, output, token_from, env_token, sources, env)
 
 
 def _identity(

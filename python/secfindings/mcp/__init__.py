@@ -13,7 +13,10 @@
 
 from __future__ import annotations
 
+import functools
 import hmac
+import json
+import time
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any, Literal
@@ -79,6 +82,34 @@ async def _call(fn: Callable[[], dict[str, Any]]) -> dict[str, Any]:
         raise ToolError(f"{type(exc).__name__}: {exc}") from None
 
 
+class _Cache:
+    """The answers of read tools for ``seconds``: an assistant that asks the same again within
+    them costs no request of the tenant's budget. Errors are not kept."""
+
+    def __init__(self, seconds: float) -> None:
+        self.seconds = seconds
+        self.kept: dict[str, tuple[float, dict[str, Any]]] = {}
+
+    def wrap(self, fn: Callable[..., Awaitable[dict[str, Any]]]) -> Callable[..., Awaitable[dict[str, Any]]]:
+        if self.seconds <= 0:
+            return fn
+
+        @functools.wraps(fn)
+        async def cached(**kwargs: Any) -> dict[str, Any]:
+            key = json.dumps([fn.__name__, kwargs], sort_keys=True, default=str)
+            now = time.monotonic()
+            hit = self.kept.get(key)
+            if hit is not None and now - hit[0] < self.seconds:
+                return hit[1]
+            answer = await fn(**kwargs)
+            if len(self.kept) > 1000:
+                self.kept.clear()
+            self.kept[key] = (now, answer)
+            return answer
+
+        return cached
+
+
 def build_server(ctx: t.Context, *, allow_writes: bool = False, name: str = "secfindings") -> MCPServer[Any]:
     """The server with its tools (the write tools only with ``allow_writes``) and the filter
     language as a resource."""
@@ -89,8 +120,12 @@ def build_server(ctx: t.Context, *, allow_writes: bool = False, name: str = "sec
         else "Optional (one tenant)."
     )
 
+    answers = _Cache(ctx.cache_seconds)
+
     def tool(annotations: ToolAnnotations, description: str) -> Callable[[Any], Any]:
         def register(fn: Callable[..., Awaitable[dict[str, Any]]]) -> Any:
+            if annotations.read_only_hint:
+                fn = answers.wrap(fn)
             server.add_tool(
                 fn,
                 name=fn.__name__,
@@ -239,6 +274,11 @@ def http_app(server: MCPServer[Any], key: str, host: str, port: int) -> Any:
 
 
 def context(
-    tenants: Tenants, *, max_rows: int = 50, max_bytes: int = 64_000, snapshots: Path | None = None
+    tenants: Tenants,
+    *,
+    max_rows: int = 50,
+    max_bytes: int = 64_000,
+    snapshots: Path | None = None,
+    cache_seconds: float = 30.0,
 ) -> t.Context:
-    return t.Context(tenants, max_rows=max_rows, max_bytes=max_bytes, snapshots=snapshots)
+    return t.Context(tenants, max_rows, max_bytes, snapshots, cache_seconds)

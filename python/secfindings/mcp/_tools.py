@@ -39,12 +39,12 @@ class Context:
     max_rows: int = 50
     max_bytes: int = 64_000
     snapshots: Path | None = None
+    #: How long a read tool's answer is reused for the same arguments (0: never).
+    cache_seconds: float = 30.0
 
 
 def _answer(ctx: Context, tenant: str, **body: Any) -> dict[str, Any]:
-    out: dict[str, Any] = {"tenant": tenant} if ctx.tenants.several or tenant else {}
-    out.update(body)
-    return out
+    return {"tenant": tenant, **body}
 
 
 def _cut(value: Any) -> Any:
