@@ -1,0 +1,62 @@
+"""``secfindings tickets drift SOURCE``: do the tickets in Jira or GitHub tell the truth about
+the findings (secfindings.tickets)."""
+
+from __future__ import annotations
+
+import click
+
+from secfindings._cli_support import client_from_env, errors
+
+
+@click.group("tickets")
+def tickets_group() -> None:
+    """Compare the findings' tickets with the ticket system."""
+
+
+@tickets_group.command("drift")
+@click.argument("source")
+@click.option("--jira", "jira_url", metavar="URL", help="A Jira Cloud site (https://acme.atlassian.net); "
+              "credentials from $JIRA_EMAIL and $JIRA_API_TOKEN.")  # fmt: skip
+@click.option("--project", help="Jira: only keys of this project (SEC).")
+@click.option(
+    "--github",
+    "github_repo",
+    metavar="OWNER/REPO",
+    help="GitHub issues of a repository; token from $GITHUB_TOKEN.",
+)
+@click.option("--github-api", default="https://api.github.com", show_default=True, help="GitHub's API URL.")
+@click.option(
+    "--close-fixed",
+    is_flag=True,
+    help="Close the open tickets of fixed findings (with a comment naming the finding).",
+)
+@click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text", show_default=True)
+def drift_command(
+    source: str,
+    jira_url: str | None,
+    project: str | None,
+    github_repo: str | None,
+    github_api: str,
+    close_fixed: bool,
+    fmt: str,
+) -> None:
+    """Report fixed findings whose tickets are open, closed tickets whose findings are open,
+    findings in a queue without a ticket, findings with two open tickets, and open tickets whose
+    finding no longer exists. SOURCE is 'live' (the API, as every command is configured) or a
+    synced destination with a finding_tickets table. Read-only unless --close-fixed, which closes
+    tickets of fixed findings and never reopens one. Exit codes: 0 compared, 1 the API or a
+    ticket system failed, 2 bad usage, 3 authentication failed."""
+    from secfindings.tickets import GitHub, Jira, drift  # noqa: PLC0415 - loads only for this command
+
+    if (jira_url is None) == (github_repo is None):
+        raise click.UsageError("give one of --jira URL or --github OWNER/REPO")
+    with errors():
+        system = (
+            Jira(jira_url, project=project) if jira_url else GitHub(github_repo or "", api_url=github_api)
+        )
+        if source == "live":
+            with client_from_env() as client:
+                report = drift(client, system, close_fixed=close_fixed)
+        else:
+            report = drift(source, system, close_fixed=close_fixed)
+    click.echo(report.json() if fmt == "json" else report.text(), nl=False)

@@ -1,0 +1,135 @@
+"""A small JSON-over-HTTP client for the ticket systems (the standard library's urllib: two REST
+APIs and a few calls need nothing more): 429 waits for its ``Retry-After`` (the wait is
+injectable, so tests never sleep), a 5xx is retried where the call is safe to repeat and handed
+to the caller otherwise, and no credential ever reaches a message."""
+
+from __future__ import annotations
+
+import email.utils
+import json
+import time
+import urllib.error
+import urllib.parse
+import urllib.request
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from secfindings.errors import APIStatusError, AuthenticationError, RateLimitError, TransportError
+
+__all__ = ["HTTP", "Answer", "ServerError"]
+
+
+class ServerError(APIStatusError):
+    """A 5xx to a call that is not safe to repeat blindly: the caller reads the state again
+    to learn whether it happened."""
+
+
+@dataclass
+class Answer:
+    status: int
+    headers: Mapping[str, str]
+    data: Any
+
+
+def _retry_after(value: str | None) -> float | None:
+    if not value:
+        return None
+    try:
+        return max(0.0, float(value))
+    except ValueError:
+        pass
+    when = email.utils.parsedate_to_datetime(value) if value else None
+    if when is None:
+        return None
+    return max(0.0, when.timestamp() - time.time())
+
+
+class HTTP:
+    """JSON calls to one base URL with fixed headers (the credential among them)."""
+
+    def __init__(
+        self,
+        base_url: str,
+        headers: Mapping[str, str],
+        *,
+        name: str,
+        sleep: Callable[[float], object] = time.sleep,
+        max_retries: int = 5,
+        max_wait: float = 120.0,
+        timeout: float = 30.0,
+    ) -> None:
+        self.base = base_url.rstrip("/")
+        self.headers = {"Accept": "application/json", "User-Agent": "secfindings-tickets", **headers}
+        self.name = name
+        self.sleep = sleep
+        self.max_retries = max_retries
+        self.max_wait = max_wait
+        self.timeout = timeout
+        self.requests = 0
+
+    def url(self, path: str, params: Mapping[str, Any] | None = None) -> str:
+        url = path if path.startswith(("http://", "https://")) else self.base + path
+        if params:
+            url += ("&" if "?" in url else "?") + urllib.parse.urlencode(params)
+        return url
+
+    def call(
+        self,
+        method: str,
+        path: str,
+        *,
+        params: Mapping[str, Any] | None = None,
+        body: Any = None,
+        repeatable: bool | None = None,
+    ) -> Answer:
+        """One call; ``repeatable`` (default: GET) says whether a 5xx may be retried as is."""
+        url = self.url(path, params)
+        if repeatable is None:
+            repeatable = method == "GET"
+        data = None if body is None else json.dumps(body).encode()
+        headers = dict(self.headers)
+        if data is not None:
+            headers["Content-Type"] = "application/json"
+        shown = url.split("?", 1)[0]
+        for attempt in range(self.max_retries + 1):
+            self.requests += 1
+            req = urllib.request.Request(url, data=data, headers=headers, method=method)
+            try:
+                with urllib.request.urlopen(req, timeout=self.timeout) as resp:  # an http(s) base URL
+                    raw = resp.read()
+                    return Answer(
+                        resp.status, dict(resp.headers.items()), json.loads(raw) if raw.strip() else None
+                    )
+            except urllib.error.HTTPError as e:
+                status, head = e.code, dict(e.headers.items()) if e.headers else {}
+                text = e.read()[:300].decode("utf-8", "replace")
+            except (urllib.error.URLError, OSError) as e:
+                reason = getattr(e, "reason", e)
+                raise TransportError(f"{self.name}: {method} {shown} failed: {reason}") from None
+            except json.JSONDecodeError:
+                raise TransportError(f"{self.name}: {method} {shown} answered with no JSON") from None
+            last = attempt == self.max_retries
+            if status == 429:
+                wait = _retry_after(head.get("Retry-After") or head.get("retry-after"))
+                wait = 2.0**attempt if wait is None else wait
+                if last or wait > self.max_wait:
+                    raise RateLimitError(
+                        f"{self.name}: rate limited (429, Retry-After {wait:.0f} s) on {method} {shown}",
+                        status_code=429,
+                    )
+                self.sleep(wait)
+                continue
+            if status in (401, 403):
+                raise AuthenticationError(f"{self.name}: {status} on {method} {shown}: check the token")
+            if status >= 500:
+                if not repeatable:
+                    raise ServerError(f"{self.name}: {status} on {method} {shown}", status_code=status)
+                if not last:
+                    self.sleep(min(0.5 * 2**attempt, 8.0))
+                    continue
+            raise APIStatusError(
+                f"{self.name}: {status} on {method} {shown}: {' '.join(text.split())[:200]}",
+                status_code=status,
+            )
+        raise AssertionError("unreachable")  # pragma: no cover
