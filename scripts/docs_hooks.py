@@ -32,6 +32,7 @@ PUBLIC_MODULES = (
     "secfindings.diff",
     "secfindings.formats",
     "secfindings.otel",
+    "secfindings.cache",
 )
 # Dunder and inherited members users do not call by name, and class-level data whose meaning is
 # their type (the fields of models, TypedDict keys).
