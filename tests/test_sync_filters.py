@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -229,3 +230,26 @@ def test_a_watch_event_for_a_finding_that_left_the_filter_removes_it(
     assert target not in table_rows(dest)
     assert open_versions(dest, target) == 0
     assert json.loads(fetch(dest, "SELECT filters FROM sync_state")[0]["filters"]) == OPEN
+
+
+def test_the_guides_refusal_is_what_the_command_prints(
+    emulator: Emulator, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """printed: sync-filter-refused (docs/guides/sync.md shows this run's output)."""
+    guide = (Path(__file__).resolve().parents[1] / "docs" / "guides" / "sync.md").read_text(encoding="utf-8")
+    shown = guide.split("<!-- printed: sync-filter-refused -->\n```text\n", 1)[1].split("```", 1)[0]
+    lines = shown.splitlines()
+    assert lines[:3] == [
+        "$ secfindings sync open.duckdb --status open",
+        "...",
+        "$ secfindings sync open.duckdb",
+    ]
+    monkeypatch.chdir(tmp_path)
+    runner = CliRunner()
+    first = runner.invoke(
+        main, ["sync", "open.duckdb", "--status", "open", "--no-progress"], env=env(emulator)
+    )
+    assert first.exit_code == 0, first.output
+    again = runner.invoke(main, ["sync", "open.duckdb", "--no-progress"], env=env(emulator))
+    assert again.exit_code == 2
+    assert again.output.splitlines() == lines[3:]
