@@ -45,16 +45,16 @@ def _label(frame: Any, by: str | None) -> Any:
 def survival_chart(curve: Any, by: str | None) -> Any:
     alt = _alt()
     data = _label(curve, by)[["group", "days", "survival", "ci_low", "ci_high"]]
-    base = alt.Chart(data).encode(
-        x=alt.X("days:Q", title="days since discovery"),
-        color=alt.Color("group:N", title=by or ""),
+    base = alt.Chart(data).encode(x=alt.X("days:Q", title="days since discovery"))
+    band = base.mark_area(opacity=0.15, interpolate="step-after").encode(
+        y="ci_low:Q", y2="ci_high:Q", color="group:N"
     )
-    band = base.mark_area(opacity=0.15, interpolate="step-after").encode(y="ci_low:Q", y2="ci_high:Q")
     line = base.mark_line(interpolate="step-after").encode(
         y=alt.Y("survival:Q", title="share still open", scale=alt.Scale(domain=[0, 1])),
+        color=alt.Color("group:N", title=by or ""),
         tooltip=["group:N", alt.Tooltip("days:Q", format=".0f"), alt.Tooltip("survival:Q", format=".2f")],
     )
-    return (band + line).properties(width=WIDTH, height=HEIGHT, title=CHARTS["survival"])
+    return (line + band).properties(width=WIDTH, height=HEIGHT, title=CHARTS["survival"])
 
 
 def sla_chart(sla: Any, by: str | None) -> Any:
