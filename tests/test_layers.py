@@ -166,3 +166,13 @@ def test_a_root_that_calls_the_leaves_that_import_it_is_a_circle(tmp_path: Path)
     files["emulator/src/http.rs"] = "use crate::state::Shared;\npub fn serve() { crate::lock(); }\n"
     done = run(tree(tmp_path, files))
     assert (done.returncode, done.stdout) == (0, ""), done.stderr
+
+
+def test_the_ground_floor_may_import_the_rust_core(tmp_path: Path) -> None:
+    # _native is the extension (a .pyi beside the compiled module): it imports nothing of Python's.
+    files = {
+        "python/secfindings/_native.pyi": "from secfindings._shared import kind\n",
+        "python/secfindings/_shared.py": "from secfindings import _native\n",
+    }
+    done = run(tree(tmp_path, files))
+    assert (done.returncode, done.stdout) == (0, ""), done.stderr

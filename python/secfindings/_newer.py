@@ -25,6 +25,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from secfindings import _plan
+from secfindings._shared import has_offset, parse_datetime
 
 __all__ = ["KEY", "TIMES", "Newer", "aware", "by_time", "has", "newer", "newer_async", "times_of"]
 
@@ -106,10 +107,7 @@ async def newer_async(client: Any, key: str) -> Newer:
 def aware(value: Any) -> dt.datetime | None:
     """A finding's time as an aware datetime (None: none, or one that cannot be placed)."""
     if isinstance(value, str):
-        try:
-            value = dt.datetime.fromisoformat(value.replace("Z", "+00:00"))
-        except ValueError:
-            return None
+        return parse_datetime(value) if has_offset(value) else None
     if isinstance(value, dt.datetime):
         return value if value.tzinfo else None
     return None

@@ -61,7 +61,6 @@ the plan, never the paginator's private state.
 
 from __future__ import annotations
 
-import contextlib
 import datetime as dt
 import itertools
 import json
@@ -73,6 +72,7 @@ from typing import Any, TypeVar
 
 from secfindings import _native
 from secfindings._probes import forget, known, remember
+from secfindings._shared import parse_datetime
 from secfindings.errors import (
     APIStatusError,
     GraphQLError,
@@ -781,9 +781,7 @@ def _as_time(value: Any) -> dt.datetime | None:
     if isinstance(value, dt.datetime):
         return value if value.tzinfo else value.replace(tzinfo=dt.timezone.utc)
     if isinstance(value, str):
-        with contextlib.suppress(ValueError):
-            parsed = dt.datetime.fromisoformat(value.replace("Z", "+00:00"))
-            return parsed if parsed.tzinfo else parsed.replace(tzinfo=dt.timezone.utc)
+        return parse_datetime(value)
     return None
 
 

@@ -1,8 +1,10 @@
 """The ground floor of the Python package: what the paging, filter, model, schema and client
-modules share. It imports nothing of the package, so any module may import it.
+modules share. It imports nothing of the package but the Rust core (``_native``, which imports
+nothing of Python's), so any module may import it.
 
 - did-you-mean suggestions with bounded work (:func:`suggestions`, :func:`did_you_mean`,
   :func:`listed`);
+- ISO 8601 datetimes read by the core's rule (:func:`parse_datetime`, :func:`has_offset`);
 - how a JSON value is named in a message (:func:`kind`);
 - the field types of a live schema, as models read them (:data:`FieldTypes`);
 - a cell of a notebook's HTML table (:func:`html_cell`);
@@ -12,24 +14,30 @@ modules share. It imports nothing of the package, so any module may import it.
 from __future__ import annotations
 
 import asyncio
+import datetime as dt
 import difflib
 import html
 import importlib
 import json
 import os
+import re
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
+
+from secfindings import _native
 
 __all__ = [
     "MAX_LISTED",
     "MAX_SUGGESTION_CANDIDATES",
     "FieldTypes",
     "did_you_mean",
+    "has_offset",
     "html_cell",
     "kind",
     "listed",
     "need",
+    "parse_datetime",
     "poll_briefly",
     "suggestions",
 ]
@@ -128,6 +136,37 @@ def did_you_mean(name: str, choices: Iterable[str]) -> str:
     :data:`MAX_SUGGESTION_CANDIDATES`)."""
     close = suggestions(name, choices, n=1, prefixes=False)
     return f" (did you mean {close[0]!r}?)" if close else ""
+
+
+# ------------------------------------------------------------------------------ datetimes
+
+# The shape both Python's fromisoformat and the core read alike (a hypothesis test checks it):
+# the API's own spelling, taken without crossing into Rust.
+_CANONICAL = re.compile(r"\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(?:\.\d{6})?(?:Z|[+-]\d{2}:\d{2})", re.ASCII)
+
+
+def parse_datetime(text: str) -> dt.datetime | None:
+    """An ISO 8601 datetime, or a date (its midnight), as an aware datetime with the offset
+    given (UTC where none is: see :func:`has_offset`); None when the text is none. The core's
+    rule (``src/core/scalars.rs``): ``T`` or a space between date and time, seconds and fraction
+    optional (cut to microseconds), offsets ``Z``, ``+HH``, ``+HHMM``, ``+HH:MM``, space around
+    ignored; no leap second."""
+    if _CANONICAL.fullmatch(text):
+        try:
+            return dt.datetime.fromisoformat(text[:-1] + "+00:00" if text[-1] == "Z" else text)
+        except ValueError:
+            pass  # not a day of the calendar, an offset of a day or more: the core decides
+    try:
+        return _native.parse_datetime(text)
+    except (ValueError, OverflowError):  # a year Python's datetime cannot hold (0)
+        return None
+
+
+def has_offset(text: str) -> bool:
+    """Whether a text :func:`parse_datetime` reads gives its UTC offset (``Z`` or ``+HH...``)
+    rather than being taken as UTC. Only meaningful for a text it reads."""
+    text = text.strip()
+    return text[-1:] in ("Z", "z") or "+" in text[10:] or "-" in text[10:]
 
 
 # ------------------------------------------------------------------------------ values

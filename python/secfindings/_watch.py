@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 from secfindings import _newer
 from secfindings._native import catalog, poll_backoff
+from secfindings._shared import has_offset, parse_datetime
 from secfindings.errors import RateLimitError, ValidationError
 from secfindings.filters import Filter, Tree, all_of, field, filter_tree
 
@@ -136,10 +137,11 @@ class _WatchState:
             parsed = value
         else:
             text, _, tie = str(value).partition(_TIE)
-            try:
-                parsed = dt.datetime.fromisoformat(text.strip().replace("Z", "+00:00"))
-            except ValueError:
-                raise ValidationError(f"the watermark is not an ISO 8601 datetime: {value!r}") from None
+            read = parse_datetime(text)
+            if read is None:
+                raise ValidationError(f"the watermark is not an ISO 8601 datetime: {value!r}")
+            # Taken as UTC by the parser, but a watermark must say which instant it means.
+            parsed = read if has_offset(text) else read.replace(tzinfo=None)
             self.ids = _tie_ids(tie, value)
         if parsed.tzinfo is None:
             raise ValidationError("the watermark needs a timezone (e.g. 2026-01-01T00:00:00+00:00)")

@@ -24,6 +24,8 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
+from secfindings._shared import parse_datetime
+
 __all__ = [
     "FIELDS",
     "SEVERITIES",
@@ -199,10 +201,7 @@ def epoch_ms(when: Any) -> int | None:
     if when is None or when == "":
         return None
     if isinstance(when, str):
-        try:
-            when = dt.datetime.fromisoformat(when.replace("Z", "+00:00"))
-        except ValueError:
-            return None
+        when = parse_datetime(when)
     if not isinstance(when, dt.datetime):
         return None
     if when.tzinfo is None:

@@ -13,14 +13,13 @@ import datetime as dt
 import functools
 import html
 import json
-import re
 import types
 import typing
 from collections.abc import Callable, Iterator, Mapping
 from typing import TYPE_CHECKING, Annotated, Any, ClassVar, Generic, TypeVar, overload
 
 from secfindings._pages import PageInfo
-from secfindings._shared import FieldTypes, html_cell, kind
+from secfindings._shared import FieldTypes, html_cell, kind, parse_datetime
 from secfindings.errors import TransportError
 
 __all__ = ["Connection", "GenericModel", "JSONString", "Model"]
@@ -630,52 +629,20 @@ def _dump_json(where: str, value: Any) -> Any:
     return _copy_json(_decode_json(where, value))
 
 
-# Python 3.10's fromisoformat takes only [+-]HH:MM offsets and 3 or 6 fraction digits.
-_ISO_DATETIME = re.compile(
-    r"(?P<date>\d{4}-\d{2}-\d{2})[T ](?P<time>\d{2}:\d{2}(?::\d{2})?)"
-    r"(?:[.,](?P<frac>\d+))?(?P<tz>[Zz]|[+-]\d{2}(?::?\d{2})?)?"
-)
-
-
 def _parse_datetime(where: str, value: Any) -> dt.datetime:
     if isinstance(value, dt.datetime):
         result = value
     elif isinstance(value, str):
-        text = value.strip()
-        if text[-1:] in ("Z", "z"):
-            text = text[:-1] + "+00:00"
-        try:
-            result = dt.datetime.fromisoformat(text)
-        except ValueError:
-            result = _parse_datetime_slow(where, value)
+        parsed = parse_datetime(value)
+        if parsed is None:
+            raise ValueError(f"{where}: {value!r} is not an ISO 8601 DateTime")
+        result = parsed
     else:
         raise ValueError(f"{where}: expected an ISO 8601 DateTime string, got {type(value).__name__}")
     if result.tzinfo is None:
         # The API documents DateTimes with a UTC offset; a value without one is taken as UTC.
         result = result.replace(tzinfo=dt.timezone.utc)
     return result
-
-
-def _parse_datetime_slow(where: str, value: str) -> dt.datetime:
-    match = _ISO_DATETIME.fullmatch(value.strip())
-    if match is None:
-        raise ValueError(f"{where}: {value!r} is not an ISO 8601 DateTime")
-    text = f"{match['date']}T{match['time']}"
-    if match["frac"]:
-        text += "." + match["frac"][:6].ljust(6, "0")
-    tz = match["tz"]
-    if tz:
-        if tz in ("Z", "z"):
-            tz = "+00:00"
-        elif len(tz) == 3:
-            tz += ":00"
-        elif ":" not in tz:
-            tz = f"{tz[:3]}:{tz[3:]}"
-        text += tz
-    try:
-        return dt.datetime.fromisoformat(text)
-    except ValueError:
-        raise ValueError(f"{where}: {value!r} is not an ISO 8601 DateTime") from None
 
 
 def _parse_date(where: str, value: Any) -> dt.date:

@@ -30,7 +30,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from secfindings._shared import need
+from secfindings._shared import need, parse_datetime
 from secfindings.errors import ConfigurationError, SecFindingsError
 
 __all__ = [
@@ -283,8 +283,10 @@ class Backend(ABC):
             return _EPOCH + dt.timedelta(microseconds=value)
         if isinstance(value, dt.datetime):
             return value if value.tzinfo else value.replace(tzinfo=dt.timezone.utc)
-        parsed = dt.datetime.fromisoformat(str(value).replace("Z", "+00:00"))
-        return parsed if parsed.tzinfo else parsed.replace(tzinfo=dt.timezone.utc)
+        parsed = parse_datetime(str(value))
+        if parsed is None:
+            raise ValueError(f"not a timestamp: {str(value)[:60]!r}")
+        return parsed
 
     def prepare_batch(self, batch: Any) -> Any:
         """A record batch in the form this database's loader takes."""

@@ -12,7 +12,7 @@ import logging
 from collections.abc import Sequence
 from typing import Any
 
-from secfindings._shared import need
+from secfindings._shared import need, parse_datetime
 from secfindings.errors import ConfigurationError, ValidationError
 from secfindings.sync._dest import Backend, literal, quote, secret_free
 from secfindings.sync._model import (
@@ -66,7 +66,10 @@ def _future() -> dt.datetime:
 
 def _aware(value: Any) -> dt.datetime | None:
     if isinstance(value, str):
-        value = dt.datetime.fromisoformat(value.replace("Z", "+00:00"))
+        parsed = parse_datetime(value)
+        if parsed is None:
+            raise ValueError(f"not an ISO 8601 datetime: {value[:60]!r}")
+        return parsed
     if isinstance(value, dt.datetime):
         return value if value.tzinfo else value.replace(tzinfo=dt.timezone.utc)
     return None

@@ -20,6 +20,7 @@ from typing import Any, Literal
 
 from secfindings._client import AsyncClient, Client
 from secfindings._live import forget_server
+from secfindings._shared import has_offset, parse_datetime
 
 try:
     from secfindings._native import NativeEmulator
@@ -356,10 +357,11 @@ class Emulator:
 def _unix(value: dt.datetime | str) -> int:
     """Unix seconds of an aware datetime or an ISO 8601 string with an offset."""
     if isinstance(value, str):
-        try:
-            value = dt.datetime.fromisoformat(value.replace("Z", "+00:00"))
-        except ValueError:
-            raise ValueError(f"not an ISO 8601 datetime: {value!r}") from None
+        parsed = parse_datetime(value)
+        if parsed is None:
+            raise ValueError(f"not an ISO 8601 datetime: {value!r}")
+        # Taken as UTC by the parser; here the caller must say which instant it means.
+        value = parsed if has_offset(value) else parsed.replace(tzinfo=None)
     if not isinstance(value, dt.datetime):
         raise TypeError(f"expected a datetime or an ISO 8601 string, got {type(value).__name__}")
     if value.tzinfo is None or value.utcoffset() is None:
