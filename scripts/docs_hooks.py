@@ -28,6 +28,7 @@ PUBLIC_MODULES = (
     "secfindings.testing.control",
     "secfindings.dask",
     "secfindings.sync",
+    "secfindings.rules",
     "secfindings.gate",
     "secfindings.diff",
     "secfindings.formats",

@@ -127,17 +127,21 @@ class Rules:
         self._client = client
 
     def export(self, kinds: str | list[str] | tuple[str, ...] | None = None) -> str:
+        """:func:`secfindings.rules.export` with this client."""
         return export(self._client, kinds)
 
     def plan(self, doc: Document, *, prune: bool = False) -> Plan:
+        """:func:`secfindings.rules.plan` with this client."""
         return plan(self._client, doc, prune=prune)
 
     def apply(
         self, doc: Document | Plan, *, prune: bool = False, journal: str | os.PathLike[str] | None = None
     ) -> ApplyResult:
+        """:func:`secfindings.rules.apply` with this client."""
         return apply(self._client, doc, prune=prune, journal=journal)
 
     def drift(self, doc: Document) -> Drift:
+        """:func:`secfindings.rules.drift` with this client."""
         return drift(self._client, doc)
 
     def __repr__(self) -> str:

@@ -78,9 +78,11 @@ class ApplyResult:
 
     @property
     def complete(self) -> bool:
+        """Whether every action of the plan was done."""
         return len(self.done) == len(self.plan.actions)
 
     def to_dict(self) -> dict[str, Any]:
+        """The run as JSON-ready data (``rules apply --format json``)."""
         return {
             "complete": self.complete,
             "done": [a.to_dict() for a in self.done],
@@ -91,6 +93,7 @@ class ApplyResult:
         }
 
     def to_text(self) -> str:
+        """The run as ``rules apply`` prints it."""
         lines = []
         if self.previous:
             n = plural(len(self.previous), "step")
@@ -131,6 +134,7 @@ class Journal:
         return [r for r in last.values() if r.get("state") in ("sending", "unknown", "not applied")]
 
     def start(self, plan: Plan) -> None:
+        """Begins a run's journal (the file's digest and the number of steps)."""
         if self.path is None:
             return
         digest = hashlib.sha256(dump_desired(plan.desired).encode()).hexdigest()
@@ -141,6 +145,7 @@ class Journal:
             os.fsync(f.fileno())
 
     def write(self, step: int, action: Action, state: str, **extra: Any) -> None:
+        """Records a step's state (``sending``, ``done``, ``unknown``, ...), flushed to disk."""
         if self.path is None:
             return
         rec = {
@@ -157,6 +162,7 @@ class Journal:
             os.fsync(f.fileno())
 
     def finish(self) -> None:
+        """Removes the journal: the run completed."""
         if self.path is not None:
             self.path.unlink(missing_ok=True)
 

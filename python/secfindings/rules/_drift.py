@@ -25,6 +25,9 @@ _WHAT = {
 
 @dataclass
 class DriftItem:
+    """One object that differs: ``changed``, ``missing`` (on the server), ``extra`` (on the
+    server, not in the file) or ``stale`` (the saved scope hierarchy)."""
+
     kind: str
     name: str
     state: State
@@ -32,11 +35,13 @@ class DriftItem:
     changes: list[Change] = field(default_factory=list)
 
     def title(self) -> str:
+        """One line: ``scoring rule 'X': changed on the server``."""
         if self.kind == HIERARCHY:
             return _WHAT["stale"]
         return f"{BY_KEY[self.kind].label} {self.name!r}: {_WHAT[self.state]}"
 
     def to_dict(self) -> dict[str, Any]:
+        """The item as JSON-ready data, each field with its ``server`` and ``file`` value."""
         return {
             "kind": self.kind,
             "name": self.name,
@@ -47,6 +52,8 @@ class DriftItem:
 
 @dataclass
 class Drift:
+    """What differs on the server from a file (:func:`secfindings.rules.drift`)."""
+
     items: list[DriftItem] = field(default_factory=list)
     requests: int = 0
 
@@ -56,6 +63,7 @@ class Drift:
         return 2 if self.items else 0
 
     def to_dict(self) -> dict[str, Any]:
+        """The drift as JSON-ready data."""
         return {
             "drift": bool(self.items),
             "items": [i.to_dict() for i in self.items],
@@ -63,9 +71,11 @@ class Drift:
         }
 
     def to_json(self) -> str:
+        """:meth:`to_dict` as JSON text."""
         return json.dumps(self.to_dict(), indent=2, sort_keys=True, ensure_ascii=False) + "\n"
 
     def to_text(self) -> str:
+        """The drift as ``rules drift`` prints it."""
         if not self.items:
             return "No drift: the server matches the file.\n"
         lines = []
@@ -76,6 +86,7 @@ class Drift:
         return "\n".join(lines) + "\n"
 
     def to_markdown(self) -> str:
+        """The drift as a Markdown table (a CI job's summary)."""
         if not self.items:
             return "**No drift**: the server matches the file.\n"
         lines = [
@@ -95,6 +106,7 @@ class Drift:
         return "\n".join(lines) + "\n"
 
     def render(self, fmt: str) -> str:
+        """``text``, ``markdown`` or ``json``."""
         return {"text": self.to_text, "markdown": self.to_markdown, "json": self.to_json}[fmt]()
 
 

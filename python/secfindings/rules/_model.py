@@ -275,6 +275,7 @@ BY_KEY: dict[str, Kind] = {k.key: k for k in KINDS}
 #: the hierarchy saved on the server show the file's scope groups and their scopes.
 HIERARCHY = "scope_hierarchy"
 ALL_KINDS: tuple[str, ...] = (*BY_KEY, HIERARCHY)
+"""The kinds of a rules file, in the order it holds them (what a reference names comes first)."""
 TOP_KEYS = ("version", *ALL_KINDS)
 
 

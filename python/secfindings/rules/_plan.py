@@ -35,6 +35,7 @@ class Change:
     after: Any
 
     def to_dict(self) -> dict[str, Any]:
+        """``{"field", "before", "after"}``."""
         return {"field": self.field, "before": self.before, "after": self.after}
 
 
@@ -55,15 +56,18 @@ class Action:
 
     @property
     def label(self) -> str:
+        """The kind as text: ``scoring rule``, ``scope group``, ..."""
         return "scope hierarchy" if self.kind == HIERARCHY else BY_KEY[self.kind].label
 
     def title(self) -> str:
+        """One line: ``update scoring rule 'X'``."""
         if self.op == "save":
             return "save the scope hierarchy"
         verb = "cannot change" if self.op == "unsupported" else self.op
         return f"{verb} {self.label} {self.name!r}"
 
     def to_dict(self) -> dict[str, Any]:
+        """The action as JSON-ready data (``--format json``)."""
         out: dict[str, Any] = {"op": self.op, "kind": self.kind, "name": self.name}
         if self.id is not None:
             out["id"] = self.id
@@ -90,6 +94,7 @@ class Plan:
 
     @property
     def changed(self) -> bool:
+        """Whether there is anything to do."""
         return bool(self.actions)
 
     @property
@@ -99,15 +104,18 @@ class Plan:
 
     @property
     def unsupported(self) -> list[Action]:
+        """Changes the API has no mutation for (``apply`` refuses the plan while there are any)."""
         return [a for a in self.actions if a.op == "unsupported"]
 
     def summary(self) -> dict[str, int]:
+        """How many actions of each kind: ``{"create": 2, "update": 1}``."""
         out: dict[str, int] = {}
         for a in self.actions:
             out[a.op] = out.get(a.op, 0) + 1
         return out
 
     def to_dict(self) -> dict[str, Any]:
+        """The plan as JSON-ready data: changes, summary, actions, unmanaged, warnings, requests."""
         return {
             "changes": self.changed,
             "summary": self.summary(),
@@ -118,9 +126,11 @@ class Plan:
         }
 
     def to_json(self) -> str:
+        """:meth:`to_dict` as JSON text (``rules plan --format json``)."""
         return json.dumps(self.to_dict(), indent=2, sort_keys=True, ensure_ascii=False) + "\n"
 
     def to_text(self) -> str:
+        """The plan as ``rules plan`` prints it."""
         lines: list[str] = []
         for a in self.actions:
             lines.append(f"{_SIGN[a.op]} {a.title()}")
