@@ -36,14 +36,6 @@ COMMAND_TOP = {"cli", "emulator", "__main__"}  # and any module named _cli or _c
 USER_IMPORTED = {"otel", "dask"}
 TESTING = "testing"
 RUST_CRATES = ("src", "emulator/src")
-# Circles known and not yet undone, each with its way out: a circle wholly inside the module named
-# is reported on standard error and does not fail the check; any other circle does.
-KNOWN_CIRCLES = {
-    ("src", "core::operations"): "operations/mod.rs holds the catalog's types (Operation, Returns, "
-    "query, mutation, ID_ONLY), which each area's file uses, and lists each area's OPERATIONS: "
-    "the types want a module of their own under it, as the emulator's state.rs",
-}
-
 Graph = dict[str, set[str]]
 
 
@@ -372,15 +364,8 @@ def _described(graph: Graph, comp: list[str], mods: dict[str, Path], root: Path)
     return text + (f" (and {others} more module(s) in the same circle)" if others else "")
 
 
-def _known(crate: str, comp: list[str]) -> str | None:
-    for (where, inside), why in KNOWN_CIRCLES.items():
-        if where == crate and all(m == inside or m.startswith(inside + "::") for m in comp):
-            return why
-    return None
-
-
-def problems(root: Path, known: list[str] | None = None) -> Iterator[str]:
-    """One line per problem; circles of :data:`KNOWN_CIRCLES` go to ``known`` instead."""
+def problems(root: Path) -> Iterator[str]:
+    """One line per problem."""
     pgraph, pmods = python_graph(root)
     for comp in circles(pgraph):
         yield f"python: import circle: {_described(pgraph, comp, pmods, root)}"
@@ -390,12 +375,7 @@ def problems(root: Path, known: list[str] | None = None) -> Iterator[str]:
             continue
         rgraph, rmods = rust_graph(root / crate)
         for comp in circles(rgraph):
-            line = f"rust: module circle in {crate}: {_described(rgraph, comp, rmods, root)}"
-            why = _known(crate, comp)
-            if why is None:
-                yield line
-            elif known is not None:
-                known.append(f"{line}; known: {why}")
+            yield f"rust: module circle in {crate}: {_described(rgraph, comp, rmods, root)}"
 
 
 def _edges(root: Path) -> Iterable[str]:
@@ -418,13 +398,10 @@ def main(argv: list[str]) -> int:
     if "--graph" in argv:
         for line in _edges(root):
             print(line)
-    known: list[str] = []
-    found = list(problems(root, known))
+    found = list(problems(root))
     for line in found:
         print(line)
-    for line in known:
-        print(f"layers: {line}", file=sys.stderr)
-    print(f"layers: {len(found)} problem(s), {len(known)} known circle(s)", file=sys.stderr)
+    print(f"layers: {len(found)} problem(s)", file=sys.stderr)
     return 1 if found else 0
 
 
