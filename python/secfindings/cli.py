@@ -33,6 +33,7 @@ import secfindings
 import secfindings.sync as sync_module
 from secfindings._cli_cache import cache_command
 from secfindings._cli_checks import diff_command, gate_command
+from secfindings._cli_examples import examples_command
 from secfindings._cli_front import register as register_front_doors
 from secfindings._cli_report import register as register_remediation
 from secfindings._cli_rules import rules_command
@@ -594,5 +595,6 @@ main.add_command(diff_command)
 main.add_command(emulator_command)
 main.add_command(rules_command)
 main.add_command(cache_command)
+main.add_command(examples_command)
 register_remediation(main)  # report, tickets drift
 register_front_doors(main)  # profile, finding(s), mcp, -p, --profiles, --jq (last: sees every command)
