@@ -135,6 +135,7 @@ def mcp_command(
             sock = socket.socket(family, socket.SOCK_STREAM)
             sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
             sock.bind((host, port))
+            sock.listen(128)  # connections wait in the backlog until the server takes them
             bound = sock.getsockname()[1]
             app = server_module.http_app(server, key, host, bound)
             config: Any = uvicorn.Config(app, log_level="warning", lifespan="on")

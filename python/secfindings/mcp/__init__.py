@@ -109,6 +109,21 @@ class _Cache:
 
         return cached
 
+    def clearing(
+        self, fn: Callable[..., Awaitable[dict[str, Any]]]
+    ) -> Callable[..., Awaitable[dict[str, Any]]]:
+        """A write tool: every answer kept is forgotten after it (also when it failed: it may
+        have been applied)."""
+
+        @functools.wraps(fn)
+        async def write(**kwargs: Any) -> dict[str, Any]:
+            try:
+                return await fn(**kwargs)
+            finally:
+                self.kept.clear()
+
+        return write
+
 
 def build_server(ctx: t.Context, *, allow_writes: bool = False, name: str = "secfindings") -> MCPServer[Any]:
     """The server with its tools (the write tools only with ``allow_writes``) and the filter
@@ -124,8 +139,7 @@ def build_server(ctx: t.Context, *, allow_writes: bool = False, name: str = "sec
 
     def tool(annotations: ToolAnnotations, description: str) -> Callable[[Any], Any]:
         def register(fn: Callable[..., Awaitable[dict[str, Any]]]) -> Any:
-            if annotations.read_only_hint:
-                fn = answers.wrap(fn)
+            fn = answers.wrap(fn) if annotations.read_only_hint else answers.clearing(fn)
             server.add_tool(
                 fn,
                 name=fn.__name__,
