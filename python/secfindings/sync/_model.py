@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from secfindings._newer import by_time
+from secfindings.sync._names import column_name
 
 if TYPE_CHECKING:
     from secfindings.sync._scope import Scope
@@ -187,12 +188,6 @@ class _State:
 
 def _now() -> dt.datetime:
     return dt.datetime.now(dt.timezone.utc)
-
-
-def column_name(arrow_name: str) -> str:
-    """A column of the table for a column of the batches: nested fields' dots become ``_``
-    (``actual_status.category`` -> ``actual_status_category``)."""
-    return arrow_name.replace(".", "_")
 
 
 def with_required(fields: str, needed: Sequence[str]) -> str:

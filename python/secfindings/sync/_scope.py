@@ -20,7 +20,7 @@ from typing import Any
 from secfindings._shared import need
 from secfindings.errors import ConfigurationError, ValidationError
 from secfindings.filters import filter_tree
-from secfindings.sync._model import column_name
+from secfindings.sync._names import column_name
 
 __all__ = ["Scope", "refuse_change", "scope_of"]
 
