@@ -10,6 +10,7 @@ rows have no severity: the changed findings are judged by the server)."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 from collections.abc import Iterator
 from pathlib import Path
@@ -253,3 +254,39 @@ def test_the_guides_refusal_is_what_the_command_prints(
     again = runner.invoke(main, ["sync", "open.duckdb", "--no-progress"], env=env(emulator))
     assert again.exit_code == 2
     assert again.output.splitlines() == lines[3:]
+
+
+@pytest.mark.reliability_input
+def test_a_filter_the_server_cannot_match_is_exit_2_and_binds_nothing(emu: Emulator, tmp_path: Path) -> None:
+    """A misspelt status or a severity by name is refused in one line before any row is written;
+    the destination is not bound to it (the next run, with a good filter, loads)."""
+    dest = str(tmp_path / "f.duckdb")
+    for bad in (
+        ["--status", "opne"],
+        ["--filter", '{"field": "severity", "condition": "in", "value": ["critical"]}'],
+    ):
+        result = CliRunner().invoke(main, ["sync", dest, "--no-progress", *bad], env=env(emu))
+        assert result.exit_code == 2, result.output
+        assert result.output.splitlines()[-1].startswith("error: filter field")
+        assert "Traceback" not in result.output
+    assert state(dest) == {}
+    good = CliRunner().invoke(main, ["sync", dest, "--no-progress", "--status", "open"], env=env(emu))
+    assert good.exit_code == 0, good.output
+    assert set(table_rows(dest)) == matching(emu.client(), OPEN)
+
+
+def test_the_async_client_syncs_a_filter_the_same(emu: Emulator, tmp_path: Path) -> None:
+    dest = str(tmp_path / "f.duckdb")
+    target = sorted(matching(emu.client(), CRITICAL))[0]
+
+    async def run() -> Any:
+        async with emu.async_client() as client:
+            first = await client.sync(dest, filters=CRITICAL)
+            emu.update_finding(target, severity=2)
+            emu.rereport_finding(target)
+            return first, await client.sync(dest, filters=CRITICAL)
+
+    first, second = asyncio.run(run())
+    assert first.created == len(matching(emu.client(), CRITICAL)) + 1
+    assert second.removed == 1
+    assert set(table_rows(dest)) == matching(emu.client(), CRITICAL)
