@@ -214,3 +214,42 @@ def test_500_rules_requests(tmp_path: Path) -> None:
         pages = math.ceil((n + 3) / 100)  # and the 3 seeded rules
         assert again.actions == []
         assert again.live.requests == pages == emu.stats()["api_requests"]
+
+
+def test_fields_left_out_of_the_file_are_cleared(emu: Emulator, client: Client) -> None:
+    """An edit that sends null keeps the field (the emulator's mutations, as graphene's
+    ``if value is not None``): a description is cleared with "", and a rule whose enum field
+    (round_function) goes is replaced. Before, the second plan still showed both."""
+    data = yaml.safe_load(client.rules.export(kinds="scope_groups,scoring_rules"))
+    before = yaml.safe_load(client.rules.export(kinds="scope_groups,scoring_rules"))
+    try:
+        del data["scope_groups"]["AppSec"]["description"]
+        data["scope_groups"]["AppSec"]["users"] = []
+        del data["scoring_rules"]["Lower dev environments"]["round_function"]
+        plan = client.rules.plan(data)
+        assert [(a.op, a.name) for a in plan.actions] == [
+            ("update", "AppSec"),
+            ("replace", "Lower dev environments"),
+        ]
+        assert (
+            "-/+ replace scoring rule 'Lower dev environments'\n    round_function: \"ROUND\" -> (none)\n"
+            in plan.to_text()
+        )
+        result = client.rules.apply(data)
+        assert result.mutations == 3  # an edit, a delete and a create
+        assert client.rules.plan(data).actions == []
+    finally:
+        client.rules.apply(before)
+    assert client.rules.plan(before).actions == []
+
+
+def test_a_saved_filter_reference_may_name_a_scope(emu: Emulator, client: Client) -> None:
+    doc = {"scoring_rules": {"On AWS": {**RULE, "filters_config": {"filter": "AWS"}}}}
+    try:
+        client.rules.apply(doc)
+        exported = yaml.safe_load(client.rules.export(kinds="scopes,scoring_rules"))
+        assert exported["scoring_rules"]["On AWS"]["filters_config"] == {"filter": "AWS"}
+        assert client.rules.plan(exported).actions == []
+    finally:
+        for r in client.scoring_rules(name="On AWS", fields="id name"):
+            client.delete_scoring_rule(r.id)

@@ -171,6 +171,8 @@ class Journal:
 
 
 def _value(f: Field, v: Any, ids: Mapping[str, Mapping[str, str]]) -> Any:
+    if f.type == "str":
+        return "" if v is None else v  # the API keeps a field an edit sends as null
     if f.type == "json":
         return None if v is None else json_text(v)
     if f.type == "ref":
@@ -290,47 +292,70 @@ def run(
         return result
     log.start(plan)
     ids = _ids(plan)
-    for step, action in enumerate(plan.actions):
-        doc, name, variables = mutation(action, ids)
-        log.write(step, action, "sending")
-        result.mutations += 1
-        result.requests += 1
-        try:
-            data = client.execute(doc, variables)
-        except ValidationError as exc:  # checked before sending: nothing went out
-            log.write(step, action, "not sent", error=str(exc))
-            raise ApplyError(f"{action.title()}: not sent: {exc}", result) from exc
-        except (GraphQLError, RateLimitError) as exc:
-            log.write(step, action, "refused", error=str(exc))
-            raise ApplyError(f"{action.title()}: the server refused it: {exc}", result) from exc
-        except SecFindingsError as exc:
-            log.write(step, action, "unknown", error=type(exc).__name__)
-            try:
-                made, new_id = _made(client, action, result)
-            except SecFindingsError as read_exc:
-                lost = f"the answer was lost ({type(exc).__name__})"
-                why = f"{lost} and the read-back failed too ({type(read_exc).__name__}); rerun apply"
-                raise ApplyError(f"{action.title()}: {why}", result) from exc
-            result.read_back.append((action, made))
-            if not made:
-                log.write(step, action, "not applied")
-                why = (
-                    f"the answer was lost ({type(exc).__name__}: {exc}); the server does not show the change"
-                )
-                raise ApplyError(f"{action.title()}: {why}; rerun apply to finish", result) from exc
-            log.write(step, action, "done", id=new_id, read_back=True)
-        else:
-            answer = data.get(name) or {}
-            if answer.get("ok") is not True:
-                log.write(step, action, "refused", error="ok is not true")
-                raise ApplyError(f"{action.title()}: the server answered ok: {answer.get('ok')!r}", result)
-            obj = answer.get(BY_KEY[action.kind].result) if action.kind in BY_KEY else None
-            new_id = obj.get("id") if isinstance(obj, Mapping) else None
-            log.write(step, action, "done", id=new_id)
-        if action.op == "create" and new_id is not None:
-            ids[action.kind][action.name] = str(new_id)
-        result.done.append(action)
+    step = -1
+    for planned in plan.actions:
+        for action in _sends(planned):
+            step += 1
+            _send(client, log, step, action, ids, result)
+        result.done.append(planned)
         if on_step is not None:
-            on_step(action)
+            on_step(planned)
     log.finish()
     return result
+
+
+def _sends(action: Action) -> list[Action]:
+    """The mutations of one action: a replace is a delete, then a create."""
+    if action.op != "replace":
+        return [action]
+    return [
+        Action("delete", action.kind, action.name, action.id),
+        Action("create", action.kind, action.name, fields=action.fields),
+    ]
+
+
+def _send(
+    client: Client,
+    log: Journal,
+    step: int,
+    action: Action,
+    ids: dict[str, dict[str, str]],
+    result: ApplyResult,
+) -> None:
+    """One mutation, journaled; its outcome read back when the answer is lost."""
+    doc, name, variables = mutation(action, ids)
+    log.write(step, action, "sending")
+    result.mutations += 1
+    result.requests += 1
+    try:
+        data = client.execute(doc, variables)
+    except ValidationError as exc:  # checked before sending: nothing went out
+        log.write(step, action, "not sent", error=str(exc))
+        raise ApplyError(f"{action.title()}: not sent: {exc}", result) from exc
+    except (GraphQLError, RateLimitError) as exc:
+        log.write(step, action, "refused", error=str(exc))
+        raise ApplyError(f"{action.title()}: the server refused it: {exc}", result) from exc
+    except SecFindingsError as exc:
+        log.write(step, action, "unknown", error=type(exc).__name__)
+        try:
+            made, new_id = _made(client, action, result)
+        except SecFindingsError as read_exc:
+            lost = f"the answer was lost ({type(exc).__name__})"
+            why = f"{lost} and the read-back failed too ({type(read_exc).__name__}); rerun apply"
+            raise ApplyError(f"{action.title()}: {why}", result) from exc
+        result.read_back.append((action, made))
+        if not made:
+            log.write(step, action, "not applied")
+            why = f"the answer was lost ({type(exc).__name__}: {exc}); the server does not show the change"
+            raise ApplyError(f"{action.title()}: {why}; rerun apply to finish", result) from exc
+        log.write(step, action, "done", id=new_id, read_back=True)
+    else:
+        answer = data.get(name) or {}
+        if answer.get("ok") is not True:
+            log.write(step, action, "refused", error="ok is not true")
+            raise ApplyError(f"{action.title()}: the server answered ok: {answer.get('ok')!r}", result)
+        obj = answer.get(BY_KEY[action.kind].result) if action.kind in BY_KEY else None
+        new_id = obj.get("id") if isinstance(obj, Mapping) else None
+        log.write(step, action, "done", id=new_id)
+    if action.op == "create" and new_id is not None:
+        ids[action.kind][action.name] = str(new_id)

@@ -25,6 +25,7 @@ from secfindings.rules._model import (
     json_value,
     prune_empty,
     sort_json,
+    targets,
     valid_float,
 )
 
@@ -255,7 +256,7 @@ def check_refs(d: Desired, source: str) -> None:
         spec = BY_KEY[key]
         for name, obj in objs.items():
             for path, target, ref in refs_of(spec, obj):
-                if target in d.objects and ref not in d.objects[target]:
+                if target in d.objects and not any(ref in d.objects.get(t, {}) for t in targets(target)):
                     label = BY_KEY[target].label
                     raise _fail(
                         source,

@@ -279,6 +279,12 @@ ALL_KINDS: tuple[str, ...] = (*BY_KEY, HIERARCHY)
 TOP_KEYS = ("version", *ALL_KINDS)
 
 
+def targets(kind: str) -> tuple[str, ...]:
+    """The kinds a reference to ``kind`` may name: a saved filter (``filtersid``) may be a scope,
+    which the API stores as a finding filter too."""
+    return ("filters", "scopes") if kind == "filters" else (kind,)
+
+
 def parse_kinds(kinds: str | list[str] | tuple[str, ...] | None) -> tuple[str, ...]:
     """The kinds asked for (``a,b`` or a list), in the file's order; every kind by default."""
     if kinds is None:
@@ -324,8 +330,9 @@ def json_text(value: Any) -> str:
 
 
 def prune_empty(d: dict[str, Any]) -> dict[str, Any]:
-    """``d`` without None, empty lists and empty mappings, keys sorted."""
-    return {k: d[k] for k in sorted(d) if d[k] is not None and d[k] != [] and d[k] != {}}
+    """``d`` without None, empty text, empty lists and empty mappings, keys sorted (an empty
+    description is no description: an edit clears one by sending ``""``)."""
+    return {k: d[k] for k in sorted(d) if d[k] is not None and d[k] != "" and d[k] != [] and d[k] != {}}
 
 
 def valid_float(v: Any) -> bool:

@@ -13,11 +13,12 @@ from secfindings.rules._doc import Desired, refs_of
 from secfindings.rules._live import Live
 from secfindings.rules._model import BY_KEY, HIERARCHY, KINDS, RulesError
 
-Op = Literal["create", "update", "enable", "disable", "delete", "save", "unsupported"]
+Op = Literal["create", "update", "replace", "enable", "disable", "delete", "save", "unsupported"]
 
 _SIGN = {
     "create": "+",
     "update": "~",
+    "replace": "-/+",
     "enable": "~",
     "disable": "~",
     "delete": "-",
@@ -73,7 +74,7 @@ class Action:
             out["id"] = self.id
         if self.changes:
             out["changes"] = [c.to_dict() for c in self.changes]
-        if self.op == "create":
+        if self.op in ("create", "replace"):
             out["fields"] = self.fields
         if self.reason:
             out["reason"] = self.reason
@@ -203,6 +204,8 @@ def _check_server(desired: Desired, live: Live, prune: bool) -> None:
             for path, target, ref in refs_of(spec, obj):
                 if target in desired.objects:
                     continue
+                if target == "filters" and ref not in live.objects.get("filters", {}):
+                    target = "scopes" if ref in live.objects.get("scopes", {}) else target
                 if ref in live.duplicates.get(target, {}):
                     n = len(live.duplicates[target][ref])
                     where = f"{key}.{name!r}.{path}"
@@ -255,6 +258,17 @@ def diff(desired: Desired, live: Live, *, prune: bool = False) -> Plan:
                     flag_change = change
                 else:
                     changes.append(change)
+            cleared = [c.field for c in changes if c.after is None and spec.field(c.field).type == "enum"]
+            if cleared and spec.delete and not any(key in k.deps for k in KINDS):
+                # An edit keeps a field it sends as null: only a new object has none.
+                all_changes = [*changes, *([flag_change] if flag_change else [])]
+                reason = (
+                    f"an edit cannot clear {', '.join(cleared)}: deleted, then created as the file has it"
+                )
+                plan.actions.append(
+                    Action("replace", key, name, cur.id, all_changes, dict(obj), reason=reason)
+                )
+                continue
             if changes:
                 if spec.update:
                     plan.actions.append(
