@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import click
 
-from secfindings import _fanout
+from secfindings import _cli_fanout
 from secfindings._cli_findings import finding_command, findings_command
 from secfindings._cli_mcp import mcp_command
 from secfindings._cli_profiles import install as install_profile_option
@@ -22,9 +22,9 @@ JQ_COMMANDS = ("query", "gate", "diff")
 def register(main: click.Group) -> None:
     for command in (profile_group, finding_command, findings_command, mcp_command):
         main.add_command(command)
-    for name in _fanout.FAN_OUT:
+    for name in _cli_fanout.FAN_OUT:
         if name in main.commands:
-            _fanout.install(main.commands[name])
+            _cli_fanout.install(main.commands[name])
     for name in JQ_COMMANDS:
         if name in main.commands:
             add_jq(main.commands[name])
