@@ -47,11 +47,6 @@ from typing import Any
 from secfindings._shared import did_you_mean
 from secfindings.errors import ConfigurationError
 
-if sys.version_info >= (3, 11):
-    import tomllib
-else:  # pragma: no cover - Python 3.10
-    import tomli as tomllib  # type: ignore[import-not-found, unused-ignore]
-
 CONFIG_ENV = "SECFINDINGS_CONFIG"
 PROFILE_ENV = "SECFINDINGS_PROFILE"
 OUTPUT_ENV = "SECFINDINGS_OUTPUT"
@@ -284,6 +279,7 @@ def load(path: Path | None = None) -> ProfilesFile:
         return ProfilesFile(path)
     except OSError as exc:
         raise ProfileError(f"cannot read {path}: {exc.strerror}") from None
+    tomllib = _toml_reader()
     try:
         doc = tomllib.loads(raw.decode("utf-8"))
     except (UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:
@@ -303,6 +299,22 @@ def load(path: Path | None = None) -> ProfilesFile:
     if default is not None and (not isinstance(default, str) or default not in profiles):
         raise ProfileError(f"{path}: default {default!r} names no profile of the file")
     return ProfilesFile(path, profiles, default)
+
+
+def _toml_reader() -> Any:
+    """tomllib (3.11 on), else tomli; read only when there is a file, so that a command without
+    one never needs it."""
+    if sys.version_info >= (3, 11):
+        import tomllib  # noqa: PLC0415 - only when a profiles file exists
+
+        return tomllib
+    try:  # pragma: no cover - Python 3.10
+        import tomli  # type: ignore[import-not-found, unused-ignore]  # noqa: PLC0415
+    except ImportError:  # pragma: no cover
+        raise ProfileError(
+            "reading the profiles file on Python 3.10 needs tomli: pip install tomli"
+        ) from None
+    return tomli  # pragma: no cover
 
 
 def _profile(path: Path, name: str, table: Any) -> Profile:
