@@ -221,3 +221,43 @@ def test_overdue_lists_the_worst_first(hand: str) -> None:
     got = sa.overdue(hand, as_of=AS_OF)
     assert list(got["id_int"]) == [3]
     assert got.iloc[0]["days_overdue"] == pytest.approx(12.0)
+
+
+# ---------------------------------------------------------------- the guide's printed numbers
+
+
+def bias_text(rows: list[dict[str, Any]], dest: str) -> str:
+    import statistics
+
+    got = sa.time_to_remediate(dest, as_of=syn.AS_OF, percentiles=(0.5,)).iloc[0]
+    kmf = _fitter(rows)
+    fixed = [r["days_to_fix"] for r in rows if r["days_to_fix"] is not None]
+    mean = statistics.fmean(fixed)
+    law = MEDIAN / math.log(2)
+    return "\n".join(
+        [
+            f"{len(rows)} findings, {int(got['open'])} still open; days to fix drawn with a median of 30 "
+            f"(mean {law:.1f})",
+            f"Kaplan-Meier median, secfindings.analytics: {got['p50_days']:.1f} days "
+            f"(95%: {got['p50_low']:.1f} to {got['p50_high']:.1f})",
+            f"Kaplan-Meier median, lifelines:             {kmf.median_survival_time_:.1f} days",
+            f"median over the fixed findings only:        {statistics.median(fixed):.1f} days",
+            f"mean over the fixed findings only:          {mean:.1f} days "
+            f"({(law - mean) / law:.0%} short of {law:.1f})",
+        ]
+    )
+
+
+def test_the_guide_shows_the_bias_this_data_gives(rows: list[dict[str, Any]], tmp_path: Path) -> None:
+    """<!-- printed: remediation-bias --> in docs/guides/remediation.md: what this prints."""
+    import re
+
+    guide = Path(__file__).resolve().parents[1] / "docs" / "guides" / "remediation.md"
+    found = re.search(
+        r"<!-- printed: remediation-bias -->\n```text\n(?P<out>.*?)```", guide.read_text("utf-8"), re.S
+    )
+    assert found
+    dest = syn.write_duckdb(tmp_path / "b.duckdb", rows)
+    text = bias_text(rows, dest)
+    print(text)
+    assert found.group("out").rstrip("\n") == text

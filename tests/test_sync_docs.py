@@ -1,6 +1,7 @@
-"""The sync guide's printed outputs come from runs: the remediation query (issue 31: the old
-MTTR query took the first sync's time as the fix time and left open findings out) prints what
-the guide shows, against the emulator the guide names."""
+"""The sync guide's printed outputs come from runs: its time to remediate, by secfindings.analytics
+and by the SQL it shows, prints what the guide shows against the emulator the guide names
+(issue 31: the old MTTR query took the first sync's time as the fix time and left open findings
+out; issue 36: the Kaplan-Meier estimate, open findings censored, replaced the counts)."""
 
 from __future__ import annotations
 
@@ -15,6 +16,7 @@ import pytest
 from secfindings.testing import Emulator
 
 pytest.importorskip("duckdb")
+pytest.importorskip("pandas")
 
 GUIDE = Path(__file__).resolve().parents[1] / "docs" / "guides" / "sync.md"
 
@@ -29,39 +31,45 @@ def _block_and_output(marker: str) -> tuple[str, str]:
     return found.group("code"), printed.group("out")
 
 
-def test_the_remediation_query_prints_what_the_guide_shows(tmp_path: Path, monkeypatch: Any) -> None:
-    code, shown = _block_and_output("fixed_in_30")
-    monkeypatch.chdir(tmp_path)
+@pytest.fixture(scope="module")
+def folder(tmp_path_factory: Any) -> Path:
+    where = tmp_path_factory.mktemp("sync-docs")
     with Emulator(findings=2_000, seed=7) as emu:
-        emu.client().sync("findings.duckdb")
+        emu.client().sync(str(where / "findings.duckdb"))
+    return where
+
+
+@pytest.mark.parametrize("marker", ["sa.time_to_remediate", "10% fixed"])
+def test_the_time_to_remediate_prints_what_the_guide_shows(folder: Path, marker: str, monkeypatch: Any) -> None:
+    code, shown = _block_and_output(marker)
+    monkeypatch.chdir(folder)
     out = io.StringIO()
     with contextlib.redirect_stdout(out):
         exec(compile(code, str(GUIDE), "exec"), {"__name__": "__docs__"})
-    assert out.getvalue() == shown
+    assert [line.rstrip() for line in out.getvalue().splitlines()] == [line.rstrip() for line in shown.splitlines()]
 
 
-def test_the_remediation_query_counts_open_findings_and_not_the_first_syncs_time(tmp_path: Path) -> None:
-    """What the old query got wrong: a finding already fixed at the first sync has that sync's
-    time in the history; the query must take the server's times (so the result does not move
-    with the day of the first sync), and an open finding is in the counts."""
+def test_the_guides_sql_is_the_analytics_estimate_to_the_day(folder: Path) -> None:
+    """The SQL the guide shows gives the same percentiles as secfindings.analytics at a day's
+    resolution, and counts every open finding (censored, not dropped)."""
     import duckdb
 
-    code, _ = _block_and_output("fixed_in_30")
+    import secfindings.analytics as sa
+
+    code, _ = _block_and_output("10% fixed")
     query = re.search(r'con\.sql\("""(?P<sql>.*?)"""\)', code, re.S)
     assert query
-    dest = tmp_path / "f.duckdb"
-    with Emulator(findings=300, seed=7) as emu:
-        emu.client().sync(str(dest))
-    con = duckdb.connect(str(dest), read_only=True)
+    con = duckdb.connect(str(folder / "findings.duckdb"), read_only=True)
     try:
         rows = con.sql(query.group("sql")).fetchall()
-        opened = con.sql("SELECT count(*) FROM findings WHERE actual_status_category = 'OPEN'").fetchall()
-        times = con.sql(
-            "SELECT count(*) FROM findings WHERE actual_status_category = 'FIXED' "
-            "AND last_reported_time - discovered_time <= INTERVAL '30 days'"
-        ).fetchall()
     finally:
         con.close()
-    assert sum(r[5] for r in rows) == opened[0][0]  # every open finding is counted
-    assert sum(r[2] for r in rows) <= times[0][0]  # fixes by the server's times, none by the sync's
-    assert all(r[2] <= r[1] and r[4] <= r[3] for r in rows)
+    ours = sa.time_to_remediate(
+        folder / "findings.duckdb", by="source", percentiles=(0.1, 0.25, 0.5), resolution=86_400
+    )
+    assert len(rows) == len(ours)
+    for (source, p10, p25, p50), (_, row) in zip(rows, ours.iterrows(), strict=True):
+        assert source == row["source"]
+        for sql_value, value in ((p10, row["p10_days"]), (p25, row["p25_days"]), (p50, row["p50_days"])):
+            assert (sql_value is None and value != value) or sql_value == value
+    assert ours["open"].sum() == 1417  # every open finding in the estimate
