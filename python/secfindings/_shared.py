@@ -141,8 +141,10 @@ def did_you_mean(name: str, choices: Iterable[str]) -> str:
 # ------------------------------------------------------------------------------ datetimes
 
 # The shape both Python's fromisoformat and the core read alike (a hypothesis test checks it):
-# the API's own spelling, taken without crossing into Rust.
-_CANONICAL = re.compile(r"\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(?:\.\d{6})?(?:Z|[+-]\d{2}:\d{2})", re.ASCII)
+# the API's own spelling (milliseconds or microseconds too), read without crossing into Rust.
+_CANONICAL = re.compile(
+    r"\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(?:\.\d{3}(?:\d{3})?)?(?:Z|[+-]\d{2}:\d{2})", re.ASCII
+)
 
 
 def parse_datetime(text: str) -> dt.datetime | None:
