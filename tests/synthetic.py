@@ -105,3 +105,26 @@ def write_sqlite(path: Path, rows: list[dict[str, Any]], history: list[dict[str,
     con.commit()
     con.close()
     return f"sqlite:///{path}"
+
+
+def write_postgres(url: str, rows: list[dict[str, Any]], history: list[dict[str, Any]] | None = None) -> str:
+    """Into a PostgreSQL database through ADBC (timestamps as TIMESTAMPTZ, as a sync makes them)."""
+    import adbc_driver_postgresql.dbapi as pg
+    import pyarrow as pa
+
+    def table(items: list[dict[str, Any]], names: tuple[str, ...]) -> Any:
+        columns = {}
+        for name in names:
+            values = [r[name] for r in items]
+            if name in ("discovered_time", "last_reported_time", "due_date", "valid_from", "valid_to"):
+                columns[name] = pa.array(values, pa.timestamp("us", tz="UTC"))
+            else:
+                columns[name] = pa.array(values)
+        return pa.table(columns)
+
+    with pg.connect(url) as con, con.cursor() as cur:
+        cur.adbc_ingest("findings", table(rows, COLUMNS), mode="create")
+        hist = history if history is not None else versions(rows)
+        cur.adbc_ingest("findings_history", table(hist, (*COLUMNS, "valid_from", "valid_to")), mode="create")
+        con.commit()
+    return url

@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import datetime as dt
 import math
+import uuid
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -29,12 +31,28 @@ def rows() -> list[dict[str, Any]]:
     return syn.findings(N, MEDIAN, seed=11)
 
 
-@pytest.fixture(scope="module", params=["duckdb", "sqlite"])
+@pytest.fixture(scope="module")
+def pg() -> Iterator[Any]:
+    """One PostgreSQL server for the module (a database per copy)."""
+    from tests.servers.postgres import postgres_server
+
+    with postgres_server() as server:
+        yield server
+
+
+def _copy(kind: str, request: pytest.FixtureRequest, folder: Path, rows: list[dict[str, Any]],
+          history: list[dict[str, Any]] | None = None) -> str:  # fmt: skip
+    if kind == "duckdb":
+        return syn.write_duckdb(folder / "s.duckdb", rows, history)
+    if kind == "sqlite":
+        return syn.write_sqlite(folder / "s.sqlite", rows, history)
+    server = request.getfixturevalue("pg")
+    return syn.write_postgres(server.create_database(f"a_{uuid.uuid4().hex[:12]}"), rows, history)
+
+
+@pytest.fixture(scope="module", params=["duckdb", "sqlite", "postgresql"])
 def dest(request: pytest.FixtureRequest, rows: list[dict[str, Any]], tmp_path_factory: Any) -> str:
-    folder = tmp_path_factory.mktemp("analytics")
-    if request.param == "duckdb":
-        return syn.write_duckdb(folder / "s.duckdb", rows)
-    return syn.write_sqlite(folder / "s.sqlite", rows)
+    return _copy(request.param, request, tmp_path_factory.mktemp("analytics"), rows)
 
 
 def _fitter(rows: list[dict[str, Any]]) -> Any:
@@ -81,21 +99,12 @@ def test_the_naive_mean_over_fixed_findings_is_biased(dest: str, rows: list[dict
     """The number the old guide computed: the mean time to fix of the fixed findings alone,
     here by SQL on the same copy. The law's mean is median / ln 2 (43 days); the naive one is
     far shorter, because the slowest findings are the ones still open."""
-    import duckdb
-
     true_mean = MEDIAN / math.log(2)
-    if dest.startswith("sqlite"):
-        import sqlite3
-
-        con: Any = sqlite3.connect(dest.removeprefix("sqlite:///"))
-        sql = ("SELECT avg(julianday(last_reported_time) - julianday(discovered_time)) FROM findings "
-               "WHERE actual_status_category = 'FIXED'")  # fmt: skip
-    else:
-        con = duckdb.connect(dest, read_only=True)
-        sql = ("SELECT avg(epoch(last_reported_time) - epoch(discovered_time)) / 86400 FROM findings "
-               "WHERE actual_status_category = 'FIXED'")  # fmt: skip
-    naive = con.execute(sql).fetchone()[0]
-    con.close()
+    with sa.Database(dest) as db:  # the naive number, by SQL in the copy itself
+        naive = db.rows(
+            f"SELECT avg({db.seconds('last_reported_time')} - {db.seconds('discovered_time')}) / 86400 "
+            "FROM findings WHERE actual_status_category = 'FIXED'"
+        )[0][0]
     assert (true_mean - naive) / true_mean > 0.10
     # the survival curve's restricted view agrees with the law instead: S(mean) = e^-1
     curve = sa.survival_curve(dest, as_of=syn.AS_OF)
@@ -169,12 +178,9 @@ def _hand_history() -> list[dict[str, Any]]:
     return out
 
 
-@pytest.fixture(scope="module", params=["duckdb", "sqlite"])
+@pytest.fixture(scope="module", params=["duckdb", "sqlite", "postgresql"])
 def hand(request: pytest.FixtureRequest, tmp_path_factory: Any) -> str:
-    folder = tmp_path_factory.mktemp("hand")
-    if request.param == "duckdb":
-        return syn.write_duckdb(folder / "h.duckdb", HAND, _hand_history())
-    return syn.write_sqlite(folder / "h.sqlite", HAND, _hand_history())
+    return _copy(request.param, request, tmp_path_factory.mktemp("hand"), HAND, _hand_history())
 
 
 def test_sla_adherence_by_hand(hand: str) -> None:
