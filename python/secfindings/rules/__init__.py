@@ -19,7 +19,7 @@ import os
 from collections.abc import Mapping
 from importlib import resources
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from secfindings.rules._apply import ApplyError, ApplyResult, Journal
 from secfindings.rules._apply import run as _run
@@ -27,11 +27,8 @@ from secfindings.rules._doc import Desired, dump, load, parse, to_data
 from secfindings.rules._drift import Drift, DriftItem
 from secfindings.rules._drift import drift as _drift
 from secfindings.rules._live import Live, read
-from secfindings.rules._model import ALL_KINDS, BY_KEY, HIERARCHY, RulesError, parse_kinds
+from secfindings.rules._model import ALL_KINDS, BY_KEY, HIERARCHY, Executor, RulesError, parse_kinds
 from secfindings.rules._plan import Action, Change, Plan, diff, hierarchy_of
-
-if TYPE_CHECKING:
-    from secfindings._client import Client
 
 Document = str | os.PathLike[str] | Mapping[str, Any] | Desired
 """A rules file: YAML text, a path to one, its data loaded, or a parsed :class:`Desired`."""
@@ -48,7 +45,9 @@ def _desired(doc: Document) -> Desired:
     return parse(doc)
 
 
-def export_state(client: Client, kinds: str | list[str] | tuple[str, ...] | None = None) -> tuple[str, Live]:
+def export_state(
+    client: Executor, kinds: str | list[str] | tuple[str, ...] | None = None
+) -> tuple[str, Live]:
     """:func:`export`, with the state it read."""
     wanted = parse_kinds(kinds)
     live = read(client, wanted)
@@ -73,14 +72,14 @@ def export_state(client: Client, kinds: str | list[str] | tuple[str, ...] | None
     return dump(to_data(objects, wanted, saved)), live
 
 
-def export(client: Client, kinds: str | list[str] | tuple[str, ...] | None = None) -> str:
+def export(client: Executor, kinds: str | list[str] | tuple[str, ...] | None = None) -> str:
     """The server's rules as canonical YAML (every kind, or ``kinds``): keyed by name, references
     by name, no ids or server-computed fields, sets sorted, the same bytes for the same state.
     ``scope_hierarchy: {saved: true}`` when the saved hierarchy shows the current scope groups."""
     return export_state(client, kinds)[0]
 
 
-def plan(client: Client, doc: Document, *, prune: bool = False) -> Plan:
+def plan(client: Executor, doc: Document, *, prune: bool = False) -> Plan:
     """What :func:`apply` would change (reads the server afresh). Objects on the server that the
     file lacks are deleted only with ``prune`` (in the kinds the file has)."""
     desired = _desired(doc)
@@ -88,7 +87,7 @@ def plan(client: Client, doc: Document, *, prune: bool = False) -> Plan:
 
 
 def apply(
-    client: Client,
+    client: Executor,
     doc: Document | Plan,
     *,
     prune: bool = False,
@@ -107,7 +106,7 @@ def apply(
     return _run(client, fresh, journal)
 
 
-def drift(client: Client, doc: Document) -> Drift:
+def drift(client: Executor, doc: Document) -> Drift:
     """What differs on the server from the file; ``.exit_code`` is 2 when anything does."""
     desired = _desired(doc)
     return _drift(desired, read(client, desired.kinds))
@@ -123,7 +122,7 @@ def json_schema() -> dict[str, Any]:
 class Rules:
     """``client.rules``: the functions of :mod:`secfindings.rules` bound to one client."""
 
-    def __init__(self, client: Client) -> None:
+    def __init__(self, client: Executor) -> None:
         self._client = client
 
     def export(self, kinds: str | list[str] | tuple[str, ...] | None = None) -> str:

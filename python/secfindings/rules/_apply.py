@@ -17,7 +17,7 @@ import os
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from secfindings._plain import plural
 from secfindings.errors import GraphQLError, RateLimitError, SecFindingsError, ValidationError
@@ -29,15 +29,13 @@ from secfindings.rules._model import (
     _FC_REFS,
     BY_KEY,
     HIERARCHY,
+    Executor,
     Field,
     Kind,
     RulesError,
     json_text,
 )
 from secfindings.rules._plan import Action, Plan
-
-if TYPE_CHECKING:
-    from secfindings._client import Client
 
 #: GraphQL types of the flat mutations' arguments.
 _FLAT_TYPES = {
@@ -252,7 +250,7 @@ def _ids(plan: Plan) -> dict[str, dict[str, str]]:
     }
 
 
-def _made(client: Client, action: Action, result: ApplyResult) -> tuple[bool, str | None]:
+def _made(client: Executor, action: Action, result: ApplyResult) -> tuple[bool, str | None]:
     """Reads the object back: was the action's change made? (and the object's id)."""
     kinds = [HIERARCHY] if action.op == "save" else [action.kind]
     live = read(client, kinds)
@@ -274,7 +272,7 @@ def _made(client: Client, action: Action, result: ApplyResult) -> tuple[bool, st
 
 
 def run(
-    client: Client,
+    client: Executor,
     plan: Plan,
     journal: str | os.PathLike[str] | None = None,
     *,
@@ -315,7 +313,7 @@ def _sends(action: Action) -> list[Action]:
 
 
 def _send(
-    client: Client,
+    client: Executor,
     log: Journal,
     step: int,
     action: Action,

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from secfindings.rules._model import (
     _FC_JSON,
@@ -15,14 +15,12 @@ from secfindings.rules._model import (
     _FC_REFS,
     BY_KEY,
     HIERARCHY,
+    Executor,
     Kind,
     RulesError,
     json_value,
     prune_empty,
 )
-
-if TYPE_CHECKING:
-    from secfindings._client import Client
 
 PAGE = 100
 
@@ -101,7 +99,7 @@ def _conn(data: Mapping[str, Any], key: str) -> Mapping[str, Any]:
     return value
 
 
-def read(client: Client, kinds: Iterable[str]) -> Live:
+def read(client: Executor, kinds: Iterable[str]) -> Live:
     """Reads the kinds asked for (with what their references name) from the server."""
     kinds = tuple(kinds)
     todo = list(needed(kinds))

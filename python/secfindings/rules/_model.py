@@ -13,7 +13,7 @@ import json
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Any, Literal, Protocol
 
 from secfindings._shared import did_you_mean
 from secfindings.errors import ValidationError
@@ -24,6 +24,15 @@ FORMAT_VERSION = 1
 FieldType = Literal[
     "str", "int", "float", "bool", "enum", "json", "filters_config", "ref", "refset", "strset"
 ]
+
+
+class Executor(Protocol):
+    """What rules as code needs of a client: :meth:`secfindings.Client.execute`. (A protocol, so
+    that this package does not import the client's module, which offers ``client.rules``.)"""
+
+    def execute(
+        self, query: str, variables: dict[str, Any] | None = None, operation_name: str | None = None
+    ) -> dict[str, Any]: ...
 
 
 class RulesError(ValidationError):
