@@ -212,9 +212,9 @@ def test_a_bad_token_is_not_printed(kind: str, server: TicketServer) -> None:
 # ------------------------------------------------------------------ from a synced destination
 
 
-def test_from_a_destination_with_its_ticket_table(kind: str, server: TicketServer, tmp_path: Path) -> None:
+def copy_with_tickets(kind: str, path: Path) -> str:
+    """A synced destination's findings (the columns drift reads) and a finding_tickets table."""
     duckdb = pytest.importorskip("duckdb")
-    path = tmp_path / "t.duckdb"
     con = duckdb.connect(str(path))
     con.execute("CREATE TABLE findings (id_int BIGINT, title TEXT, actual_status_category TEXT, "
                 "remediation_sub_phase TEXT, discovered_time TIMESTAMPTZ)")  # fmt: skip
@@ -230,7 +230,11 @@ def test_from_a_destination_with_its_ticket_table(kind: str, server: TicketServe
             con.execute(f"INSERT INTO {TICKETS_TABLE} VALUES (?, ?, ?, ?, ?)",
                         [f.id_int, t.external_id, t.link, t.status, t.provider_type])  # fmt: skip
     con.close()
-    report = drift(str(path), system(kind, server))
+    return str(path)
+
+
+def test_from_a_destination_with_its_ticket_table(kind: str, server: TicketServer, tmp_path: Path) -> None:
+    report = drift(copy_with_tickets(kind, tmp_path / "t.duckdb"), system(kind, server))
     assert _kinds(report) == expected(kind)
 
 
@@ -281,3 +285,81 @@ def test_live_against_the_emulator(client: Any) -> None:
     assert [jira_keys[opened][0], opened] in baseline["closed_open"]
     assert report.findings == len(live)
     print(json.dumps({k: len(v) for k, v in baseline.items()}))
+
+
+# ------------------------------------------------------------------ the command
+
+
+def _env(kind: str, token: str = SECRET) -> dict[str, str]:
+    if kind == "jira":
+        return {"JIRA_EMAIL": "me@acme.test", "JIRA_API_TOKEN": token}
+    return {"GITHUB_TOKEN": token}
+
+
+def _where(kind: str, server: TicketServer) -> list[str]:
+    if kind == "jira":
+        return ["--jira", server.url, "--project", "SEC"]
+    return ["--github", REPO, "--github-api", server.url]
+
+
+def test_the_command_reports_and_closes(kind: str, server: TicketServer, tmp_path: Path) -> None:
+    from click.testing import CliRunner
+
+    from secfindings.cli import main
+
+    dest = copy_with_tickets(kind, tmp_path / "t.duckdb")
+    got = CliRunner().invoke(
+        main, ["tickets", "drift", dest, *_where(kind, server), "--format", "json"], env=_env(kind)
+    )
+    assert got.exit_code == 0, got.output
+    assert {k: v for k, v in json.loads(got.output).items() if k in expected(kind)} == expected(kind)
+    assert server.mutations == []
+    got = CliRunner().invoke(
+        main, ["tickets", "drift", dest, *_where(kind, server), "--close-fixed"], env=_env(kind)
+    )
+    assert got.exit_code == 0, got.output
+    assert f"closed: {_key(kind, 1)}, {_key(kind, 12)}" in got.output
+    assert "fixed findings whose ticket is open: 3" in got.output
+    assert SECRET not in got.output
+
+
+def test_the_command_refuses_bad_usage_on_one_line(kind: str, server: TicketServer, tmp_path: Path) -> None:
+    from click.testing import CliRunner
+
+    from secfindings.cli import main
+
+    dest = copy_with_tickets(kind, tmp_path / "t.duckdb")
+    run = CliRunner().invoke
+    got = run(main, ["tickets", "drift", dest], env=_env(kind))
+    assert got.exit_code == 2
+    assert "one of --jira URL or --github OWNER/REPO" in got.output
+    empty = {"JIRA_EMAIL": "", "JIRA_API_TOKEN": "", "GITHUB_TOKEN": "", "GH_TOKEN": ""}
+    got = run(main, ["tickets", "drift", dest, *_where(kind, server)], env=empty)
+    assert got.exit_code == 2
+    assert got.output.count("\n") == 1
+    got = run(main, ["tickets", "drift", dest, *_where(kind, server)], env=_env(kind, "wrong-T0KEN"))
+    assert got.exit_code == 3
+    assert "wrong-T0KEN" not in got.output
+    assert "Traceback" not in got.output
+
+
+def test_the_command_reads_the_live_api(emulator: Any, monkeypatch: Any) -> None:
+    from click.testing import CliRunner
+
+    from secfindings.cli import main
+
+    with TicketServer("jira", [], secret=SECRET) as s:
+        env = {
+            **_env("jira"),
+            "SECFINDINGS_API_TOKEN": emulator.create_api_token("drift"),
+            "SECFINDINGS_BASE_URL": emulator.base_url,
+            "SECFINDINGS_AUTH_URL": emulator.auth_url,
+        }
+        got = CliRunner().invoke(
+            main, ["tickets", "drift", "live", "--jira", s.url, "--format", "json"], env=env
+        )
+    assert got.exit_code == 0, got.output
+    out = json.loads(got.output)
+    assert out["findings"] == 300
+    assert out["tickets"] == 0  # the fake Jira has none of the emulator's tickets
+    assert out["unticketed"]  # so every queued finding with a Jira ticket lacks one there
