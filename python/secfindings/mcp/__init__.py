@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import functools
 import hmac
+import inspect
 import json
 import time
 from collections.abc import Awaitable, Callable
@@ -125,6 +126,18 @@ class _Cache:
         return write
 
 
+def _tenant_parameter(fn: Callable[..., Any], tenants: Tenants) -> None:
+    """With several tenants, a tool's ``tenant`` is required and one of their names in its
+    schema (no default tenant); with one it stays optional."""
+    sig = inspect.signature(fn, eval_str=True)
+    if "tenant" not in sig.parameters or not tenants.several:
+        return
+    names = tuple(tenants.names)
+    rest = [p for p in sig.parameters.values() if p.name != "tenant"]
+    tenant = inspect.Parameter("tenant", inspect.Parameter.KEYWORD_ONLY, annotation=Literal[names])
+    fn.__signature__ = sig.replace(parameters=[*rest, tenant])  # type: ignore[attr-defined]
+
+
 def build_server(ctx: t.Context, *, allow_writes: bool = False, name: str = "secfindings") -> MCPServer[Any]:
     """The server with its tools (the write tools only with ``allow_writes``) and the filter
     language as a resource."""
@@ -139,6 +152,7 @@ def build_server(ctx: t.Context, *, allow_writes: bool = False, name: str = "sec
 
     def tool(annotations: ToolAnnotations, description: str) -> Callable[[Any], Any]:
         def register(fn: Callable[..., Awaitable[dict[str, Any]]]) -> Any:
+            _tenant_parameter(fn, ctx.tenants)
             fn = answers.wrap(fn) if annotations.read_only_hint else answers.clearing(fn)
             server.add_tool(
                 fn,
