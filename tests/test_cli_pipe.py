@@ -1,4 +1,4 @@
-"""A reader that goes away (`secfindings gate | head -1`) ends gate, diff and query quietly with
+"""A reader that goes away (`secfindings gate | head -1`) ends gate, diff, query and report quietly with
 141, as it ends `export --out -` (tests/test_cli_stdout.py). Each run is a real process whose
 stdout is a pipe the test closes after one line; the outputs are hundreds of KB, more than a
 pipe holds. With PYTHONUNBUFFERED (as CI and containers set it) Python's stdout made one write
@@ -43,6 +43,15 @@ def snapshots(emu: Emulator, tmp_path_factory: pytest.TempPathFactory) -> tuple[
     return base, head
 
 
+@pytest.fixture(scope="module")
+def synced(emu: Emulator, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A DuckDB copy of the emulator's findings (the report of it is about 1 MB of HTML)."""
+    pytest.importorskip("duckdb")
+    dest = tmp_path_factory.mktemp("synced") / "findings.duckdb"
+    emu.client().sync(str(dest))
+    return dest
+
+
 def environment(emu: Emulator, unbuffered: bool) -> dict[str, str]:
     keep = {
         k: v for k, v in os.environ.items() if not k.startswith("SECFINDINGS_") and k != "PYTHONUNBUFFERED"
@@ -79,29 +88,40 @@ def whole(args: list[str], env: dict[str, str], cwd: Path) -> bytes:
     return done.stdout
 
 
-@pytest.mark.parametrize("unbuffered", [True, False], ids=["unbuffered", "buffered"])
+COMMANDS = {
+    "gate-json": ["gate", "--format", "json"],
+    "gate-sarif": ["gate", "--format", "sarif"],
+    "diff-json": ["diff", "{base}", "{head}", "--format", "json"],
+    "query": ["query", "big.graphql"],
+    "report": ["report", "{synced}"],
+}
+
+
 @pytest.mark.parametrize(
-    "command",
-    [
-        ["gate", "--format", "json"],
-        ["gate", "--format", "sarif"],
-        ["diff", "{base}", "{head}", "--format", "json"],
-        ["query", "big.graphql"],
-    ],
-    ids=["gate-json", "gate-sarif", "diff-json", "query"],
+    ("name", "unbuffered"),
+    # The report takes seconds to build: unbuffered only (where click.echo and print failed).
+    [(n, u) for n in COMMANDS for u in (True, False) if u or n != "report"],
+    ids=lambda v: str(v) if isinstance(v, str) else ("unbuffered" if v else "buffered"),
 )
 def test_a_reader_that_goes_away_ends_the_command_quietly_with_141(
-    emu: Emulator, snapshots: tuple[Path, Path], tmp_path: Path, command: list[str], unbuffered: bool
+    emu: Emulator,
+    snapshots: tuple[Path, Path],
+    synced: Path,
+    tmp_path: Path,
+    name: str,
+    unbuffered: bool,
 ) -> None:
+    command = COMMANDS[name]
     base, head = snapshots
     parts = " ".join(
         f"p{n}: findings_view(first: 100, offset: {100 * n}) {{ edges {{ node {{ {QUERIED} }} }} }}"
         for n in range(10)
     )
     (tmp_path / "big.graphql").write_text(f"{{ {parts} }}", encoding="utf-8")
-    args = [a.format(base=base, head=head) for a in command]
+    args = [a.format(base=base, head=head, synced=synced) for a in command]
     env = environment(emu, unbuffered)
-    assert len(whole(args, env, tmp_path)) > 200_000  # more than a pipe and a reader's buffer hold
+    if name != "report":  # (about 1 MB of HTML; not built twice)
+        assert len(whole(args, env, tmp_path)) > 200_000  # more than a pipe and a reader's buffer hold
     first, err, code = first_line_then_close(args, env, tmp_path)
     assert first
     assert err == b"", err

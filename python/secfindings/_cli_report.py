@@ -3,12 +3,11 @@ self-contained HTML page or as Markdown (a CI job's summary)."""
 
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 
 import click
 
-from secfindings._cli_support import errors
+from secfindings._cli_support import emit, errors
 
 
 @click.command("report")
@@ -38,7 +37,7 @@ def report_command(dest: str, out: Path | None, fmt: str, by: str, weeks: int, t
     with errors():
         made = report.build(dest, by=by or None, weeks=weeks, top=top)
         if out is None or str(out) == "-":
-            sys.stdout.write(made.html() if fmt == "html" else made.markdown())
+            emit(made.html() if fmt == "html" else made.markdown(), nl=False)
             return
         path = made.write(out, fmt)
         click.echo(f"wrote {path} ({path.stat().st_size:,} bytes)", err=True)

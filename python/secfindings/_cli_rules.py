@@ -13,7 +13,7 @@ from typing import Any
 
 import click
 
-from secfindings._cli_support import ExitCode, client_from_env, errors
+from secfindings._cli_support import ExitCode, client_from_env, emit, errors
 
 #: The kinds a rules file holds (secfindings.rules.ALL_KINDS, which a test compares).
 KINDS = (
@@ -54,7 +54,7 @@ def export_command(kinds: str | None, out: Path | None) -> None:
     with errors(), client_from_env() as client:
         text = _rules().export(client, kinds)
         if out is None or str(out) == "-":
-            click.echo(text, nl=False)
+            emit(text, nl=False)
         else:
             out.write_text(text, encoding="utf-8")
 
@@ -119,11 +119,11 @@ def drift_command(file: Path, fmt: str) -> None:
     Exit codes: 0 no drift, 2 drift (or bad usage: the message says which), 1 the API failed."""
     with errors(), client_from_env() as client:
         d = _rules().drift(client, file)
-    click.echo(d.render(fmt), nl=False)
+    emit(d.render(fmt), nl=False)
     sys.exit(d.exit_code)
 
 
 @rules_command.command("schema")
 def schema_command() -> None:
     """Print the JSON Schema of a rules file (for editors)."""
-    click.echo(json.dumps(_rules().json_schema(), indent=2))
+    emit(json.dumps(_rules().json_schema(), indent=2))

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import click
 
-from secfindings._cli_support import client_from_env, errors
+from secfindings._cli_support import client_from_env, emit, errors
 
 
 @click.group("tickets")
@@ -59,4 +59,4 @@ def drift_command(
                 report = drift(client, system, close_fixed=close_fixed)
         else:
             report = drift(source, system, close_fixed=close_fixed)
-    click.echo(report.json() if fmt == "json" else report.text(), nl=False)
+    emit(report.json() if fmt == "json" else report.text(), nl=False)
