@@ -129,3 +129,23 @@ def test_unknown_profile_is_a_usage_error(tenants: tuple[Emulator, Emulator, Emu
     result = CliRunner().invoke(main, ["gate", "--profiles", "ok,okk"])
     assert result.exit_code == 2
     assert "did you mean 'ok'" in result.output
+
+
+def test_sync_per_tenant_and_a_query_on_stdin(
+    tenants: tuple[Emulator, Emulator, Emulator], tmp_path: Path
+) -> None:
+    pytest.importorskip("duckdb")
+    result = CliRunner().invoke(
+        main, ["sync", str(tmp_path / "copy-{tenant}.duckdb"), "--profiles", "ok,fails", "--no-progress"]
+    )
+    assert result.exit_code == 0, result.output
+    assert (tmp_path / "copy-ok.duckdb").exists()
+    assert (tmp_path / "copy-fails.duckdb").exists()
+    assert sorted(line.split()[0] for line in result.stdout.splitlines()) == ["[fails]", "[ok]"]
+    piped = CliRunner().invoke(main, ["query", "-", "--profiles", "ok,fails"], input=QUERY)
+    assert piped.exit_code == 0, piped.output
+    counts = {
+        r["tenant"]: r["data"]["findings_view"]["total_count"]
+        for r in map(json.loads, piped.stdout.splitlines())
+    }
+    assert counts == {"ok": 9, "fails": 7}
