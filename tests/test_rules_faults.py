@@ -7,6 +7,10 @@ finishes; every object exists once, and the emulator ran each mutation exactly o
 from __future__ import annotations
 
 import json
+import os
+import subprocess
+import sys
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -105,3 +109,51 @@ def test_fault_after_k_mutations(
             assert emu.stats()["mutations_applied"] == n, f"k={k}: a mutation ran twice or not at all"
             assert c.rules.export() == expected  # every object once: an export refuses duplicates
             assert c.rules.plan(path, prune=True).actions == []
+
+
+def test_a_crash_mid_mutation_and_a_rerun(target: tuple[Path, str, int], tmp_path: Path) -> None:
+    """``secfindings rules apply`` killed (SIGKILL) while a mutation it sent is held by the server
+    (run, its answer delayed): the journal shows that step sent with no outcome; a rerun
+    reports it, plans afresh and finishes without making anything twice."""
+    path, expected, n = target
+    journal = tmp_path / "crash.journal"
+    k = 3
+    with Emulator(**EMU) as emu, emu.client() as c:
+        c.rules.export(kinds="scope_hierarchy")
+        emu.reset_stats()
+        emu.inject("delay", delay=2.0, after_mutations=k, applied=True)
+        env = {
+            **os.environ,
+            "SECFINDINGS_API_TOKEN": emu.create_api_token(),
+            "SECFINDINGS_BASE_URL": emu.base_url,
+            "SECFINDINGS_AUTH_URL": emu.auth_url,
+        }
+        args = [
+            sys.executable,
+            "-m",
+            "secfindings",
+            "rules",
+            "apply",
+            str(path),
+            "--prune",
+            "--journal",
+            str(journal),
+        ]
+        proc = subprocess.Popen(args, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        try:
+            deadline = time.monotonic() + 60  # a watchdog, not a timed assertion
+            while emu.stats()["mutations_applied"] < k + 1 and time.monotonic() < deadline:
+                time.sleep(0.01)
+            assert emu.stats()["mutations_applied"] == k + 1
+        finally:
+            proc.kill()
+            proc.wait()
+        records = [json.loads(line) for line in journal.read_text(encoding="utf-8").splitlines()]
+        assert records[-1] == {**records[-1], "step": k, "state": "sending"}
+        result = c.rules.apply(path, prune=True, journal=journal)
+        assert result.complete
+        assert [r["step"] for r in result.previous] == [k]
+        assert len(result.plan.actions) == n - k - 1  # the held mutation was made: not planned again
+        assert emu.stats()["mutations_applied"] == n
+        assert c.rules.export() == expected
+        assert not journal.exists()
