@@ -278,3 +278,33 @@ def test_cli_and_client_load_the_package_on_first_use() -> None:
     code = "import sys, secfindings.cli; print('secfindings.rules' in sys.modules)"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout == "False\n"
+
+
+def test_known_profile_round_trip(tmp_path: Path) -> None:
+    """The fields rules as code reads are served by the profile of only what the public facts
+    show too: its export plans as no change, and a change applies."""
+    with Emulator(findings=20, seed=7, profile="known") as emu, emu.client() as c:
+        exported = c.rules.export()
+        assert c.rules.plan(exported, prune=True).actions == []
+        data = yaml.safe_load(exported)
+        data["ticket_sla_rules"]["Jira critical tickets"]["days"] = 5
+        data["status_rules"]["Triage new criticals"]["enabled"] = False
+        assert [(a.op, a.name) for a in c.rules.plan(data).actions] == [
+            ("disable", "Triage new criticals"),
+            ("update", "Jira critical tickets"),
+        ]
+        path = tmp_path / "rules.yaml"
+        path.write_text(yaml.safe_dump(data), encoding="utf-8")
+        res = CliRunner().invoke(
+            main, ["rules", "apply", str(path), "--dry-run", "--format", "json"], env=_env(emu)
+        )
+        assert res.exit_code == 2
+        assert [a["op"] for a in json.loads(res.output)["actions"]] == ["disable", "update"]
+        res = CliRunner().invoke(main, ["rules", "apply", str(path), "--format", "json"], env=_env(emu))
+        assert res.exit_code == 0, res.output
+        assert json.loads(res.output)["complete"] is True
+        out = tmp_path / "again.yaml"
+        res = CliRunner().invoke(main, ["rules", "export", "--out", str(out)], env=_env(emu))
+        assert res.exit_code == 0
+        assert res.output == ""
+        assert yaml.safe_load(out.read_text(encoding="utf-8")) == data
