@@ -209,6 +209,20 @@ def test_a_bad_token_is_not_printed(kind: str, server: TicketServer) -> None:
     assert "wrong-T0KEN" not in repr(bad)
 
 
+def test_a_redirect_elsewhere_gets_no_credential(kind: str, server: TicketServer) -> None:
+    """urllib would send the Authorization header to wherever a redirect points; a redirect to
+    another host (here another port) is refused and the other server sees nothing."""
+    from secfindings.errors import APIStatusError
+
+    with TicketServer(kind, issues(kind), secret="other") as elsewhere:
+        # a GET (urllib follows no redirect of a POST): Jira's look-up of the missing SEC-6
+        path = r"/issue/SEC-6$" if kind == "jira" else r"/issues$"
+        server.faults.append(Fault("GET", path, 307, location=elsewhere.url + "/steal"))
+        with pytest.raises(APIStatusError, match="307"):
+            drift(findings(kind), system(kind, server))
+        assert elsewhere.requests == []
+
+
 # ------------------------------------------------------------------ from a synced destination
 
 

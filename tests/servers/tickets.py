@@ -34,6 +34,7 @@ class Fault:
     status: int
     retry_after: str | None = None
     after: bool = False  # make the change, then answer the fault
+    location: str | None = None  # a redirect's target
     times: int = 1
 
 
@@ -133,6 +134,8 @@ class TicketServer:
             return self._send(h, 401, {"message": "Bad credentials"})
         if fault and not fault.after:
             headers = {"Retry-After": fault.retry_after} if fault.retry_after else {}
+            if fault.location:
+                headers["Location"] = fault.location
             return self._send(h, fault.status, {"message": "scripted"}, headers)
         with self.lock:
             status, answer, headers = (self._jira if self.kind == "jira" else self._github)(
@@ -162,6 +165,17 @@ class TicketServer:
             m = re.search(r"key in \(([^)]*)\)", jql)
             if m:
                 keys = {k.strip() for k in m.group(1).split(",")}
+                missing = sorted(keys - set(self.issues))
+                if missing:  # as Jira does: the whole query is refused
+                    return (
+                        400,
+                        {
+                            "errorMessages": [
+                                f"An issue with key '{missing[0]}' does not exist for field 'key'."
+                            ]
+                        },
+                        {},
+                    )
                 found = [i for k, i in sorted(self.issues.items()) if k in keys]
             else:
                 label = re.search(r'labels = "([^"]+)"', jql)

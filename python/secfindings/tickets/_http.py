@@ -39,10 +39,29 @@ def _retry_after(value: str | None) -> float | None:
         return max(0.0, float(value))
     except ValueError:
         pass
-    when = email.utils.parsedate_to_datetime(value) if value else None
-    if when is None:
+    try:
+        when = email.utils.parsedate_to_datetime(value)
+    except (TypeError, ValueError):
+        return None
+    if when.tzinfo is None:
         return None
     return max(0.0, when.timestamp() - time.time())
+
+
+class _SameOrigin(urllib.request.HTTPRedirectHandler):
+    """Follows a redirect only to the same scheme, host and port: urllib would send the
+    credential's header to wherever a redirect points."""
+
+    def redirect_request(
+        self, req: urllib.request.Request, fp: Any, code: int, msg: str, headers: Any, newurl: str
+    ) -> urllib.request.Request | None:
+        old, new = urllib.parse.urlsplit(req.full_url), urllib.parse.urlsplit(newurl)
+        if (old.scheme, old.netloc) != (new.scheme, new.netloc):
+            return None  # the 3xx is then answered as an error
+        return super().redirect_request(req, fp, code, msg, headers, newurl)
+
+
+_OPENER = urllib.request.build_opener(_SameOrigin)
 
 
 class HTTP:
@@ -96,7 +115,7 @@ class HTTP:
             self.requests += 1
             req = urllib.request.Request(url, data=data, headers=headers, method=method)
             try:
-                with urllib.request.urlopen(req, timeout=self.timeout) as resp:  # an http(s) base URL
+                with _OPENER.open(req, timeout=self.timeout) as resp:
                     raw = resp.read()
                     return Answer(
                         resp.status, dict(resp.headers.items()), json.loads(raw) if raw.strip() else None

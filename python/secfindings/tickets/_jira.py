@@ -12,7 +12,7 @@ import time
 from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
-from secfindings.errors import ConfigurationError
+from secfindings.errors import APIStatusError, ConfigurationError
 from secfindings.tickets._http import HTTP, ServerError
 from secfindings.tickets._model import LABEL, ExternalTicket, ServiceTicket, finding_of_label
 
@@ -97,11 +97,28 @@ class Jira:
         out: dict[str, ExternalTicket] = {}
         for i in range(0, len(wanted), 100):
             chunk = wanted[i : i + 100]
-            # JQL refuses a whole "key in" list when one key's project does not exist; keys
-            # of the form checked above only. An issue that is gone is simply not returned.
-            for t in self._search(f"key in ({', '.join(chunk)})"):
-                out[t.key] = t
+            try:
+                for t in self._search(f"key in ({', '.join(chunk)})"):
+                    out[t.key] = t
+            except APIStatusError as e:
+                if e.status_code != 400:
+                    raise
+                # JQL refuses the whole list when one key does not exist (or is not visible):
+                # each key alone, a 404 being a ticket that is gone
+                for key in chunk:
+                    got = self._issue(key)
+                    if got is not None:
+                        out[key] = got
         return out
+
+    def _issue(self, key: str) -> ExternalTicket | None:
+        try:
+            got = self.http.call("GET", f"/rest/api/3/issue/{key}", params={"fields": ",".join(_FIELDS)})
+        except APIStatusError as e:
+            if e.status_code == 404:
+                return None
+            raise
+        return self._ticket(got.data or {})
 
     def _is_open(self, key: str) -> bool:
         got = self.http.call("GET", f"/rest/api/3/issue/{key}", params={"fields": "status"}).data or {}
