@@ -253,3 +253,55 @@ def test_a_saved_filter_reference_may_name_a_scope(emu: Emulator, client: Client
     finally:
         for r in client.scoring_rules(name="On AWS", fields="id name"):
             client.delete_scoring_rule(r.id)
+
+
+LAUGHS = "a: &a [x, x, x, x, x, x, x, x, x, x]\n" + "".join(
+    f"{chr(98 + i)}: &{chr(98 + i)} [{', '.join([f'*{chr(97 + i)}'] * 10)}]\n" for i in range(8)
+)
+
+
+@pytest.mark.reliability_input
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        (
+            "scoring_rules:\n  R:\n    method: SET\n    value: 1\n    filters_config:\n      filtersjson:\n"
+            "        " + LAUGHS.replace("\n", "\n        ").rstrip() + "\n",
+            "line 8: an alias (*a): a rules file has none",
+        ),
+        ("filters:\n  F:\n    filter: &f {operands: [*f]}\n", "line 3: an alias (*f): a rules file has none"),
+        (
+            "filters:\n  F:\n    filter: {field: discovered_time, condition: gt, value: 2026-01-01}\n",
+            "filters.F.filter: holds a value JSON cannot (Object of type date is not JSON serializable): "
+            "quote dates, leave out .nan and .inf",
+        ),
+        (
+            "filters:\n  F:\n    filter: {field: score, condition: gt, value: .nan}\n",
+            "filters.F.filter: holds a value JSON cannot (Out of range float values are not JSON compliant): "
+            "quote dates, leave out .nan and .inf",
+        ),
+        ("filters:\n  F:\n    filter: '" + "[" * 50_000 + "'\n", "filters.F.filter: nests too deep"),
+    ],
+    ids=["billion-laughs", "self-containing", "date", "nan", "deep-json"],
+)
+def test_hostile_files_are_one_line_errors(emu: Emulator, client: Client, text: str, message: str) -> None:
+    emu.clear_request_log()
+    with pytest.raises(rules.RulesError) as info:
+        client.rules.plan(text)
+    assert str(info.value) == f"rules file: {message}"
+    assert emu.request_log() == []
+
+
+def test_broken_yaml_names_its_line(client: Client) -> None:
+    with pytest.raises(rules.RulesError) as info:
+        client.rules.plan("scoring_rules:\n  R: [1,\n")
+    assert str(info.value).startswith("rules file: line 3: not YAML: ")  # libyaml's words or PyYAML's
+    assert "\n" not in str(info.value)
+
+
+def test_a_file_that_is_not_utf8(emu: Emulator, tmp_path: Path) -> None:
+    path = tmp_path / "rules.yaml"
+    path.write_bytes(b"filters:\n  \xff: {}\n")
+    res = CliRunner().invoke(main, ["rules", "plan", str(path)], env=_env(emu))
+    assert res.exit_code == 2
+    assert res.output == f"error: {path}: not UTF-8 text (invalid start byte at byte 11)\n"

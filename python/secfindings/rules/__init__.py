@@ -39,7 +39,11 @@ def _desired(doc: Document) -> Desired:
         return doc
     if isinstance(doc, os.PathLike):
         path = Path(doc)
-        return load(path.read_text(encoding="utf-8"), str(path))
+        try:
+            text = path.read_text(encoding="utf-8")
+        except UnicodeDecodeError as exc:
+            raise RulesError(f"{path}: not UTF-8 text ({exc.reason} at byte {exc.start})") from None
+        return load(text, str(path))
     if isinstance(doc, str):
         return load(doc)
     return parse(doc)

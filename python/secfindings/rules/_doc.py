@@ -81,6 +81,12 @@ def load_yaml(text: str, source: str = "rules file") -> Any:
 
     _Loader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, mapping)
     try:
+        # No anchors and aliases: the format has no use for them, and a few nested aliases
+        # make a small file a huge (or a self-containing) structure to walk.
+        for event in yaml.parse(text, Loader=base):
+            if isinstance(event, yaml.AliasEvent):
+                line = event.start_mark.line + 1
+                raise RulesError(f"{source}: line {line}: an alias (*{event.anchor}): a rules file has none")
         return yaml.load(text, Loader=_Loader)
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
@@ -201,12 +207,23 @@ def _value(f: Field, v: Any, source: str, where: str) -> Any:
 def _json(v: Any, source: str, where: str) -> Any:
     if isinstance(v, str):
         try:
-            return sort_json(json.loads(v))
+            v = json.loads(v)
         except json.JSONDecodeError as exc:
             raise _fail(source, where, f"is text but no JSON ({exc.msg}); write the filter as YAML") from None
+        except RecursionError:
+            raise _fail(source, where, "nests too deep") from None
     if not isinstance(v, (Mapping, list)):
         raise _fail(source, where, f"must be a filter (a mapping), not {kind(v)}")
-    return sort_json(v)
+    try:
+        out = sort_json(v)
+        json.dumps(out, allow_nan=False)
+    except RecursionError:
+        raise _fail(source, where, "nests too deep (does it contain itself?)") from None
+    except (TypeError, ValueError) as exc:
+        raise _fail(
+            source, where, f"holds a value JSON cannot ({exc}): quote dates, leave out .nan and .inf"
+        ) from None
+    return out
 
 
 def _filters_config(v: Any, source: str, where: str) -> dict[str, Any]:
