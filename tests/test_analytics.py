@@ -127,6 +127,19 @@ def test_groups_have_their_own_curves(tmp_path: Path) -> None:
     assert two["findings"].sum() == 3000
 
 
+def test_a_copy_with_no_finding_gives_empty_frames_with_their_columns(tmp_path: Path) -> None:
+    dest = syn.write_duckdb(tmp_path / "one.duckdb", syn.findings(1, seed=5))
+    import duckdb
+
+    con = duckdb.connect(dest)
+    con.execute("DELETE FROM findings")
+    con.close()
+    got = sa.time_to_remediate(dest, by="severity", as_of=syn.AS_OF)
+    assert len(got) == 0
+    assert list(got.columns)[:4] == ["severity", "findings", "fixed", "open"]
+    assert "p50_days" in got.columns
+
+
 def test_a_column_that_is_not_there_is_a_typed_error(dest: str) -> None:
     with pytest.raises(ValidationError, match="no column 'team; DROP'"):
         sa.time_to_remediate(dest, by="team; DROP")

@@ -266,7 +266,15 @@ def time_to_remediate(
             row[f"{label}_low"] = _none(quantile(times, list(part["ci_low"]), p))
             row[f"{label}_high"] = _none(quantile(times, list(part["ci_high"]), p))
         rows.append(row)
-    return _pd().DataFrame(rows)
+    labels = [f"p{round(p * 100):g}" for p in percentiles]
+    columns = [
+        *names,
+        "findings",
+        "fixed",
+        "open",
+        *(f"{x}_{k}" for x in labels for k in ("days", "low", "high")),
+    ]
+    return _pd().DataFrame(rows, columns=columns)
 
 
 def _none(value: float | None) -> float:
