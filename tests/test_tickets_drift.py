@@ -377,3 +377,39 @@ def test_the_command_reads_the_live_api(emulator: Any, monkeypatch: Any) -> None
     assert out["findings"] == 300
     assert out["tickets"] == 0  # the fake Jira has none of the emulator's tickets
     assert out["unticketed"]  # so every queued finding with a Jira ticket lacks one there
+
+
+def test_pull_keeps_the_tickets_in_a_synced_copy_and_drift_reads_them(
+    client: Any, emulator: Any, tmp_path: Path
+) -> None:
+    """tickets pull DEST, then drift DEST: the same report as drift against the live API."""
+    from click.testing import CliRunner
+
+    from secfindings.cli import main
+
+    dest = str(tmp_path / "f.duckdb")
+    client.sync(dest)
+    env = {
+        "SECFINDINGS_API_TOKEN": emulator.create_api_token("pull"),
+        "SECFINDINGS_BASE_URL": emulator.base_url,
+        "SECFINDINGS_AUTH_URL": emulator.auth_url,
+    }
+    got = CliRunner().invoke(main, ["tickets", "pull", dest], env=env)
+    assert got.exit_code == 0, got.output
+    assert "tickets of 300 findings" in got.output
+    again = CliRunner().invoke(main, ["tickets", "pull", dest], env=env)  # replaces, no duplicate
+    assert again.output == got.output
+    import duckdb
+
+    con = duckdb.connect(dest, read_only=True)
+    kept = con.execute("SELECT count(*) FROM finding_tickets").fetchone()
+    con.close()
+    assert kept is not None
+    assert f"kept {kept[0]} tickets" in got.output
+    assert kept[0] > 0
+    with TicketServer("jira", [Issue("SEC-1", True, ["secfindings", "finding-999999"])], secret=SECRET) as s:
+        jira = Jira(s.url, project="SEC", email="me@acme.test", token=SECRET)
+        live = drift(client, jira).as_dict()
+        stored = drift(dest, jira).as_dict()
+    assert stored == live
+    assert live["orphans"] == [[999999, "SEC-1"]]

@@ -13,6 +13,21 @@ def tickets_group() -> None:
     """Compare the findings' tickets with the ticket system."""
 
 
+@tickets_group.command("pull")
+@click.argument("dest")
+def pull_command(dest: str) -> None:
+    """Keep the findings' tickets, as the service lists them, in the finding_tickets table of
+    DEST (a synced destination; what it held is replaced), for a later 'tickets drift DEST'.
+    One walk of the findings with their tickets. Exit codes: 0 kept, 1 the API or the database
+    failed, 2 bad usage, 3 authentication failed."""
+    from secfindings.tickets import from_client, save  # noqa: PLC0415 - loads only for this command
+
+    with errors(), client_from_env() as client:
+        found = from_client(client)
+        rows = save(found, dest)
+    click.echo(f"kept {rows} tickets of {len(found)} findings in {dest}", err=True)
+
+
 @tickets_group.command("drift")
 @click.argument("source")
 @click.option("--jira", "jira_url", metavar="URL", help="A Jira Cloud site (https://acme.atlassian.net); "

@@ -8,7 +8,8 @@
     report = drift(client, system, close_fixed=True)   # also closes tickets of fixed findings
 
 The findings and the tickets the service lists for them come from the live API (a client) or a
-synced destination that holds a ``finding_tickets`` table. A ticket of the ticket system belongs
+synced destination that holds a ``finding_tickets`` table (``save(from_client(client), dest)``
+or ``secfindings tickets pull DEST`` keeps one there). A ticket of the ticket system belongs
 to a finding when the service lists it on the finding (Jira: its key, ``external_id``; GitHub:
 its issue URL, ``link``), or when it carries the label ``finding-<id_int>``; our tickets carry
 the label ``secfindings``. What is reported (see :class:`Drift`):
@@ -45,7 +46,7 @@ from secfindings.tickets._model import (
     TicketSystem,
     finding_label,
 )
-from secfindings.tickets._source import from_client, from_database
+from secfindings.tickets._source import from_client, from_database, save
 
 __all__ = [
     "LABEL",
@@ -60,6 +61,7 @@ __all__ = [
     "finding_label",
     "from_client",
     "from_database",
+    "save",
 ]
 
 KINDS = {

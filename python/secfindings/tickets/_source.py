@@ -11,7 +11,7 @@ from typing import Any
 from secfindings.errors import ConfigurationError
 from secfindings.tickets._model import FindingTickets, ServiceTicket
 
-__all__ = ["TICKETS_TABLE", "from_client", "from_database"]
+__all__ = ["TICKETS_TABLE", "from_client", "from_database", "save"]
 
 TICKETS_TABLE = "finding_tickets"
 
@@ -70,3 +70,40 @@ def from_database(dest: str | os.PathLike[str]) -> list[FindingTickets]:
         ):
             tickets[int(fid)].append(ServiceTicket(ext, link, status, provider))
     return [FindingTickets(int(r[0]), r[1], r[2], r[3], tickets.get(int(r[0]), [])) for r in rows]
+
+
+def save(findings: list[FindingTickets], dest: str | os.PathLike[str]) -> int:
+    """Keep the tickets of ``findings`` in the ``finding_tickets`` table of ``dest`` (a synced
+    destination: DuckDB, SQLite or PostgreSQL), replacing what it held, in one transaction; a
+    later drift can then read ``dest``. Returns the number of rows."""
+    from secfindings._shared import need  # noqa: PLC0415 - pyarrow: the database's extra
+    from secfindings.sync import database_errors  # noqa: PLC0415 - the sync's drivers, on use
+    from secfindings.sync._dest import connect, parse_destination  # noqa: PLC0415
+
+    pa = need("pyarrow", "arrow", "tickets.save()")
+    rows = [(f.id_int, t) for f in findings for t in f.tickets]
+    batch = pa.RecordBatch.from_arrays(
+        [
+            pa.array([i for i, _ in rows], pa.int64()),
+            pa.array([t.external_id for _, t in rows], pa.string()),
+            pa.array([t.link for _, t in rows], pa.string()),
+            pa.array([t.status for _, t in rows], pa.string()),
+            pa.array([t.provider_type for _, t in rows], pa.string()),
+        ],
+        names=["id_int", "external_id", "link", "status", "provider_type"],
+    )
+    where = parse_destination(dest)
+    with database_errors(where):
+        db = connect(where)
+        try:
+            with db.transaction():
+                db.execute(
+                    f"CREATE TABLE IF NOT EXISTS {TICKETS_TABLE} (id_int BIGINT, external_id TEXT, "
+                    "link TEXT, status TEXT, provider_type TEXT)"
+                )
+                db.execute(f"DELETE FROM {TICKETS_TABLE}")
+                if rows:
+                    db.append(TICKETS_TABLE, [batch])
+        finally:
+            db.close()
+    return len(rows)
