@@ -11,10 +11,12 @@ failed but a gate limit was exceeded, 2 all failed on usage, else 1.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -109,6 +111,7 @@ def install(command: click.Command) -> None:
         with errors():  # a bad profiles file or name: exit 2, one line
             tenants = _tenants(ctx)
         if tenants is None:
+            _ready()
             return inner(*args, **kwargs)
         sys.exit(_run(ctx, command, tenants))
 
@@ -179,31 +182,61 @@ def _run(ctx: click.Context, command: click.Command, tenants: list[str]) -> int:
     return summarize(results)
 
 
+#: A tenant's process says it is ready (started, its arguments read) on this file descriptor;
+#: its --tenant-timeout counts from then, so a loaded machine's slow interpreter start is not
+#: taken for a hanging tenant. Starting has a limit of its own.
+READY_FD_ENV = "SECFINDINGS_FANOUT_READY_FD"
+START_LIMIT = 120.0
+
+
+def _ready() -> None:
+    """In a tenant's process: tell the parent the work starts now."""
+    fd = os.environ.pop(READY_FD_ENV, None)
+    if fd is None:
+        return
+    with contextlib.suppress(OSError, ValueError):
+        os.write(int(fd), b"r")
+        os.close(int(fd))
+
+
 def run_tenant(tenant: str, argv: Sequence[str], timeout: float, stdin: str | None = None) -> TenantResult:
-    env = {k: v for k, v in os.environ.items() if k != "SECFINDINGS_PROFILE"}
+    """Runs one tenant's process: ``timeout`` seconds from when it is ready (at most
+    :data:`START_LIMIT` to get there), then it is killed and reported as timed out."""
+    env = {k: v for k, v in os.environ.items() if k not in ("SECFINDINGS_PROFILE", READY_FD_ENV)}
+    posix = os.name == "posix"
+    read_end = write_end = -1
+    if posix:
+        read_end, write_end = os.pipe()
+        env[READY_FD_ENV] = str(write_end)
     started = time.monotonic()
+    proc = subprocess.Popen(
+        list(argv),
+        stdin=subprocess.PIPE if stdin is not None else subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=env,
+        pass_fds=(write_end,) if posix else (),
+    )
+    waiter = threading.Thread(target=os.read, args=(read_end, 1), daemon=True)
+    if posix:
+        os.close(write_end)
+        waiter.start()
+        waiter.join(START_LIMIT)  # ready, or the process ended (the read sees its end)
+        started = time.monotonic()
     try:
-        done = subprocess.run(
-            list(argv),
-            input=stdin,
-            stdin=None if stdin is not None else subprocess.DEVNULL,
-            capture_output=True,
-            text=True,
-            timeout=timeout,
-            env=env,
-            check=False,
-        )
-    except subprocess.TimeoutExpired as exc:
-
-        def text(b: Any) -> str:
-            return b.decode("utf-8", "replace") if isinstance(b, bytes) else (b or "")
-
-        return TenantResult(
-            tenant, "timed out", None, time.monotonic() - started, text(exc.stdout), text(exc.stderr)
-        )
-    code = done.returncode
+        out, err = proc.communicate(input=stdin, timeout=timeout)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        out, err = proc.communicate()
+        return TenantResult(tenant, "timed out", None, time.monotonic() - started, out or "", err or "")
+    finally:
+        if posix:  # the process has ended, so the read has returned
+            waiter.join()
+            os.close(read_end)
+    code = proc.returncode
     status = "succeeded" if code == 0 else "exceeded" if code == ExitCode.LIMIT_EXCEEDED else "failed"
-    return TenantResult(tenant, status, code, time.monotonic() - started, done.stdout, done.stderr)
+    return TenantResult(tenant, status, code, time.monotonic() - started, out, err)
 
 
 def _print(result: TenantResult) -> None:
