@@ -14,10 +14,12 @@ from typing import Any
 import pytest
 import yaml
 from click.testing import CliRunner
+from tests.servers.proxy import LyingProxy
 
 import secfindings.rules as rules
 from secfindings import Client
 from secfindings.cli import main
+from secfindings.rules import _live as rules_live
 from secfindings.rules._plan import order
 from secfindings.testing import Emulator
 
@@ -305,3 +307,42 @@ def test_a_file_that_is_not_utf8(emu: Emulator, tmp_path: Path) -> None:
     res = CliRunner().invoke(main, ["rules", "plan", str(path)], env=_env(emu))
     assert res.exit_code == 2
     assert res.output == f"error: {path}: not UTF-8 text (invalid start byte at byte 11)\n"
+
+
+def test_lying_servers(emu: Emulator, monkeypatch: pytest.MonkeyPatch) -> None:
+    """An answer `ok: true` without the new object: its id is read back before a reference
+    needs it. A server that pages without end (a fresh cursor each time) is stopped."""
+    doc = {
+        "scopes": {"Lab": {"filter": {"field": "cloud_provider", "condition": "in", "value": ["Lab"]}}},
+        "scope_groups": {"Lab group": {"scopes": ["Lab"]}},
+    }
+
+    def no_object(body: dict[str, Any], answer: Any) -> Any:
+        data = answer.get("data") or {}
+        if "new_finding_scope_v2" in data:
+            data["new_finding_scope_v2"]["finding_scope"] = None
+        return answer
+
+    with LyingProxy(emu) as proxy, proxy.client() as c:
+        proxy.answer = no_object
+        base = yaml.safe_load(c.rules.export(kinds="scopes,scope_groups"))
+        try:
+            result = c.rules.apply({k: {**base[k], **doc[k]} for k in doc})
+            assert result.complete
+            assert result.requests == 1 + 1 + 1 + 1  # plan, create, read back, create
+            assert yaml.safe_load(c.rules.export(kinds="scope_groups"))["scope_groups"]["Lab group"] == {
+                "scopes": ["Lab"]
+            }
+        finally:
+            c.rules.apply(base, prune=True)
+
+        def endless(body: dict[str, Any], answer: Any) -> Any:
+            conn = (answer.get("data") or {}).get("rules_scoring_rules")
+            if conn:
+                conn["pageInfo"] = {"hasNextPage": True, "endCursor": f"c{len(proxy.forwarded)}"}
+            return answer
+
+        proxy.answer = endless
+        monkeypatch.setattr(rules_live, "MAX_OBJECTS", 300)  # 100,000 in use: 1,000 pages here
+        with pytest.raises(rules.RulesError, match=r"has more than 300 objects; stopped"):
+            c.rules.plan({"scoring_rules": {}})

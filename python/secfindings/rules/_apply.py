@@ -34,6 +34,7 @@ from secfindings.rules._model import (
     Kind,
     RulesError,
     json_text,
+    targets,
 )
 from secfindings.rules._plan import Action, Plan
 
@@ -174,9 +175,9 @@ def _value(f: Field, v: Any, ids: Mapping[str, Mapping[str, str]]) -> Any:
     if f.type == "json":
         return None if v is None else json_text(v)
     if f.type == "ref":
-        return None if v is None else ids[f.ref][v]
+        return None if v is None else _id(ids, f.ref, v)
     if f.type == "refset":
-        return [ids[f.ref][n] for n in v or []]
+        return [_id(ids, f.ref, n) for n in v or []]
     if f.type == "strset":
         return list(v or [])
     if f.type == "filters_config":
@@ -192,14 +193,20 @@ def _filters_config(fc: Mapping[str, Any], ids: Mapping[str, Mapping[str, str]])
     for key, (api, target) in _FC_REFS.items():
         if key in fc:
             name = fc[key]
-            found = ids[target].get(name)
-            if found is None and target == "filters":
-                found = ids["scopes"].get(name)
-            out[api] = found
+            out[api] = _id(ids, target, name)
     for key in _FC_LISTS:
         if key in fc:
             out[key] = list(fc[key])
     return out
+
+
+def _id(ids: Mapping[str, Mapping[str, str]], kind: str, name: str) -> str:
+    """The id of the object a reference names (a saved filter may be a scope)."""
+    for k in targets(kind):
+        found = ids.get(k, {}).get(name)
+        if found is not None:
+            return found
+    raise RulesError(f"no id known for the {BY_KEY[kind].label} {name!r}: rerun apply")
 
 
 def _fields(spec: Kind, values: Mapping[str, Any], ids: Mapping[str, Mapping[str, str]]) -> dict[str, Any]:
@@ -354,6 +361,13 @@ def _send(
             raise ApplyError(f"{action.title()}: the server answered ok: {answer.get('ok')!r}", result)
         obj = answer.get(BY_KEY[action.kind].result) if action.kind in BY_KEY else None
         new_id = obj.get("id") if isinstance(obj, Mapping) else None
+        if action.op == "create" and new_id is None:  # an answer without the new object: read it
+            made, new_id = _made(client, action, result)
+            if not made or new_id is None:
+                log.write(step, action, "unknown", error="answered ok without the object, not found")
+                raise ApplyError(
+                    f"{action.title()}: answered ok, but the object is not on the server", result
+                )
         log.write(step, action, "done", id=new_id)
     if action.op == "create" and new_id is not None:
         ids[action.kind][action.name] = str(new_id)

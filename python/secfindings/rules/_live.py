@@ -23,6 +23,8 @@ from secfindings.rules._model import (
 )
 
 PAGE = 100
+#: More objects of one kind than this is a server paging without end, not a tenant's rules.
+MAX_OBJECTS = 100_000
 
 #: The kinds whose names a kind's references need.
 _REF_KINDS = {"filters", "scopes", "scope_groups", "sla_groups"}
@@ -117,6 +119,10 @@ def read(client: Executor, kinds: Iterable[str]) -> Live:
         for k in todo:
             conn = _conn(data, k)
             nodes[k].extend(e["node"] for e in conn.get("edges") or [] if e and e.get("node"))
+            if len(nodes[k]) > MAX_OBJECTS:
+                raise RulesError(
+                    f"the server's {BY_KEY[k].query} has more than {MAX_OBJECTS:,} objects; stopped"
+                )
             info = conn.get("pageInfo") or {}
             if info.get("hasNextPage"):
                 if not info.get("endCursor") or info.get("endCursor") == cursors[k]:
