@@ -381,3 +381,22 @@ def test_http_refuses_a_host_that_is_not_loopback(tmp_path: Path) -> None:
     )
     assert done.returncode == 2
     assert "not a loopback address" in done.stderr
+
+
+def test_the_budget_paces_distinct_calls_past_the_limit(tmp_path: Path) -> None:
+    """No answer reused (--cache-seconds 0) and more requests than the token's limit allows in
+    a window: the client's shared budget (--rate-limit under the limit) waits instead of
+    meeting a 429. A window of 1 s keeps the waits short."""
+    with Emulator(findings=30, seed=4) as emu:
+        emu.set_rate_limit("token", (10, 1))
+        env = _env(emu.base_url, emu.auth_url, emu.create_api_token(), tmp_path / "none.toml")
+
+        async def scenario() -> None:
+            async with stdio(env, "--rate-limit", "8/1", "--cache-seconds", "0") as c:
+                for i in range(30):
+                    _data(await c.call_tool("get_findings", {"ids": [1 + i]}))
+
+        anyio.run(scenario)
+        stats = emu.stats()
+    assert stats["api_requests"] >= 30
+    assert stats["rate_limited"] == 0
