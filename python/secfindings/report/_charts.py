@@ -154,6 +154,7 @@ def script_bundle() -> str:
     """Vega, Vega-Lite and vega-embed as one script (vl-convert bundles them; about 0.9 MB,
     made once per process)."""
     vlc = need("vl_convert", "analytics", "secfindings.report")
-    utils = need("altair.utils._importers", "analytics", "secfindings.report")
-    bundle: str = vlc.javascript_bundle(vl_version=utils.vl_version_for_vl_convert())
+    # the Vega-Lite of altair's specs ("v6.4.1" -> "v6_4", as vl-convert names its versions)
+    major, minor = _alt().SCHEMA_VERSION.lstrip("v").split(".")[:2]
+    bundle: str = vlc.javascript_bundle(vl_version=f"v{major}_{minor}")
     return bundle
