@@ -147,3 +147,19 @@ def test_the_report_takes_an_as_of(dest: str) -> None:
     r = rep.build(dest, as_of=dt.datetime(2026, 7, 1, tzinfo=dt.timezone.utc), top=1)
     assert len(r.overdue_frame) == 1
     assert "as of 2026-07-01" in r.markdown()
+
+
+def test_a_missing_charting_library_names_the_extra(dest: str, monkeypatch: Any) -> None:
+    import sys
+
+    import secfindings.report as rep
+
+    r = rep.build(dest, as_of=syn.AS_OF)
+    monkeypatch.setitem(sys.modules, "altair", None)  # as if not installed
+    with pytest.raises(ImportError, match=r"pip install 'secfindings\[analytics\]'"):
+        r.charts()
+    got = CliRunner().invoke(main, ["report", dest, "--format", "markdown"])
+    assert got.exit_code == 0  # Markdown needs no chart
+    got = CliRunner().invoke(main, ["report", dest, "--out", "-"])
+    assert got.exit_code == 2
+    assert "secfindings[analytics]" in got.output
