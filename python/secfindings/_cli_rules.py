@@ -69,7 +69,7 @@ def plan_command(file: Path, prune: bool, fmt: str) -> None:
     Exit codes: 0 no change, 2 changes (or bad usage: the message says which), 1 the API failed."""
     with errors(), client_from_env() as client:
         p = _rules().plan(client, file, prune=prune)
-    click.echo(p.to_json() if fmt == "json" else p.to_text(), nl=False)
+    emit(p.to_json() if fmt == "json" else p.to_text(), nl=False)
     sys.exit(p.exit_code)
 
 
@@ -92,7 +92,7 @@ def apply_command(file: Path, prune: bool, journal: Path | None, dry_run: bool, 
     if dry_run:
         with errors(), client_from_env() as client:
             p = _rules().plan(client, file, prune=prune)
-        click.echo(p.to_json() if fmt == "json" else p.to_text(), nl=False)
+        emit(p.to_json() if fmt == "json" else p.to_text(), nl=False)
         sys.exit(p.exit_code)
     path = journal if journal is not None else file.with_name(file.name + ".journal")
     with errors(), client_from_env() as client:
@@ -100,12 +100,13 @@ def apply_command(file: Path, prune: bool, journal: Path | None, dry_run: bool, 
             result = _rules().apply(client, file, prune=prune, journal=path)
         except _rules().ApplyError as exc:
             partial = exc.result
-            click.echo(
-                json.dumps(partial.to_dict(), indent=2) if fmt == "json" else partial.to_text(), nl=False
+            emit(
+                json.dumps(partial.to_dict(), indent=2) + "\n" if fmt == "json" else partial.to_text(),
+                nl=False,
             )
             click.echo(f"error: {exc} (journal: {path})", err=True)
             sys.exit(ExitCode.FAILED)
-    click.echo(json.dumps(result.to_dict(), indent=2) + "\n" if fmt == "json" else result.to_text(), nl=False)
+    emit(json.dumps(result.to_dict(), indent=2) + "\n" if fmt == "json" else result.to_text(), nl=False)
 
 
 @rules_command.command("drift")
