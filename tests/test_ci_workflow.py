@@ -44,7 +44,7 @@ def documented_workflows(tmp_path: Path) -> list[Path]:
 
 def test_the_workflows_are_valid_against_github_s_schema(tmp_path: Path) -> None:
     documented = documented_workflows(tmp_path)
-    assert [p.name for p in documented] == ["ci-and-siem-0.yml"]
+    assert "ci-and-siem-0.yml" in [p.name for p in documented]  # and any other page's
     assert {p.name for p in WORKFLOWS} >= {"ci.yml", "release.yml"}
     done = check(*WORKFLOWS, *documented)
     assert done.returncode == 0, done.stdout + done.stderr
