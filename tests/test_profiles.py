@@ -308,3 +308,15 @@ def test_profile_add_refuses_bad_input(config: Path, emus: tuple[Emulator, Emula
     assert again.exit_code == 2
     assert "--force" in again.output
     assert os.path.exists(config)
+
+
+def test_a_file_others_can_write_is_refused(config: Path) -> None:
+    """Another user's token_command would run as you: the file must be writable by you alone."""
+    config.parent.mkdir(parents=True)
+    config.write_text('[profiles.a]\ntoken_command = "echo x"\n')
+    config.chmod(0o666)
+    result = CliRunner().invoke(main, ["profile", "list"])
+    assert result.exit_code == 2
+    assert "writable by others" in result.output
+    config.chmod(0o644)
+    assert CliRunner().invoke(main, ["profile", "list"]).exit_code == 0

@@ -279,6 +279,7 @@ def load(path: Path | None = None) -> ProfilesFile:
         return ProfilesFile(path)
     except OSError as exc:
         raise ProfileError(f"cannot read {path}: {exc.strerror}") from None
+    _check_owner(path)
     tomllib = _toml_reader()
     try:
         doc = tomllib.loads(raw.decode("utf-8"))
@@ -299,6 +300,19 @@ def load(path: Path | None = None) -> ProfilesFile:
     if default is not None and (not isinstance(default, str) or default not in profiles):
         raise ProfileError(f"{path}: default {default!r} names no profile of the file")
     return ProfilesFile(path, profiles, default)
+
+
+def _check_owner(path: Path) -> None:
+    """A file another user can change could make ``token_command`` run their command as you,
+    or send your token to their URL: it must be yours and writable by you alone (POSIX)."""
+    if os.name != "posix":
+        return
+    st = path.stat()
+    if st.st_uid != os.getuid() or st.st_mode & 0o022:
+        raise ProfileError(
+            f"{path} is writable by others or not yours: its token_command would run what they "
+            f"write (chmod go-w {path})"
+        )
 
 
 def _toml_reader() -> Any:
