@@ -172,3 +172,26 @@ def test_the_guides_programs_print_what_jq_prints(env: dict[str, str], emu: Emul
             )
             theirs += done.stdout.splitlines() if done.returncode == 0 else ["<error>"]
         assert ours == theirs, program
+
+
+@pytest.mark.parametrize(
+    ("hidden", "args", "extra"),
+    [
+        (("jq",), ["findings", "--jq", ".id"], "secfindings[jq]"),
+        (("mcp", "secfindings.mcp"), ["mcp"], "secfindings[mcp]"),
+        (
+            ("keyring",),
+            ["profile", "add", "k", "--base-url", "https://x/api/v1", "--token-from", "keyring"],
+            "secfindings[profiles]",
+        ),
+    ],
+)
+def test_a_missing_extra_is_named(
+    env: dict[str, str], monkeypatch: pytest.MonkeyPatch, hidden: tuple[str, ...], args: list[str], extra: str
+) -> None:
+    for name in hidden:
+        monkeypatch.setitem(sys.modules, name, None)  # import raises ImportError
+    result = CliRunner().invoke(main, args, input="token\n")
+    assert result.exit_code == 2, result.output
+    assert extra in result.output
+    assert "Traceback" not in result.output
