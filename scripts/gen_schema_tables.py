@@ -45,7 +45,7 @@ def generate() -> str:
         "//! the ones it serves.",
         "#![allow(dead_code)]",
         "",
-        "use super::{arg, Arg};",
+        "use super::types::{arg, Arg};",
         "",
     ]
     for root in (schema.query_type, schema.mutation_type):
@@ -53,10 +53,10 @@ def generate() -> str:
         for name, field in sorted(root.fields.items()):
             pairs = [(a, str(t.type)) for a, t in field.args.items() if a not in PAGING]
             out.append(f"/// `{root.name}.{name}`.")
-            out.append(f"pub const {name.upper()}: &[Arg] = {_args(pairs)};")
+            out.append(f"pub(super) const {name.upper()}: &[Arg] = {_args(pairs)};")
     out.append("")
     out.append("/// Every input object and its fields, in schema order.")
-    out.append("pub const INPUT_OBJECTS: &[(&str, &[Arg])] = &[")
+    out.append("pub(crate) const INPUT_OBJECTS: &[(&str, &[Arg])] = &[")
     for name, ty in sorted(schema.type_map.items()):
         if not isinstance(ty, GraphQLInputObjectType) or name.startswith("__"):
             continue
