@@ -11,6 +11,7 @@ rows have no severity: the changed findings are judged by the server)."""
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import json
 from collections.abc import Iterator
 from pathlib import Path
@@ -27,6 +28,7 @@ from tests.test_sync import (
     state,
     table_rows,
 )
+from tests.test_sync_hostile import FIELDS, FindingsServer, node, serve  # noqa: F401 (serve: a fixture)
 
 import secfindings
 import secfindings.sync as sync_module
@@ -290,3 +292,63 @@ def test_the_async_client_syncs_a_filter_the_same(emu: Emulator, tmp_path: Path)
     assert first.created == len(matching(emu.client(), CRITICAL)) + 1
     assert second.removed == 1
     assert set(table_rows(dest)) == matching(emu.client(), CRITICAL)
+
+
+def _without_title(tree: Any) -> Any:
+    """The filter tree with every leaf on ``title`` taken out (what a lying server ignores)."""
+    tree = json.loads(tree) if isinstance(tree, str) else tree
+    if isinstance(tree, dict) and "operands" in tree:
+        kept = [_without_title(o) for o in tree["operands"]]
+        kept = [o for o in kept if o is not None]
+        return None if not kept else kept[0] if len(kept) == 1 else {**tree, "operands": kept}
+    if isinstance(tree, dict) and tree.get("field") == "title":
+        return None
+    return tree
+
+
+class IgnoresTitle(FindingsServer):
+    """A findings server that ignores filters on ``title`` (answers as if they were not there)."""
+
+    def api(self, req: Any) -> Any:
+        body = json.loads(req.body)
+        config = body.get("variables", {}).get("filters_config")
+        if config and config.get("filtersjson") is not None:
+            tree = _without_title(config["filtersjson"])
+            if tree is None:
+                del body["variables"]["filters_config"]
+            else:
+                config["filtersjson"] = json.dumps(tree)
+        return super().api(dataclasses.replace(req, body=json.dumps(body).encode()))
+
+
+@pytest.mark.reliability_hostile
+def test_a_server_that_ignores_the_filter_does_not_fill_the_table(serve: Any, dest: str) -> None:  # noqa: F811
+    """The rows that can be seen not to match are dropped (their column is in the table): 60
+    rows of 120, not 120; an incremental run over the same lie keeps it so."""
+    rows = [{**node(n), "title": "keep" if n % 2 == 0 else "drop"} for n in range(1, 121)]
+    client = serve(IgnoresTitle(rows))
+    wanted = {"field": "title", "condition": "in", "value": ["keep"]}
+    first = client.sync(dest, fields=FIELDS, filters=wanted)
+    assert first.created == 60
+    assert sorted(table_rows(dest)) == list(range(2, 121, 2))
+    rows.append({**node(121, minute=10_000), "title": "drop"})
+    rows.append({**node(122, minute=10_000), "title": "keep"})
+    second = client.sync(dest, fields=FIELDS, filters=wanted)
+    assert second.created == 1
+    assert sorted(table_rows(dest)) == list(range(2, 123, 2))
+
+
+def test_a_dry_run_counts_the_filter_and_refuses_another(emu: Emulator, tmp_path: Path) -> None:
+    dest = str(tmp_path / "f.duckdb")
+    count = len(matching(emu.client(), OPEN))
+    plan = CliRunner().invoke(main, ["sync", dest, "--status", "open", "--dry-run"], env=env(emu))
+    assert plan.exit_code == 0, plan.output
+    assert f"  first load: {count} findings," in plan.output
+    assert not Path(dest).exists()  # a plan writes nothing
+    assert (
+        CliRunner().invoke(main, ["sync", dest, "--status", "open", "--no-progress"], env=env(emu)).exit_code
+        == 0
+    )
+    other = CliRunner().invoke(main, ["sync", dest, "--dry-run"], env=env(emu))
+    assert other.exit_code == 2
+    assert "was synced with the filter" in other.output
