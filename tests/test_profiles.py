@@ -320,3 +320,25 @@ def test_a_file_others_can_write_is_refused(config: Path) -> None:
     assert "writable by others" in result.output
     config.chmod(0o644)
     assert CliRunner().invoke(main, ["profile", "list"]).exit_code == 0
+
+
+def test_p_on_a_subgroups_command_and_before_it(
+    config: Path, emus: tuple[Emulator, Emulator], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """-p reaches a command of a subgroup (rules export), given after it or before the group:
+    the requests go to b's emulator, none to the default's (a)."""
+    a, b = emus
+    if "rules" not in main.commands:
+        pytest.skip("no rules command")
+    monkeypatch.setenv("TOKEN_A", a.create_api_token())
+    monkeypatch.setenv("TOKEN_B", b.create_api_token())
+    _add("a", a, "env:TOKEN_A")
+    _add("b", b, "env:TOKEN_B")  # a is the default
+    runner = CliRunner()
+    for args in (["rules", "export", "-p", "b"], ["-p", "b", "rules", "export"]):
+        before = (a.stats()["api_requests"], b.stats()["api_requests"])
+        result = runner.invoke(main, args)
+        assert result.exit_code == 0, result.output
+        after = (a.stats()["api_requests"], b.stats()["api_requests"])
+        assert after[0] == before[0], args
+        assert after[1] > before[1], args

@@ -29,14 +29,15 @@ NO_PROFILE = frozenset({"profile", "emulator", "diff"})
 
 
 def _set_profile(ctx: click.Context, param: click.Parameter, value: str | None) -> None:
-    """-p/--profile: the group's always sets (None resets what an earlier run in this process
-    set); a command's sets only when given, so ``secfindings -p a query`` keeps ``a``."""
+    """-p/--profile: the top group's always sets (None resets what an earlier run in this
+    process set); a command's or a subgroup's sets only when given, so ``secfindings -p a rules
+    plan`` keeps ``a``."""
     if value is not None:
         try:
             check_name(value)
         except ProfileError as exc:
             raise click.BadParameter(str(exc), ctx=ctx, param=param) from None
-    if value is not None or isinstance(ctx.command, click.Group):
+    if value is not None or ctx.parent is None:
         FLAG_PROFILE.set(value)
 
 
@@ -52,11 +53,16 @@ def profile_option() -> click.Option:
 
 
 def install(main: click.Group) -> None:
-    """-p/--profile on the group and on every command that talks to the API."""
+    """-p/--profile on the group and on every command that talks to the API (the commands of
+    subgroups too: ``secfindings rules plan -p prod``)."""
     main.params.append(profile_option())
-    for name, command in main.commands.items():
-        if name not in NO_PROFILE and not any("--profile" in p.opts for p in command.params):
+    todo = [c for n, c in main.commands.items() if n not in NO_PROFILE]
+    while todo:
+        command = todo.pop()
+        if not any("--profile" in p.opts for p in command.params):
             command.params.append(profile_option())
+        if isinstance(command, click.Group):
+            todo.extend(command.commands.values())
 
 
 @click.group("profile")
