@@ -12,7 +12,7 @@ test:  ## everything: Rust tests, fmt, clippy, ruff, mypy, stubtest, pytest
 lint:  ## formatting and static checks only (the lint half of scripts/test.sh: scripts/lint.sh)
 	bash scripts/lint.sh
 
-lint-fast:  ## the checks that build nothing: rustfmt, ruff, mypy (the pre-commit hook)
+lint-fast:  ## the checks that build nothing: rustfmt, ruff, mypy, the layering check, the workflows (the pre-commit hook)
 	bash scripts/lint.sh fast
 
 fmt:  ## format Rust and Python

@@ -40,13 +40,17 @@ def folder(tmp_path_factory: Any) -> Path:
 
 
 @pytest.mark.parametrize("marker", ["sa.time_to_remediate", "10% fixed"])
-def test_the_time_to_remediate_prints_what_the_guide_shows(folder: Path, marker: str, monkeypatch: Any) -> None:
+def test_the_time_to_remediate_prints_what_the_guide_shows(
+    folder: Path, marker: str, monkeypatch: Any
+) -> None:
     code, shown = _block_and_output(marker)
     monkeypatch.chdir(folder)
     out = io.StringIO()
     with contextlib.redirect_stdout(out):
         exec(compile(code, str(GUIDE), "exec"), {"__name__": "__docs__"})
-    assert [line.rstrip() for line in out.getvalue().splitlines()] == [line.rstrip() for line in shown.splitlines()]
+    assert [line.rstrip() for line in out.getvalue().splitlines()] == [
+        line.rstrip() for line in shown.splitlines()
+    ]
 
 
 def test_the_guides_sql_is_the_analytics_estimate_to_the_day(folder: Path) -> None:

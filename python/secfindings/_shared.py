@@ -2,8 +2,8 @@
 modules share. It imports nothing of the package but the Rust core (``_native``, which imports
 nothing of Python's), so any module may import it.
 
-- did-you-mean suggestions with bounded work (:func:`suggestions`, :func:`did_you_mean`,
-  :func:`listed`);
+- did-you-mean suggestions with bounded work, the core's (:func:`suggestions`,
+  :func:`did_you_mean`, :func:`listed`);
 - ISO 8601 datetimes read by the core's rule (:func:`parse_datetime`, :func:`has_offset`);
 - how a JSON value is named in a message (:func:`kind`);
 - the field types of a live schema, as models read them (:data:`FieldTypes`);
@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import asyncio
 import datetime as dt
-import difflib
 import html
 import importlib
 import json
@@ -83,45 +82,21 @@ async def poll_briefly(poll: Callable[[], Any], pending: Any) -> Any:
 
 # ------------------------------------------------------------------------------ suggestions
 
-#: At most this many candidates go to difflib for one suggestion (those closest in length to the
-#: misspelt name): difflib's work grows with each candidate, and the candidates may come from a
-#: server (an enum of its schema), which must not be able to make a misspelling slow.
+#: At most this many candidates are compared with a misspelt name (those closest to it in
+#: length; the core's bound, src/core/suggest.rs): the candidates may come from a server (an enum
+#: of its schema), which must not be able to make a misspelling slow.
 MAX_SUGGESTION_CANDIDATES = 1000
 #: At most this many valid values are listed in a message.
 MAX_LISTED = 30
 
 
-def _candidates(name: str, choices: Sequence[str]) -> list[str]:
-    """The choices difflib compares with ``name``: of a similar length (a longer or much shorter
-    one cannot reach its cutoff), at most :data:`MAX_SUGGESTION_CANDIDATES` of them."""
-    if len(choices) <= MAX_SUGGESTION_CANDIDATES:
-        return list(choices)
-    n = len(name)
-    # difflib's ratio 2*M/(a+b) reaches 0.6 only when the lengths are within a factor of 3 / 7.
-    near = [c for c in choices if 3 * n <= 7 * len(c) and 3 * len(c) <= 7 * n]
-    near.sort(key=lambda c: abs(len(c) - n))
-    return near[:MAX_SUGGESTION_CANDIDATES]
-
-
 def suggestions(name: str, choices: Iterable[str], n: int = 3, prefixes: bool = True) -> list[str]:
-    """The choices ``name`` was probably meant to be, best first: one equal but for case; else,
-    with ``prefixes``, the few (at most ``n``) that start with it, ignoring case; else difflib's
-    close matches (ignoring case) among a bounded number of candidates."""
-    pool = choices if isinstance(choices, (list, tuple)) else list(choices)
-    pool = [c for c in pool if isinstance(c, str)]
-    folded = name.casefold()
-    for c in pool:
-        if c.casefold() == folded:
-            return [c]
-    if prefixes and len(folded) >= 2:
-        starts = [c for c in pool if c.casefold().startswith(folded)]
-        if 0 < len(starts) <= n:
-            return starts
-    by_folded: dict[str, str] = {}
-    for c in _candidates(name, pool):
-        by_folded.setdefault(c.casefold(), c)
-    close = difflib.get_close_matches(folded, list(by_folded), n=n)
-    return [by_folded[c] for c in close]
+    """The choices ``name`` was probably meant to be, best first, by the core's rule
+    (``src/core/suggest.rs``): one equal but for case; else, with ``prefixes``, the few (at most
+    ``n``) that start with it, ignoring case; else the nearest by edit distance among a bounded
+    number of candidates. Choices that are not text are passed over."""
+    pool = [c for c in choices if isinstance(c, str)]
+    return _native.suggestions(name, pool, n, prefixes) if pool else []
 
 
 def listed(values: Sequence[str], limit: int = MAX_LISTED) -> str:
@@ -131,10 +106,10 @@ def listed(values: Sequence[str], limit: int = MAX_LISTED) -> str:
 
 
 def did_you_mean(name: str, choices: Iterable[str]) -> str:
-    """`` (did you mean 'x'?)`` for the closest of choices (the same but for case first), or an
-    empty string. The work is bounded whatever the number of choices (see
-    :data:`MAX_SUGGESTION_CANDIDATES`)."""
-    close = suggestions(name, choices, n=1, prefixes=False)
+    """`` (did you mean 'x'?)`` for the closest of choices (the same but for case first, then the
+    only one that starts with it), or an empty string. The work is bounded whatever the number of
+    choices (see :data:`MAX_SUGGESTION_CANDIDATES`)."""
+    close = suggestions(name, choices, n=1, prefixes=True)
     return f" (did you mean {close[0]!r}?)" if close else ""
 
 

@@ -18,7 +18,8 @@ pub(crate) const MAX_CANDIDATES: usize = 1000;
 
 /// The candidates `name` was probably meant to be, best first, for messages shown to a person:
 /// the one equal but for case; else, with `prefixes`, the few (at most `n`) that start with it
-/// ignoring case; else up to `n` within [`closest`]'s distance, ignoring case, nearest first
+/// ignoring case; else up to `n` within a third of the candidate's length (at least 2 edits),
+/// ignoring case, nearest first
 /// (ties in the candidates' order). The work is bounded by [`MAX_CANDIDATES`].
 pub(crate) fn suggestions<'a>(name: &str, candidates: &[&'a str], n: usize, prefixes: bool) -> Vec<&'a str> {
     let folded = name.to_lowercase();
@@ -44,7 +45,7 @@ pub(crate) fn suggestions<'a>(name: &str, candidates: &[&'a str], n: usize, pref
         .enumerate()
         .filter_map(|(at, (_, c))| {
             let d = strsim::levenshtein(&folded, &c.to_lowercase());
-            (d <= 2.max(c.chars().count() / 4) && d < len.max(1)).then_some((d, at, c))
+            (d <= 2.max(c.chars().count() / 3) && d < len.max(1)).then_some((d, at, c))
         })
         .collect();
     near.sort_unstable();
@@ -72,6 +73,7 @@ mod tests {
         assert_eq!(suggestions("crit", &names, 3, false), Vec::<&str>::new());
         assert_eq!(suggestions("hihg", &names, 3, true), vec!["high"]);
         assert_eq!(suggestions("lwo", &names, 1, false), vec!["low"]);
+        assert_eq!(suggestions("severity", &["severities", "status"], 3, false), vec!["severities"]);
         assert_eq!(suggestions("zzzzzzzz", &names, 3, true), Vec::<&str>::new());
         // One letter is no basis for a guess.
         assert_eq!(suggestions("x", &["y", "xy"], 3, false), Vec::<&str>::new());

@@ -9,7 +9,8 @@ use crate::core::{scalars, suggest};
 /// or `None` when the text is not one. The forms taken are `core::scalars::parse_datetime`'s.
 #[pyfunction]
 pub(crate) fn parse_datetime(text: &str) -> Option<chrono::DateTime<chrono::FixedOffset>> {
-    scalars::parse_datetime(text)
+    // Python's datetime starts at year 1: year 0 (which ISO 8601 and chrono take) is not one.
+    scalars::parse_datetime(text).filter(|t| chrono::Datelike::year(t) >= 1)
 }
 
 /// What `name` was probably meant to be among `candidates`, best first (see

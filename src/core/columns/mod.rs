@@ -21,9 +21,9 @@ use arrow_array::RecordBatch;
 use arrow_schema::SchemaRef;
 
 pub(crate) use jsonl::page_jsonl;
-pub(crate) use layout::Layout;
 #[cfg(test)]
 use kind::Kind;
+pub(crate) use layout::Layout;
 pub(crate) use page::{freeze, page_batch, unify};
 
 use super::error::Result;
