@@ -13,6 +13,7 @@ import keyring
 import pytest
 from click.testing import CliRunner
 from keyring.backend import KeyringBackend
+from keyring.backends.fail import Keyring as NoBackend
 
 from secfindings.cli import main
 from secfindings.profiles import Profile, ProfileError, ProfilesFile, load, resolve
@@ -342,3 +343,35 @@ def test_p_on_a_subgroups_command_and_before_it(
         after = (a.stats()["api_requests"], b.stats()["api_requests"])
         assert after[0] == before[0], args
         assert after[1] > before[1], args
+
+
+def test_a_machine_without_a_keyring_backend_gets_one_line_not_a_traceback(
+    config: Path, emus: tuple[Emulator, Emulator]
+) -> None:
+    """A headless server has no keyring backend (keyring's `fail` one): add, use and remove of a
+    keyring profile each stop with one line that says what to do, exit 2, no traceback."""
+    a, _ = emus
+    before = keyring.get_keyring()
+    keyring.set_keyring(NoBackend())
+    try:
+        runner = CliRunner()
+        token = a.create_api_token()
+        base = ["--base-url", a.base_url, "--auth-url", a.auth_url]
+        added = runner.invoke(
+            main, ["profile", "add", "ring", *base, "--token-from", "keyring"], input=token + "\n"
+        )
+        config.parent.mkdir(parents=True, exist_ok=True)
+        config.write_text(
+            f'[profiles.ring]\nbase_url = "{a.base_url}"\nauth_url = "{a.auth_url}"\ntoken_keyring = true\n'
+        )
+        used = runner.invoke(main, ["findings", "-p", "ring", "--limit", "1"])
+        removed = runner.invoke(main, ["profile", "remove", "ring"])
+    finally:
+        keyring.set_keyring(before)
+    for result in (added, used, removed):
+        assert result.exit_code == 2, result.output
+        assert not isinstance(result.exception, keyring.errors.KeyringError), result.exception
+        (line,) = result.output.strip().splitlines()
+        assert "the OS keyring failed: No recommended backend was available;" in line
+        assert "--token-from env:NAME or command:CMD" in line
+        assert token not in line

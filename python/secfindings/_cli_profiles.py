@@ -19,6 +19,7 @@ from secfindings.profiles import (
     Profile,
     ProfileError,
     check_name,
+    keyring_errors,
     keyring_module,
     load,
     resolve,
@@ -124,7 +125,8 @@ def add_command(
             token = token.strip()
             if not token:
                 raise click.UsageError("no token given (type it at the prompt or pipe it to stdin)")
-            keyring.set_password(KEYRING_SERVICE, name, token)
+            with keyring_errors():
+                keyring.set_password(KEYRING_SERVICE, name, token)
         doc.profiles[name] = profile
         if make_default or (doc.default is None and len(doc.profiles) == 1):
             doc.default = name
@@ -206,7 +208,7 @@ def remove_command(name: str) -> None:
         doc.save()
         if profile.token_keyring:
             keyring = keyring_module()
-            with contextlib.suppress(keyring.errors.PasswordDeleteError):
+            with keyring_errors(), contextlib.suppress(keyring.errors.PasswordDeleteError):
                 keyring.delete_password(KEYRING_SERVICE, name)
     click.echo(f"profile {name} removed from {doc.path}", err=True)
 
