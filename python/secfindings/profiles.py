@@ -33,13 +33,14 @@ the file's ``default`` names > the defaults.
 
 from __future__ import annotations
 
+import contextlib
 import contextvars
 import os
 import re
 import shlex
 import subprocess
 import sys
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any
@@ -129,7 +130,8 @@ class Profile:
         """The API token from the profile's source (ProfileError when there is none); ``env``:
         where ``token_env`` is looked up (default ``os.environ``)."""
         if self.token_keyring:
-            token = keyring_module().get_password(KEYRING_SERVICE, self.name)
+            with keyring_errors():
+                token = keyring_module().get_password(KEYRING_SERVICE, self.name)
             if not isinstance(token, str) or not token:
                 raise ProfileError(
                     f"profile {self.name!r}: the keyring has no token for {KEYRING_SERVICE}/{self.name} "
@@ -191,6 +193,25 @@ def keyring_module() -> Any:
             "the OS keyring needs the keyring package: pip install 'secfindings[profiles]'"
         ) from None
     return keyring
+
+
+@contextlib.contextmanager
+def keyring_errors() -> Iterator[None]:
+    """A keyring that fails (no backend on the machine, as on a server without a desktop
+    session, or a locked one) as one :class:`ProfileError` line with a way forward, not the
+    backend's traceback. A :class:`keyring.errors.PasswordDeleteError` passes through."""
+    errors = keyring_module().errors
+    try:
+        yield
+    except errors.PasswordDeleteError:
+        raise
+    except errors.KeyringError as exc:
+        first = str(exc).split(". ")[0].strip().rstrip(".") or type(exc).__name__
+        raise ProfileError(
+            f"the OS keyring failed: {first}; install a keyring backend (such as keyrings.alt), "
+            "or keep the token in an environment variable or a command: "
+            "--token-from env:NAME or command:CMD"
+        ) from None
 
 
 def check_name(name: str) -> str:
