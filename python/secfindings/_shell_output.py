@@ -41,13 +41,19 @@ def jq_program(expr: str) -> Any:
 
 
 def jq_lines(program: Any, value: Any) -> Iterator[str]:
-    """The results of ``program`` on ``value`` as ``jq -rc`` prints them."""
+    """The results of ``program`` on ``value`` as ``jq -rc`` prints them, one at a time as jq
+    gives them (as the jq binary streams): a program without end (``repeat(.)``,
+    ``range(1e9)``) prints as it goes and stops when the reader does (``| head``), where
+    collecting every result first held them all in memory and printed nothing."""
     text = json.dumps(value, ensure_ascii=False, default=str)
-    try:
-        results = program.input_text(text).all()
-    except ValueError as exc:  # a run-time error of the program (jq: error ...)
-        raise click.ClickException(f"--jq: {str(exc).strip().splitlines()[0]}") from None
-    for result in results:
+    results = iter(program.input_text(text))
+    while True:
+        try:
+            result = next(results)
+        except StopIteration:
+            return
+        except ValueError as exc:  # a run-time error of the program (jq: error ...)
+            raise click.ClickException(f"--jq: {str(exc).strip().splitlines()[0]}") from None
         if isinstance(result, str):
             yield result
         else:

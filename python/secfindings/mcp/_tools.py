@@ -26,6 +26,8 @@ from secfindings.mcp._tenants import Tenants
 UNTRUSTED = ["title", "description", "resource_name", "package_name", "original_status"]
 #: The longest text value returned as is; longer ones are cut (``"…[cut]"``).
 MAX_TEXT = 2000
+#: Items of a list in an answer (a hostile server's list of 20,000 tags is cut).
+MAX_ITEMS = 100
 
 
 class ToolProblem(ValueError):
@@ -47,13 +49,15 @@ def _answer(ctx: Context, tenant: str, **body: Any) -> dict[str, Any]:
     return {"tenant": tenant, **body}
 
 
-def _cut(value: Any) -> Any:
-    if isinstance(value, str) and len(value) > MAX_TEXT:
-        return value[:MAX_TEXT] + "…[cut]"
+def _cut(value: Any, text: int = MAX_TEXT, items: int = MAX_ITEMS) -> Any:
+    """``value`` with strings cut to ``text`` characters and lists to ``items`` items."""
+    if isinstance(value, str) and len(value) > text:
+        return value[:text] + "…[cut]"
     if isinstance(value, dict):
-        return {k: _cut(v) for k, v in value.items()}
+        return {k: _cut(v, text, items) for k, v in value.items()}
     if isinstance(value, list):
-        return [_cut(v) for v in value]
+        more = len(value) - items
+        return [_cut(v, text, items) for v in value[:items]] + ([f"…[{more} more]"] if more > 0 else [])
     return value
 
 
@@ -61,16 +65,31 @@ def _size(value: Any) -> int:
     return len(json.dumps(value, ensure_ascii=False, default=str).encode("utf-8"))
 
 
+def _fit(row: Any, room: int) -> Any:
+    """``row`` cut harder until it fits ``room`` bytes; at the end only its ids and a note (a
+    hostile server's row of 20,000 short tags no longer passes the cap whole)."""
+    for text, items in ((MAX_TEXT, MAX_ITEMS), (500, 20), (100, 5), (20, 1)):
+        small = _cut(row, text, items)
+        if _size(small) + 1 <= room:
+            return small
+    size = _size(row)
+    stub = {k: row[k] for k in ("id", "id_int") if isinstance(row, dict) and k in row}
+    return {**stub, "cut": f"this row is {size} bytes, more than a call may answer"}
+
+
 def bounded(rows: list[Any], ctx: Context, limit: int) -> tuple[list[Any], bool]:
     """The rows that fit ``limit`` (at most ``max_rows``) and ``max_bytes`` in all, long text
-    cut; and whether any were left out."""
+    and long lists cut; a first row that does not fit alone is cut until it does."""
     kept: list[Any] = []
     used = 200  # the envelope's own keys
     for row in rows[: min(limit, ctx.max_rows)]:
         row = _cut(row)
         size = _size(row) + 1
-        if kept and used + size > ctx.max_bytes:
-            return kept, True
+        if used + size > ctx.max_bytes:
+            if kept:
+                return kept, True
+            row = _fit(row, ctx.max_bytes - used)
+            size = _size(row) + 1
         kept.append(row)
         used += size
     return kept, len(kept) < len(rows)

@@ -1,0 +1,113 @@
+"""Hostile inputs against the features of issues 31, 33, 35 and 36 (a security review): each
+test here failed before the fix it comes with."""
+
+from __future__ import annotations
+
+import json
+import os
+import resource
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import anyio
+import click
+import pytest
+from tests.servers.http import make_api_token
+from tests.servers.proxy import LyingProxy
+from tests.test_mcp import _data as data
+from tests.test_mcp import _env as mcp_env
+from tests.test_mcp import stdio
+
+from secfindings._shell_output import jq_lines, jq_program
+from secfindings.testing import Emulator
+
+
+@pytest.fixture(scope="module")
+def emu() -> Iterator[Emulator]:
+    with Emulator(findings=5, seed=1) as e:
+        yield e
+
+
+def _env(emu: Emulator, tmp: Path) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("SECFINDINGS_")}
+    return {
+        **env,
+        "SECFINDINGS_BASE_URL": emu.base_url,
+        "SECFINDINGS_AUTH_URL": emu.auth_url,
+        "SECFINDINGS_API_TOKEN": emu.create_api_token(),
+        "SECFINDINGS_CONFIG": str(tmp / "none.toml"),
+    }
+
+
+def _memory_cap() -> None:  # a program without end fails fast instead of taking the machine's memory
+    resource.setrlimit(resource.RLIMIT_AS, (3 << 30, 3 << 30))
+
+
+# --jq: results stream as jq's do ------------------------------------------------------------
+
+
+def test_jq_prints_each_result_as_it_comes() -> None:
+    # jq -rc prints 1 and then the error; collecting every result first printed nothing
+    lines = jq_lines(jq_program('1, error("boom")'), None)
+    assert next(lines) == "1"
+    with pytest.raises(click.ClickException, match="boom"):
+        next(lines)
+
+
+def test_jq_without_end_stops_with_its_reader(emu: Emulator, tmp_path: Path) -> None:
+    # `findings --jq 'repeat(.)' | head -1`: was a MemoryError traceback (exit 1, nothing printed)
+    # after taking every byte the process could have
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "secfindings", "findings", "--limit", "1", "--jq", "repeat(.)"],
+        env=_env(emu, tmp_path),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        preexec_fn=_memory_cap,
+    )
+    assert proc.stdout is not None
+    assert proc.stderr is not None
+    first = proc.stdout.readline()
+    proc.stdout.close()
+    code = proc.wait(timeout=120)
+    with proc.stderr:
+        assert code == 141, proc.stderr.read()[-500:]
+    assert first.startswith(b'{"id":')
+
+
+# MCP: the bytes cap holds for a row the server made huge -------------------------------------
+
+
+def test_mcp_bytes_cap_holds_for_one_huge_row(emu: Emulator, tmp_path: Path) -> None:
+    """A hostile server gives finding 5 a list of 20,000 tags (each short, so no text is cut):
+    the first row was always kept whole, and get_findings / search_findings answered 300 KB past
+    --max-bytes 4000."""
+    with LyingProxy(emu) as proxy:
+
+        def swell(body: dict[str, Any], answer: Any) -> Any:
+            if isinstance(answer, dict):
+                if answer.get("id_int") == 5:
+                    answer = {**answer, "datasource_tags_values": [f"t{i}" for i in range(20_000)]}
+                return {k: swell(body, v) for k, v in answer.items()}
+            if isinstance(answer, list):
+                return [swell(body, v) for v in answer]
+            return answer
+
+        proxy.answer = swell
+        env = mcp_env(proxy.base_url, proxy.server.auth_url, make_api_token(), tmp_path / "none.toml")
+
+        async def scenario() -> list[dict[str, Any]]:
+            async with stdio(env, "--max-bytes", "4000", "--cache-seconds", "0") as c:
+                one = data(await c.call_tool("get_findings", {"ids": [5]}))
+                some = data(await c.call_tool("search_findings", {"sort": "ID_ASC", "limit": 10}))
+                return [one, some]
+
+        answers = anyio.run(scenario)
+    for answer in answers:
+        assert len(json.dumps(answer, ensure_ascii=False).encode()) <= 4000
+    one, some = answers
+    assert one["rows"][0]["id_int"] == 5
+    assert "t0" in one["rows"][0]["datasource_tags_values"]  # what fits is kept
+    assert 5 in [r["id_int"] for r in some["rows"]] or some["next_cursor"]
