@@ -34,6 +34,11 @@ PUBLIC_MODULES = (
     "secfindings.formats",
     "secfindings.otel",
     "secfindings.cache",
+    "secfindings.analytics",
+    "secfindings.report",
+    "secfindings.tickets",
+    "secfindings.profiles",
+    "secfindings.mcp",
 )
 # Dunder and inherited members users do not call by name, and class-level data whose meaning is
 # their type (the fields of models, TypedDict keys).

@@ -48,6 +48,8 @@ from typing import Any
 from secfindings._shared import did_you_mean
 from secfindings.errors import ConfigurationError
 
+__all__ = ["Profile", "ProfileError", "ProfilesFile", "Settings", "config_path", "load", "resolve"]
+
 CONFIG_ENV = "SECFINDINGS_CONFIG"
 PROFILE_ENV = "SECFINDINGS_PROFILE"
 OUTPUT_ENV = "SECFINDINGS_OUTPUT"
@@ -124,6 +126,7 @@ class Profile:
         return "none (SECFINDINGS_API_TOKEN or a prompt)"
 
     def has_token_source(self) -> bool:
+        """Whether the profile says where its token lives (keyring, variable or command)."""
         return self.token_keyring or self.token_env is not None or self.token_command is not None
 
     def read_token(self, env: Mapping[str, str] | None = None) -> str:
@@ -232,6 +235,7 @@ class ProfilesFile:
     default: str | None = None
 
     def get(self, name: str) -> Profile:
+        """The profile ``name`` (a ProfileError naming the known ones, with a did-you-mean)."""
         try:
             return self.profiles[name]
         except KeyError:

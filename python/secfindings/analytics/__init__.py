@@ -63,8 +63,8 @@ By = str | Sequence[str] | None
 DAY = 86_400.0
 #: 1970-01-05 00:00 UTC, a Monday: weeks start on Mondays (UTC).
 _MONDAY = 4 * DAY
-#: The upper ends (days) of the age buckets of :func:`backlog`.
 AGE_BUCKETS = (7, 30, 90, 180, 365)
+"""The upper ends (days) of the age buckets of :func:`backlog`."""
 _FIXED_AT = ("auto", "reported", "history")
 
 

@@ -69,6 +69,7 @@ class Database:
         self.close()
 
     def close(self) -> None:
+        """Closes the connection (a ``with`` block does it on leaving)."""
         self.con.close()
 
     def __str__(self) -> str:
@@ -91,6 +92,7 @@ class Database:
         return self._columns[table]
 
     def has(self, column: str, table: str = "findings") -> bool:
+        """Whether ``table`` exists and has ``column``."""
         return column in (self.columns(table) or [])
 
     def column(self, name: str) -> str:
@@ -115,6 +117,7 @@ class Database:
         return repr(value.astimezone(dt.timezone.utc).timestamp())
 
     def rows(self, sql: str) -> list[tuple[Any, ...]]:
+        """Every row ``sql`` returns, as tuples (the measures' SQL is built from checked names)."""
         cur = self.con.cursor()
         try:
             cur.execute(sql)

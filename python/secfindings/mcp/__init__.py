@@ -66,7 +66,9 @@ READ_TOOLS = (
     "list_snapshots",
     "diff_snapshots",
 )
+"""The tools every server lists: each reads, none changes anything."""
 WRITE_TOOLS = ("add_scoring_rule", "delete_scoring_rule")
+"""The tools listed only with ``--allow-writes`` (``allow_writes=True``)."""
 
 Severity = str | None
 Filter = dict[str, Any] | None

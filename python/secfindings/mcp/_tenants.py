@@ -31,6 +31,8 @@ class Tenants:
     def configure(
         cls, names: list[str] | None = None, rate_limit: tuple[int, float] | None = None
     ) -> Tenants:
+        """The tenants of the profiles file (``names``, or all of them; the environment's
+        settings when the file has none), each paced by ``rate_limit`` (requests, seconds)."""
         doc = load()
         if names is None:
             names = sorted(doc.profiles)
@@ -42,10 +44,12 @@ class Tenants:
 
     @property
     def names(self) -> list[str]:
+        """The tenants' names, sorted."""
         return sorted(self.settings)
 
     @property
     def several(self) -> bool:
+        """Whether more than one tenant is configured (then every call must name one)."""
         return len(self.settings) > 1
 
     def pick(self, tenant: str | None) -> str:
@@ -59,6 +63,8 @@ class Tenants:
         return tenant
 
     def client(self, tenant: str) -> secfindings.Client:
+        """The tenant's client, made on first use and kept (a TenantError without a base URL or
+        token)."""
         with self._lock:
             client = self._clients.get(tenant)
             if client is None:
@@ -78,6 +84,7 @@ class Tenants:
         ]
 
     def close(self) -> None:
+        """Closes every client made so far."""
         with self._lock:
             for client in self._clients.values():
                 client.close()

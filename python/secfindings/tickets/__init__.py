@@ -98,9 +98,11 @@ class Drift:
 
     @property
     def total(self) -> int:
+        """Mismatches of every kind, added up."""
         return sum(len(getattr(self, k)) for k in KINDS)
 
     def as_dict(self) -> dict[str, Any]:
+        """The report as plain data (what :meth:`json` writes)."""
         return {
             "system": self.system,
             "findings": self.findings,
@@ -112,9 +114,11 @@ class Drift:
         }
 
     def json(self) -> str:
+        """The report as indented JSON."""
         return json.dumps(self.as_dict(), indent=2)
 
     def text(self) -> str:
+        """The report for a person: counts by kind, then the findings and tickets of each."""
         head = f"{self.system}: {self.findings} findings, {self.tickets} tickets compared"
         lines = [f"{head}; {self.total} mismatches"]
         for kind, label in KINDS.items():

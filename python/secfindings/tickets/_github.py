@@ -68,6 +68,7 @@ class GitHub:
         return f"GitHub({self.repo!r})"  # no credential
 
     def key_of(self, ticket: ServiceTicket) -> str | None:
+        """The key of a service's ticket in this system, or None where it is not one of its."""
         m = self._link.match((ticket.link or "").strip()) or self._ext.match(
             (ticket.external_id or "").strip()
         )
@@ -85,6 +86,7 @@ class GitHub:
         )
 
     def labelled(self) -> Iterator[ExternalTicket]:
+        """Every ticket that carries :data:`LABEL` (paged)."""
         url: str | None = self.http.url(
             f"/repos/{self.repo}/issues", {"state": "all", "labels": LABEL, "per_page": self.page_size}
         )
@@ -105,6 +107,7 @@ class GitHub:
         return None if not got or "pull_request" in got else self._ticket(got)
 
     def fetch(self, keys: Iterable[str]) -> dict[str, ExternalTicket]:
+        """The tickets of ``keys`` that exist (a key the system does not know is left out)."""
         out = {}
         for key in sorted(set(keys), key=int):
             t = self._issue(key)
@@ -122,6 +125,8 @@ class GitHub:
         return False
 
     def close(self, key: str, comment: str, marker: str) -> bool:
+        """Close ``key`` with ``comment`` unless it is closed already; True when this call closed
+        it. ``marker`` is a text of the comment that tells a rerun it was posted."""
         issue = self._issue(key)
         if issue is None:
             raise APIStatusError(f"GitHub: issue {self.repo}#{key} is gone", status_code=404)

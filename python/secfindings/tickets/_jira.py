@@ -55,6 +55,7 @@ class Jira:
         return f"Jira({self.site!r}, project={self.project!r})"  # no credential
 
     def key_of(self, ticket: ServiceTicket) -> str | None:
+        """The key of a service's ticket in this system, or None where it is not one of its."""
         key = (ticket.external_id or "").strip().upper()
         if (ticket.provider_type or "JIRA").upper() != "JIRA" or not _KEY.match(key):
             return None
@@ -89,10 +90,12 @@ class Jira:
                 return
 
     def labelled(self) -> Iterator[ExternalTicket]:
+        """Every ticket that carries :data:`LABEL` (paged)."""
         project = f'project = "{self.project}" AND ' if self.project else ""
         yield from self._search(f'{project}labels = "{LABEL}" ORDER BY key')
 
     def fetch(self, keys: Iterable[str]) -> dict[str, ExternalTicket]:
+        """The tickets of ``keys`` that exist (a key the system does not know is left out)."""
         wanted = sorted(set(keys))
         out: dict[str, ExternalTicket] = {}
         for i in range(0, len(wanted), 100):
@@ -126,6 +129,8 @@ class Jira:
         return str(category).lower() != "done"
 
     def close(self, key: str, comment: str, marker: str) -> bool:
+        """Close ``key`` with ``comment`` unless it is closed already; True when this call closed
+        it. ``marker`` is a text of the comment that tells a rerun it was posted."""
         if not self._is_open(key):
             return False
         options = self.http.call("GET", f"/rest/api/3/issue/{key}/transitions").data or {}

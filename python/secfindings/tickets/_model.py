@@ -19,8 +19,9 @@ __all__ = [
     "finding_of_label",
 ]
 
-#: The label every ticket of ours carries in the ticket system, and the one naming its finding.
 LABEL = "secfindings"
+"""The label every ticket of ours carries in the ticket system (:func:`finding_label` names its
+finding)."""
 _FINDING_LABEL = re.compile(r"^finding-(\d{1,18})$")
 
 #: Remediation phases in which a queue has opened (or should have opened) a ticket.
@@ -28,6 +29,7 @@ IN_QUEUE_PHASES = frozenset({"TICKET_OPENED", "IN_REMEDIATION", "VERIFYING"})
 
 
 def finding_label(finding_id: int) -> str:
+    """The label that ties a ticket to finding ``finding_id`` (``finding-17``)."""
     return f"finding-{finding_id}"
 
 
