@@ -262,6 +262,30 @@ def test_several_tenants_need_a_tenant_and_echo_it(emu: Emulator, tmp_path: Path
     anyio.run(scenario)
 
 
+def test_secfindings_profile_serves_that_one_tenant(emu: Emulator, tmp_path: Path) -> None:
+    """The guide's assistant configuration sets SECFINDINGS_PROFILE=prod in the server's
+    environment: with several profiles in the file, that one is served (as -p prod does), and no
+    call needs a tenant. It served every profile, and every call failed without `tenant`."""
+    config = tmp_path / "profiles.toml"
+    config.write_text(
+        "".join(
+            f'[profiles.{n}]\nbase_url = "{emu.base_url}"\nauth_url = "{emu.auth_url}"\n'
+            f'token_env = "T_{n.upper()}"\n'
+            for n in ("prod", "sandbox")
+        )
+    )
+    env = _env(emu.base_url, emu.auth_url, "unused", config, T_PROD=emu.create_api_token(), T_SANDBOX="x")
+    env["SECFINDINGS_PROFILE"] = "prod"
+
+    async def scenario() -> None:
+        async with stdio(env) as c:
+            tenants = _data(await c.call_tool("list_tenants", {}))["tenants"]
+            assert [t["tenant"] for t in tenants] == ["prod"]
+            assert _data(await c.call_tool("search_findings", {"limit": 1}))["rows"]
+
+    anyio.run(scenario)
+
+
 def test_a_title_that_is_an_injection_changes_nothing(emu: Emulator, tmp_path: Path) -> None:
     """The title comes back as data; no write tool exists to be called, and none is sent."""
     with LyingProxy(emu) as proxy:

@@ -14,7 +14,7 @@ from typing import Any
 import click
 
 from secfindings._cli_support import errors
-from secfindings.profiles import FLAG_PROFILE
+from secfindings.profiles import FLAG_PROFILE, PROFILE_ENV
 
 KEY_ENV = "SECFINDINGS_MCP_KEY"
 
@@ -119,8 +119,9 @@ def mcp_command(
                 "secfindings mcp needs the mcp package: pip install 'secfindings[mcp]'"
             ) from None
         selected = [n.strip() for n in names.split(",") if n.strip()] if names else None
-        if selected is None and FLAG_PROFILE.get() is not None:
-            selected = [str(FLAG_PROFILE.get())]
+        one = FLAG_PROFILE.get() or os.environ.get(PROFILE_ENV, "").strip()  # as every command
+        if selected is None and one:
+            selected = [str(one)]
         tenants = server_module.Tenants.configure(selected, rate)
         ctx = server_module.context(
             tenants, max_rows=max_rows, max_bytes=max_bytes, snapshots=snapshots, cache_seconds=cache_seconds
