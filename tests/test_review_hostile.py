@@ -14,7 +14,9 @@ from typing import Any
 
 import anyio
 import click
+import markdown
 import pytest
+import yaml
 from tests.servers.http import make_api_token
 from tests.servers.proxy import LyingProxy
 from tests.test_mcp import _data as data
@@ -111,3 +113,42 @@ def test_mcp_bytes_cap_holds_for_one_huge_row(emu: Emulator, tmp_path: Path) -> 
     assert one["rows"][0]["id_int"] == 5
     assert "t0" in one["rows"][0]["datasource_tags_values"]  # what fits is kept
     assert 5 in [r["id_int"] for r in some["rows"]] or some["next_cursor"]
+
+
+# rules: what a plan or a drift shows of hostile text --------------------------------------------
+
+HOSTILE_NAME = "![x](http://127.0.0.1:9/p.png) @octocat <img src=http://127.0.0.1:9/i>"
+
+
+def test_plan_escapes_controls_json_leaves(emu: Emulator) -> None:
+    """A description with a right-to-left override and a C1 CSI (0x9b) was printed raw by
+    `rules plan` (JSON escapes only C0): the line read otherwise on a terminal or in a pull
+    request's comment."""
+    with emu.client() as c:
+        data = yaml.safe_load(c.rules.export(["scoring_rules"]))
+        rule = next(iter(data["scoring_rules"].values()))
+        rule["description"] = "ok \u202eevil\x9b[2J"
+        text = c.rules.plan(data).to_text()
+    assert "\u202e" not in text
+    assert "\x9b" not in text
+    assert '"ok \\u202eevil\\u009b[2J"' in text
+
+
+def test_drift_markdown_renders_a_hostile_name_as_text(emu: Emulator) -> None:
+    """A rule named as Markdown on the server (an image, a mention, HTML) went into the drift's
+    table as is: a job summary or an issue would fetch the image and ping the user."""
+    with emu.client() as c:
+        before = yaml.safe_load(c.rules.export(["scoring_rules"]))
+        added = yaml.safe_load(c.rules.export(["scoring_rules"]))
+        rule = next(iter(added["scoring_rules"].values()))
+        added["scoring_rules"][HOSTILE_NAME] = dict(rule)
+        c.rules.apply(added)
+        try:
+            md = c.rules.drift(before).to_markdown()
+        finally:
+            c.rules.apply(before, prune=True)
+    page = markdown.markdown(md, extensions=["tables"])
+    assert "<img" not in page
+    assert "<a " not in page
+    shown = "![x](http://127.0.0.1:9/p.png) @octocat &lt;img src=http://127.0.0.1:9/i&gt;"
+    assert f"<code>scoring rule '{shown}'" in page

@@ -216,7 +216,9 @@ def test_hand_change_drift_plan_apply(pair: tuple[Emulator, Emulator], tmp_path:
         )
         res = CliRunner().invoke(main, ["rules", "drift", str(path), "--format", "markdown"], env=env)
         assert res.exit_code == 2
-        assert "| ticket SLA rule 'Monday board': changed on the server | days | `40` | `12` |" in res.output
+        assert (
+            "| `ticket SLA rule 'Monday board': changed on the server` | days | `40` | `12` |" in res.output
+        )
         res = CliRunner().invoke(main, ["rules", "drift", str(path), "--format", "json"], env=env)
         assert res.exit_code == 2
         assert json.loads(res.output)["items"] == [x.to_dict() for x in d.items]

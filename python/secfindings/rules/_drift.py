@@ -96,7 +96,7 @@ class Drift:
             "|---|---|---|---|",
         ]
         for i in self.items:
-            what = _cell(i.title())
+            what = f"`{_cell(i.title())}`"  # a name is text: no image, link, mention or HTML
             if not i.changes:
                 lines.append(f"| {what} | | | |")
             for c in i.changes:

@@ -4,6 +4,7 @@ dependency order (what a reference names is created before the reference and del
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
@@ -153,11 +154,18 @@ class Plan:
         return "\n".join(lines) + "\n"
 
 
+#: What JSON leaves as is but a terminal or a pull request's page would act on: DEL and the C1
+#: controls (0x9B is a CSI) and the bidirectional controls (a value that reads otherwise).
+_HIDDEN = re.compile("[\x7f-\x9f\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069]")
+
+
 def show(v: Any) -> str:
-    """A value as plan text shows it: JSON, compact."""
+    """A value as plan text shows it: JSON, compact; controls JSON leaves as they are (C1,
+    bidirectional) escaped as ``\\uXXXX`` too."""
     if v is None:
         return "(none)"
-    return json.dumps(v, ensure_ascii=False, separators=(", ", ": "), sort_keys=True)
+    text = json.dumps(v, ensure_ascii=False, separators=(", ", ": "), sort_keys=True)
+    return _HIDDEN.sub(lambda m: f"\\u{ord(m.group()):04x}", text)
 
 
 def order(graph: Mapping[str, tuple[str, ...] | list[str]]) -> list[str]:
