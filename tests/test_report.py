@@ -5,8 +5,12 @@ the notebook's inline forms, and bad input as a one-line exit 2."""
 
 from __future__ import annotations
 
+import contextlib
 import datetime as dt
 import os
+import pty
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -139,6 +143,30 @@ def test_bad_input_is_one_line_and_exit_2(tmp_path: Path, dest: str) -> None:
     got = CliRunner().invoke(main, ["report", dest, "--by", "team"])
     assert got.exit_code == 2
     assert "no column 'team'" in got.output
+
+
+def test_html_is_not_poured_onto_a_terminal(dest: str) -> None:
+    """`secfindings report DEST` without --out on a terminal printed the whole megabyte of HTML
+    and scripts there; now one line naming --out (exit 2). Piped, it still prints the page."""
+    leader, follower = pty.openpty()
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "secfindings", "report", dest], stdout=follower, stderr=follower
+    )
+    os.close(follower)
+    shown = b""
+    with contextlib.suppress(OSError):  # the terminal's other end closed
+        while chunk := os.read(leader, 65536):
+            shown += chunk
+    os.close(leader)
+    assert proc.wait(timeout=120) == 2
+    (line,) = shown.decode().strip().splitlines()
+    assert line.startswith(
+        "error: the HTML report (about 1 MB) is not for a terminal: give --out report.html"
+    )
+    piped = subprocess.run(
+        [sys.executable, "-m", "secfindings", "report", dest], capture_output=True, timeout=120, check=True
+    )
+    assert piped.stdout.startswith(b"<!DOCTYPE html>")
 
 
 def test_the_report_takes_an_as_of(dest: str) -> None:

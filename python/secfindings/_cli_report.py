@@ -3,11 +3,12 @@ self-contained HTML page or as Markdown (a CI job's summary)."""
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 
 import click
 
-from secfindings._cli_support import emit, errors
+from secfindings._cli_support import ExitCode, emit, errors
 
 
 @click.command("report")
@@ -15,7 +16,7 @@ from secfindings._cli_support import emit, errors
 @click.option(
     "--out",
     type=click.Path(dir_okay=False, path_type=Path),
-    help="Write the report here (- or none: standard output).",
+    help="Write the report here (- or none: standard output; HTML is refused on a terminal).",
 )
 @click.option("--format", "fmt", type=click.Choice(["html", "markdown"]), default="html", show_default=True)
 @click.option("--by", default="severity", show_default=True, help="The column of findings to group by.")
@@ -34,6 +35,13 @@ def report_command(dest: str, out: Path | None, fmt: str, by: str, weeks: int, t
     usage (a DEST that is not a synced database among them)."""
     from secfindings import report  # noqa: PLC0415 - loads only for this command (pandas, altair: the analytics extra)
 
+    if out is None and fmt == "html" and sys.stdout.isatty():  # a megabyte of HTML and scripts
+        click.echo(
+            "error: the HTML report (about 1 MB) is not for a terminal: give --out report.html "
+            "(--out - prints it anyway; --format markdown prints the tables)",
+            err=True,
+        )
+        sys.exit(ExitCode.USAGE)
     with errors():
         made = report.build(dest, by=by or None, weeks=weeks, top=top)
         if out is None or str(out) == "-":
