@@ -17,14 +17,17 @@ import click
 import markdown
 import pytest
 import yaml
-from tests.servers.http import make_api_token
+from tests.servers.http import HostileServer, Request, Response, json_stream, make_api_token
 from tests.servers.proxy import LyingProxy
 from tests.test_mcp import _data as data
 from tests.test_mcp import _env as mcp_env
 from tests.test_mcp import stdio
 
 from secfindings._shell_output import jq_lines, jq_program
+from secfindings.errors import PaginationError, TransportError
 from secfindings.testing import Emulator
+from secfindings.tickets import GitHub, Jira
+from secfindings.tickets._http import MAX_BODY
 
 
 @pytest.fixture(scope="module")
@@ -152,3 +155,75 @@ def test_drift_markdown_renders_a_hostile_name_as_text(emu: Emulator) -> None:
     assert "<a " not in page
     shown = "![x](http://127.0.0.1:9/p.png) @octocat &lt;img src=http://127.0.0.1:9/i&gt;"
     assert f"<code>scoring rule '{shown}'" in page
+
+
+# tickets: hostile Jira and GitHub ----------------------------------------------------------------
+
+
+def _github(server: HostileServer) -> GitHub:
+    return GitHub("acme/app", api_url=f"http://127.0.0.1:{server.port}", token="gh-s3cret", sleep=_no_sleep)
+
+
+def _jira(server: HostileServer) -> Jira:
+    return Jira(f"http://127.0.0.1:{server.port}", email="me@acme.test", token="j-s3cret", sleep=_no_sleep)
+
+
+def _no_sleep(seconds: float) -> None:
+    raise AssertionError(f"no wait expected ({seconds} s)")
+
+
+def test_a_next_page_on_another_host_gets_no_credential() -> None:
+    """GitHub's Link header was followed wherever it pointed, the token with it (the redirect
+    guard covers 3xx only)."""
+    with HostileServer() as github, HostileServer() as elsewhere:
+        github.api = lambda req: Response.of_json(
+            [], headers=[("Link", f'<http://127.0.0.1:{elsewhere.port}/steal?page=2>; rel="next"')]
+        )
+        with pytest.raises(PaginationError, match="another host"):
+            list(_github(github).labelled())
+        assert elsewhere.requests == []
+
+
+@pytest.mark.parametrize("how", ["circle", "endless"])
+def test_github_paging_without_end_is_stopped(how: str) -> None:
+    """A Link to the same page, or to page n+1 for ever with no issue on it, was walked for
+    ever."""
+    with HostileServer() as github:
+
+        def answer(req: Request) -> Response:
+            page = int(req.path.rsplit("page=", 1)[1]) if "page=" in req.path else 1
+            nxt = page if how == "circle" else page + 1
+            link = f'<http://127.0.0.1:{github.port}/repos/acme/app/issues?page={nxt}>; rel="next"'
+            if len(github.api_requests) > 50:  # a walk not stopped ends here (and the test fails)
+                return Response.of_json([])
+            return Response.of_json([], headers=[("Link", link)])
+
+        github.api = answer
+        with pytest.raises(PaginationError):
+            list(_github(github).labelled())
+        assert len(github.api_requests) <= 4
+
+
+@pytest.mark.parametrize("how", ["same-token", "endless"])
+def test_jira_paging_without_end_is_stopped(how: str) -> None:
+    with HostileServer() as jira:
+        tokens = iter(range(10**9))
+
+        def answer(req: Request) -> Response:
+            token = "t" if how == "same-token" else f"t{next(tokens)}"
+            if len(jira.api_requests) > 50:  # a walk not stopped ends here (and the test fails)
+                return Response.of_json({"issues": [], "isLast": True})
+            return Response.of_json({"issues": [], "nextPageToken": token, "isLast": False})
+
+        jira.api = answer
+        with pytest.raises(PaginationError):
+            list(_jira(jira).labelled())
+        assert len(jira.api_requests) <= 4
+
+
+def test_a_ticket_system_answering_without_end_is_cut() -> None:
+    """An endless body was read whole into memory."""
+    with HostileServer() as jira:
+        jira.api = lambda req: Response.stream(json_stream(MAX_BODY + (1 << 20)))
+        with pytest.raises(TransportError, match="more than"):
+            list(_jira(jira).labelled())

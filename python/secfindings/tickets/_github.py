@@ -11,7 +11,7 @@ from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
 from secfindings.errors import APIStatusError, ConfigurationError
-from secfindings.tickets._http import HTTP, ServerError
+from secfindings.tickets._http import HTTP, Pages, ServerError
 from secfindings.tickets._model import LABEL, ExternalTicket, ServiceTicket, finding_of_label
 
 __all__ = ["GitHub", "next_link"]
@@ -90,12 +90,15 @@ class GitHub:
         url: str | None = self.http.url(
             f"/repos/{self.repo}/issues", {"state": "all", "labels": LABEL, "per_page": self.page_size}
         )
+        pages = Pages(self.name, url)
         while url:
             answer = self.http.call("GET", url)
             for issue in answer.data or []:
                 if "pull_request" not in issue:
                     yield self._ticket(issue)
-            url = next_link(answer.headers.get("Link") or answer.headers.get("link"))
+            url = pages.next(
+                next_link(answer.headers.get("Link") or answer.headers.get("link")), len(answer.data or [])
+            )
 
     def _issue(self, key: str) -> ExternalTicket | None:
         try:
@@ -117,11 +120,14 @@ class GitHub:
 
     def _commented(self, key: str, marker: str) -> bool:
         url: str | None = self.http.url(f"/repos/{self.repo}/issues/{key}/comments", {"per_page": 100})
+        pages = Pages(self.name, url)
         while url:
             answer = self.http.call("GET", url)
             if any(marker in str(c.get("body")) for c in answer.data or []):
                 return True
-            url = next_link(answer.headers.get("Link") or answer.headers.get("link"))
+            url = pages.next(
+                next_link(answer.headers.get("Link") or answer.headers.get("link")), len(answer.data or [])
+            )
         return False
 
     def close(self, key: str, comment: str, marker: str) -> bool:

@@ -15,9 +15,23 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from secfindings.errors import APIStatusError, AuthenticationError, RateLimitError, TransportError
+from secfindings.errors import (
+    APIStatusError,
+    AuthenticationError,
+    PaginationError,
+    RateLimitError,
+    TransportError,
+)
 
-__all__ = ["HTTP", "Answer", "ServerError"]
+__all__ = ["HTTP", "MAX_BODY", "MAX_PAGES", "Answer", "Pages", "ServerError"]
+
+#: The largest answer read (bytes): a ticket system's page is far smaller; a hostile or broken
+#: server's endless body is an error, not all the memory there is.
+MAX_BODY = 32 << 20
+#: The most pages one listing walks (a million issues at 100 a page).
+MAX_PAGES = 10_000
+#: Empty pages in a row that each say there is more: a server paging without end.
+_EMPTY_PAGES = 3
 
 
 class ServerError(APIStatusError):
@@ -88,6 +102,14 @@ class HTTP:
         self.requests = 0
 
     def url(self, path: str, params: Mapping[str, Any] | None = None) -> str:
+        if path.startswith(("http://", "https://")):  # a next page's URL, as the server gave it
+            base, given = urllib.parse.urlsplit(self.base), urllib.parse.urlsplit(path)
+            if (base.scheme, base.netloc) != (given.scheme, given.netloc):
+                # the credential goes with every call: a Link to another host would take it there
+                raise PaginationError(
+                    f"{self.name}: a next page on another host ({given.scheme}://{given.hostname}) "
+                    "is not followed"
+                )
         url = path if path.startswith(("http://", "https://")) else self.base + path
         if params:
             url += ("&" if "?" in url else "?") + urllib.parse.urlencode(params)
@@ -116,7 +138,11 @@ class HTTP:
             req = urllib.request.Request(url, data=data, headers=headers, method=method)
             try:
                 with _OPENER.open(req, timeout=self.timeout) as resp:
-                    raw = resp.read()
+                    raw = resp.read(MAX_BODY + 1)
+                    if len(raw) > MAX_BODY:
+                        raise TransportError(
+                            f"{self.name}: {method} {shown} answered more than {MAX_BODY >> 20} MiB"
+                        )
                     return Answer(
                         resp.status, dict(resp.headers.items()), json.loads(raw) if raw.strip() else None
                     )
@@ -152,3 +178,31 @@ class HTTP:
                 status_code=status,
             )
         raise AssertionError("unreachable")  # pragma: no cover
+
+
+class Pages:
+    """Guards a paged listing (``name``: the system's): a next page the walk has been to (a
+    URL or a token) or :data:`_EMPTY_PAGES` empty pages in a row that say there is more, or more
+    than :data:`MAX_PAGES` pages, end it with :class:`PaginationError`: a hostile or broken
+    server that pages without end is not walked for ever."""
+
+    def __init__(self, name: str, first: str | None = None) -> None:
+        self.name = name
+        self.seen: set[str] = set() if first is None else {first}
+        self.empty = 0
+
+    def next(self, where: str | None, items: int) -> str | None:
+        """``where`` (the next page, None at the end) once checked; ``items``: the page's."""
+        if where is None:
+            return None
+        self.empty = self.empty + 1 if items == 0 else 0
+        if where in self.seen:
+            raise PaginationError(f"{self.name}: the server pages in a circle (a next page given twice)")
+        if self.empty >= _EMPTY_PAGES:
+            raise PaginationError(
+                f"{self.name}: {self.empty} empty pages in a row that each say there is more"
+            )
+        if len(self.seen) >= MAX_PAGES:
+            raise PaginationError(f"{self.name}: more than {MAX_PAGES} pages; stopped")
+        self.seen.add(where)
+        return where

@@ -13,7 +13,7 @@ from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
 from secfindings.errors import APIStatusError, ConfigurationError
-from secfindings.tickets._http import HTTP, ServerError
+from secfindings.tickets._http import HTTP, Pages, ServerError
 from secfindings.tickets._model import LABEL, ExternalTicket, ServiceTicket, finding_of_label
 
 __all__ = ["Jira"]
@@ -74,6 +74,7 @@ class Jira:
     def _search(self, jql: str) -> Iterator[ExternalTicket]:
         token: str | None = None
         seen: set[str] = set()
+        pages = Pages(self.name)
         while True:
             body: dict[str, Any] = {"jql": jql, "fields": _FIELDS, "maxResults": self.page_size}
             if token:
@@ -88,6 +89,7 @@ class Jira:
             token = page.get("nextPageToken")
             if page.get("isLast", not token) or not token:
                 return
+            pages.next(str(token), len(page.get("issues") or []))
 
     def labelled(self) -> Iterator[ExternalTicket]:
         """Every ticket that carries :data:`LABEL` (paged)."""
