@@ -80,6 +80,30 @@ def test_the_command_clears_every_server_in_one_line(emu: Emulator, folder: Path
     assert one.output == f"removed 1 schema, 1 probe file for {emu.base_url}/ from {folder}\n"
 
 
+def test_a_profile_clears_its_own_server_not_every_one(
+    emu: Emulator, folder: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`secfindings cache clear -p NAME` (every command takes -p) forgot every server's cache;
+    now the profile's server alone, as --url with its base URL."""
+    config = tmp_path / "profiles.toml"
+    config.write_text(f'[profiles.a]\nbase_url = "{emu.base_url}"\nauth_url = "{emu.auth_url}"\n')
+    monkeypatch.setenv("SECFINDINGS_CONFIG", str(config))
+    with Emulator(findings=5, seed=1) as other:
+        learn(emu)
+        learn(other)
+        assert len(list(folder.iterdir())) == 4
+        for args in (["cache", "clear", "-p", "a"], ["-p", "a", "cache", "clear"]):
+            result = CliRunner().invoke(main, args)
+            assert result.exit_code == 0, result.output
+            assert result.output.startswith(("removed 1 schema, 1 probe file for ", "nothing cached for "))
+            assert emu.base_url in result.output
+            assert len(list(folder.iterdir())) == 2  # the other server's schema and probes stay
+        assert learn(other) == 0  # still remembered
+    unknown = CliRunner().invoke(main, ["cache", "clear", "-p", "nope"])
+    assert unknown.exit_code == 2
+    assert unknown.output.count("\n") == 1
+
+
 @pytest.mark.reliability_input
 def test_only_this_packages_files_go_and_a_link_is_removed_not_its_target(
     emu: Emulator, folder: Path, tmp_path: Path
