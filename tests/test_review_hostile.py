@@ -227,3 +227,37 @@ def test_a_ticket_system_answering_without_end_is_cut() -> None:
         jira.api = lambda req: Response.stream(json_stream(MAX_BODY + (1 << 20)))
         with pytest.raises(TransportError, match="more than"):
             list(_jira(jira).labelled())
+
+
+# MCP over HTTP: the bearer key ---------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("how", ["short-env-key", "key-file-others-read"])
+def test_mcp_http_refuses_a_weak_key(how: str, emu: Emulator, tmp_path: Path) -> None:
+    """A one-character $SECFINDINGS_MCP_KEY (the file's key had to have 16) and a key file
+    other users can read (any local user can call every tool with it) served."""
+    env = _env(emu, tmp_path)
+    key_file = tmp_path / "mcp.key"
+    if how == "short-env-key":
+        env["SECFINDINGS_MCP_KEY"] = "a"
+    else:
+        key_file.write_text("k" * 40 + "\n", encoding="utf-8")
+        key_file.chmod(0o644)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "secfindings", "mcp", "--http", "--port", "0", "--key-file", str(key_file)],
+        env=env,
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    assert proc.stderr is not None
+    with proc.stderr:
+        first = proc.stderr.readline()  # the refusal, or the line of a server that listens
+        if "serving MCP" in first:
+            proc.kill()
+        code = proc.wait(timeout=120)
+        rest = proc.stderr.read()
+    assert code == 2, first
+    assert "key" in first + rest
+    assert "Traceback" not in first + rest

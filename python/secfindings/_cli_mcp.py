@@ -28,11 +28,17 @@ def _rate(text: str | None) -> tuple[int, float] | None:
     return int(match.group(1)), float(match.group(2))
 
 
+#: The shortest bearer key taken.
+MIN_KEY = 16
+
+
 def _key(key_file: Path | None) -> str:
     """The bearer key: $SECFINDINGS_MCP_KEY, else --key-file (made with a fresh key, mode 0600,
     when it does not exist)."""
     given = os.environ.get(KEY_ENV, "").strip()
     if given:
+        if len(given) < MIN_KEY:
+            raise click.UsageError(f"${KEY_ENV}: the key is shorter than {MIN_KEY} characters")
         return given
     if key_file is None:
         raise click.UsageError(f"--http needs a key: set ${KEY_ENV} or give --key-file FILE")
@@ -41,9 +47,16 @@ def _key(key_file: Path | None) -> str:
         with os.fdopen(fd, "w") as f:
             f.write(secrets.token_urlsafe(32) + "\n")
         click.echo(f"wrote a new key to {key_file}", err=True)
+    if os.name == "posix":
+        st = key_file.stat()
+        if st.st_uid != os.getuid() or st.st_mode & 0o077:
+            # another user who can read it can call every tool as you (loopback is shared)
+            raise click.UsageError(
+                f"{key_file} is readable by others or not yours: the key is a password (chmod 600 {key_file})"
+            )
     key = key_file.read_text(encoding="utf-8").strip()
-    if len(key) < 16:
-        raise click.UsageError(f"{key_file}: the key is shorter than 16 characters")
+    if len(key) < MIN_KEY:
+        raise click.UsageError(f"{key_file}: the key is shorter than {MIN_KEY} characters")
     return key
 
 
