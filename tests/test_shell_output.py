@@ -127,6 +127,29 @@ def test_jq_errors_are_one_line(env: dict[str, str]) -> None:
     assert both.exit_code == 2
 
 
+def test_a_jq_run_time_error_exits_1_in_a_process_of_its_own(env: dict[str, str]) -> None:
+    """The process ended in a segmentation fault (exit 139 in a shell) after the error line: the
+    jq binding crashes when the garbage collector frees an iterator that failed. CliRunner,
+    in this process, never saw it."""
+    document = "{ findings_view(first: 2) { edges { node { title } } } }"
+    for args, stdin in (
+        (["finding", "1", "--jq", ".title | tonumber"], None),
+        (["query", "-", "--jq", ".findings_view.edges[].node.title | tonumber"], document),
+    ):
+        done = subprocess.run(
+            [sys.executable, "-m", "secfindings", *args],
+            env=env,
+            input=stdin,
+            capture_output=True,
+            text=True,
+            timeout=120,
+            check=False,
+        )
+        assert done.returncode == 1, (args, done.returncode, done.stderr)
+        assert done.stderr.startswith("Error: --jq: "), done.stderr
+        assert done.stderr.count("\n") == 1, done.stderr
+
+
 def test_query_takes_jq(env: dict[str, str]) -> None:
     document = "{ findings_view(first: 3) { edges { node { id_int } } } }"
     result = CliRunner().invoke(

@@ -53,7 +53,12 @@ def jq_lines(program: Any, value: Any) -> Iterator[str]:
         except StopIteration:
             return
         except ValueError as exc:  # a run-time error of the program (jq: error ...)
-            raise click.ClickException(f"--jq: {str(exc).strip().splitlines()[0]}") from None
+            message = f"--jq: {str(exc).strip().splitlines()[0]}"
+            # Freed now, by its count: the binding (jq 1.13) crashes the process (SIGSEGV at exit)
+            # when the garbage collector frees an iterator that has failed, as it does once the
+            # exception's traceback keeps this frame in a cycle.
+            del results, exc
+            raise click.ClickException(message) from None
         if isinstance(result, str):
             yield result
         else:
