@@ -3,6 +3,7 @@ test here failed before the fix it comes with."""
 
 from __future__ import annotations
 
+import base64
 import json
 import os
 import resource
@@ -17,6 +18,7 @@ import click
 import markdown
 import pytest
 import yaml
+from click.testing import CliRunner
 from tests.servers.http import HostileServer, Request, Response, json_stream, make_api_token
 from tests.servers.proxy import LyingProxy
 from tests.test_mcp import _data as data
@@ -24,6 +26,7 @@ from tests.test_mcp import _env as mcp_env
 from tests.test_mcp import stdio
 
 from secfindings._shell_output import jq_lines, jq_program
+from secfindings.cli import main
 from secfindings.errors import PaginationError, TransportError
 from secfindings.testing import Emulator
 from secfindings.tickets import GitHub, Jira
@@ -261,3 +264,34 @@ def test_mcp_http_refuses_a_weak_key(how: str, emu: Emulator, tmp_path: Path) ->
     assert code == 2, first
     assert "key" in first + rest
     assert "Traceback" not in first + rest
+
+
+# fan-out: a tenant never gets another's token ----------------------------------------------------
+
+
+def test_fan_out_sends_no_tenant_the_environments_token(
+    emu: Emulator, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Profile b names no token source: under --profiles a,b its process took
+    $SECFINDINGS_API_TOKEN (tenant a's) and sent it to b's identity provider."""
+    token_a = emu.create_api_token()
+    config = tmp_path / "profiles.toml"
+    with HostileServer() as other:
+        config.write_text(
+            f'[profiles.a]\nbase_url = "{emu.base_url}"\nauth_url = "{emu.auth_url}"\n'
+            'token_env = "TOKEN_A"\n\n'
+            f'[profiles.b]\nbase_url = "{other.base_url}"\nauth_url = "{other.auth_url}"\n',
+            encoding="utf-8",
+        )
+        config.chmod(0o600)
+        for name in ("SECFINDINGS_BASE_URL", "SECFINDINGS_AUTH_URL", "SECFINDINGS_PROFILE"):
+            monkeypatch.delenv(name, raising=False)
+        monkeypatch.setenv("SECFINDINGS_CONFIG", str(config))
+        monkeypatch.setenv("TOKEN_A", token_a)
+        monkeypatch.setenv("SECFINDINGS_API_TOKEN", token_a)
+        result = CliRunner().invoke(main, ["gate", "--profiles", "a,b", "--max", "critical=1000"])
+        seen = [r.body for r in other.requests]
+    secret = json.loads(base64.b64decode(token_a))["AuthParameters"]["REFRESH_TOKEN"]
+    assert not [body for body in seen if secret.encode() in body]
+    assert result.exit_code == 2, result.output
+    assert "profile 'b' has no token source" in result.output

@@ -27,7 +27,7 @@ from typing import Any
 import click
 
 from secfindings._cli_support import ExitCode, errors
-from secfindings.profiles import check_name, load
+from secfindings.profiles import ProfilesFile, check_name, load
 
 #: Commands that fan out, and the parameter that names a per-tenant output (export --out, sync DEST).
 FAN_OUT = {"query": None, "export": "out", "gate": "out", "sync": "dest"}
@@ -130,7 +130,7 @@ def _tenants(ctx: click.Context) -> list[str] | None:
         tenants = sorted(doc.profiles)
         if not tenants:
             raise click.UsageError(f"--all-profiles: {doc.path} has no profiles")
-        return tenants
+        return _own(doc, tenants)
     tenants = []
     for name in str(names).split(","):
         name = name.strip()
@@ -139,6 +139,23 @@ def _tenants(ctx: click.Context) -> list[str] | None:
             tenants.append(name)
     if not tenants:
         raise click.BadParameter("name one profile at least", param_hint="--profiles")
+    return _own(doc, tenants)
+
+
+def _own(doc: ProfilesFile, tenants: list[str]) -> list[str]:
+    """``tenants``, each with an API URL and a token source of its own: a profile without one
+    took the environment's (``$SECFINDINGS_API_TOKEN`` went to every tenant's identity
+    provider, a token of one tenant to the others' hosts)."""
+    for name in tenants:
+        p = doc.profiles[name]
+        missing = [
+            w for w, ok in (("base_url", p.base_url), ("token source", p.has_token_source())) if not ok
+        ]
+        if missing:
+            raise click.UsageError(
+                f"profile {name!r} has no {' and no '.join(missing)} of its own: with several tenants "
+                "each needs both (the environment's would go to every tenant)"
+            )
     return tenants
 
 
