@@ -66,6 +66,22 @@ def test_emulator_usage_errors_exit_2_naming_the_option(args, option, module):
     assert "Traceback" not in out.stderr
 
 
+def test_a_taken_port_says_how_to_get_another():
+    """The default port (8080) is often taken: the one line said "Address already in use" and
+    no more; now it names --port 0."""
+    import socket
+
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen(1)
+        port = taken.getsockname()[1]
+        out = run(["emulator", "--port", str(port), "--findings", "1"])
+    assert out.returncode == 1, out.stderr
+    (line,) = out.stderr.splitlines()
+    assert line.startswith("error: the emulator could not start: ")
+    assert line.endswith(f"(port {port}: give another --port, or --port 0 for a free one)")
+
+
 def test_emulator_help_lists_its_options():
     out = run(["emulator", "--help"])
     assert out.returncode == 0, out.stderr

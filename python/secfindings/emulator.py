@@ -157,7 +157,10 @@ def command(
             profile=profile,  # type: ignore[arg-type]  # checked by click.Choice
         )
     except Exception as exc:  # a taken port is the usual cause: say so plainly
-        click.echo(f"error: {exc}", err=True)
+        hint = (
+            f" (port {port}: give another --port, or --port 0 for a free one)" if "in use" in str(exc) else ""
+        )
+        click.echo(f"error: {exc}{hint}", err=True)
         sys.exit(ExitCode.FAILED)
     hooks = None
     if control:
