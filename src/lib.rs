@@ -1,7 +1,7 @@
 //! secfindings: the Rust core of the Python client for the Security Findings Management API.
 //!
 //! `core` knows nothing of Python; `py` is the PyO3 glue and the `_native` module below.
-#![cfg_attr(not(feature = "python"), allow(dead_code, unreachable_pub))]
+#![cfg_attr(not(feature = "python"), allow(dead_code, unreachable_pub, unused_imports))]
 
 // With the Python glue (the shipped build) the core is private to the crate, so that
 // `unreachable_pub` and dead-code checks see every item no one reaches; the core-only build (its
@@ -35,6 +35,7 @@ fn _native(m: &pyo3::Bound<'_, pyo3::types::PyModule>) -> pyo3::PyResult<()> {
     m.add_function(wrap_pyfunction!(py::operations::input_objects, m)?)?;
     m.add_function(wrap_pyfunction!(py::prepared::prepare_operation, m)?)?;
     m.add_class::<py::prepared::PreparedOperation>()?;
+    m.add_function(wrap_pyfunction!(py::prepared::forget_batch_sizes, m)?)?;
     m.add_function(wrap_pyfunction!(py::operations::to_global_id, m)?)?;
     m.add_function(wrap_pyfunction!(py::operations::from_global_id, m)?)?;
     m.add_function(wrap_pyfunction!(py::observe::observe_attempts, m)?)?;

@@ -270,7 +270,8 @@ fn rate_limited(shared: &Shared, retry_after: u64) -> Response<RespBody> {
 }
 
 /// Aliased fields in a document, fragments included (0 when it does not parse: the engine says why).
-fn count_aliases(query: &str) -> u32 {
+/// The aliases a document holds (every aliased field, at any depth; 0 when it does not parse).
+pub fn count_aliases(query: &str) -> u32 {
     use async_graphql::parser::types::{Selection, SelectionSet};
     fn walk(set: &SelectionSet) -> u32 {
         set.items.iter().fold(0u32, |n, item| {

@@ -33,6 +33,7 @@ use std::time::Duration;
 
 use tokio::sync::watch;
 
+pub use crate::api::count_aliases;
 pub use crate::caller::Caller;
 pub use crate::config::{EmulatorConfig, LimitScope, RateLimit};
 pub use crate::fault::{Fault, FaultTarget};

@@ -15,6 +15,7 @@ __all__ = [
     "call_var",
     "catalog",
     "decode_json",
+    "forget_batch_sizes",
     "from_global_id",
     "input_objects",
     "observe_attempts",
@@ -87,6 +88,14 @@ class NativeClient:
         limit: int | None = None,
     ) -> NativePages: ...
     def call_prepared(self, prepared: PreparedOperation) -> Any: ...
+    def paginate_batched(
+        self,
+        prepared: PreparedOperation,
+        page_size: int | None = None,
+        limit: int | None = None,
+        pages_per_request: int = 10,
+        start: int = 0,
+    ) -> NativePages: ...
     def call_prepared_async(self, prepared: PreparedOperation) -> Awaitable[Any]: ...
     def paginate_prepared(
         self, prepared: PreparedOperation, page_size: int | None = None, limit: int | None = None
@@ -249,6 +258,7 @@ class PreparedOperation:
     @property
     def variables(self) -> dict[str, Any]: ...
 
+def forget_batch_sizes(base_url: str) -> None: ...
 def prepare_operation(name: str, args: dict[str, Any], fields: str | None = None) -> PreparedOperation: ...
 def parse_datetime(text: str) -> dt.datetime | None: ...
 def suggestions(name: str, candidates: list[str], n: int = 3, prefixes: bool = True) -> list[str]: ...

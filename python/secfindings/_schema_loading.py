@@ -51,6 +51,7 @@ def forget_server(base_url: str) -> None:
     _MEMORY.pop((base_url, "live"), None)
     _UNCHECKED.discard(base_url)
     forget_cached(base_url)
+    _native.forget_batch_sizes(base_url)
     for hook in FORGET_HOOKS:
         hook(base_url)
 

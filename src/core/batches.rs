@@ -10,10 +10,11 @@ use arrow_schema::SchemaRef;
 
 use super::columns::{page_jsonl, Columnar};
 use super::error::{Error, Result};
-use super::paging::{PageStream, RawPage};
+use super::paging::RawPage;
 use super::secret::Redactor;
+use super::walk::Walk;
 
-/// Where pages come from: the network walk ([`PageStream`]), or a test's own pages.
+/// Where pages come from: the network walk ([`Walk`]), or a test's own pages.
 pub(crate) trait Pages: Send {
     fn next_page(&mut self) -> impl Future<Output = Result<Option<RawPage>>> + Send;
     /// The cursor after the last page given.
@@ -22,20 +23,20 @@ pub(crate) trait Pages: Send {
     fn node(&self) -> Option<(&str, &str)>;
 }
 
-impl Pages for PageStream {
+impl Pages for Walk {
     fn next_page(&mut self) -> impl Future<Output = Result<Option<RawPage>>> + Send {
-        PageStream::next_page(self)
+        Walk::next_page(self)
     }
     fn cursor(&self) -> Option<&str> {
-        PageStream::cursor(self)
+        Walk::cursor(self)
     }
     fn node(&self) -> Option<(&str, &str)> {
-        PageStream::node(self)
+        Walk::node(self)
     }
 }
 
 /// The pages of one walk as batches, shared by the paginator's Python methods.
-pub(crate) struct BatchSource<P = PageStream> {
+pub(crate) struct BatchSource<P = Walk> {
     stream: Arc<tokio::sync::Mutex<P>>,
     cursor: Arc<Mutex<Option<String>>>,
     columnar: Arc<Mutex<Option<Columnar>>>,

@@ -2,6 +2,7 @@
 
 pub(crate) mod auth;
 #[cfg(feature = "arrow")]
+pub(crate) mod batched;
 pub(crate) mod batches;
 pub(crate) mod budget;
 pub(crate) mod client;
@@ -26,6 +27,7 @@ pub(crate) mod secret;
 pub(crate) mod subscribe;
 pub(crate) mod suggest;
 pub(crate) mod transport;
+pub(crate) mod walk;
 
 pub(crate) use client::CoreClient;
 pub(crate) use error::{Error, Result};

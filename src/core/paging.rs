@@ -30,7 +30,7 @@ fn shown(cursor: &str) -> String {
 
 /// What to walk.
 #[derive(Clone, Debug)]
-pub struct PageSpec {
+pub(crate) struct PageSpec {
     pub query: String,
     pub variables: Map<String, Value>,
     pub operation_name: Option<String>,
@@ -43,7 +43,7 @@ pub struct PageSpec {
 }
 
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct PageInfo {
+pub(crate) struct PageInfo {
     pub has_next_page: bool,
     pub has_previous_page: bool,
     pub start_cursor: Option<String>,
@@ -54,7 +54,7 @@ pub struct PageInfo {
 /// cut the last page short) and its pageInfo. The caller decodes the body once, in its own
 /// objects, and finds the connection at `path` (`None`: the only top-level field of `data`).
 #[derive(Clone, Debug)]
-pub struct RawPage {
+pub(crate) struct RawPage {
     pub body: Bytes,
     pub take: usize,
     pub info: PageInfo,
@@ -318,7 +318,7 @@ fn relay_index(cursor: &str) -> Option<u64> {
 
 /// Walks a connection over the network, one page ahead of the caller. The page fetched ahead is
 /// also scanned ahead, on the I/O thread; the caller decodes the body once, in its own objects.
-pub struct PageStream {
+pub(crate) struct PageStream {
     transport: Arc<Transport>,
     walker: Walker,
     inflight: Option<tokio::task::JoinHandle<Result<(Bytes, ConnectionMeta)>>>,
@@ -336,32 +336,32 @@ async fn fetch(
 }
 
 impl PageStream {
-    pub fn new(transport: Arc<Transport>, spec: PageSpec) -> Result<Self> {
+    pub(crate) fn new(transport: Arc<Transport>, spec: PageSpec) -> Result<Self> {
         Ok(Self { transport, walker: Walker::new(spec)?, inflight: None })
     }
 
     /// The end cursor of the last page returned: pass it as `after` to resume.
-    pub fn cursor(&self) -> Option<&str> {
+    pub(crate) fn cursor(&self) -> Option<&str> {
         self.walker.cursor()
     }
 
     /// The node's type and selection, for a catalog operation.
-    pub fn node(&self) -> Option<(&str, &str)> {
+    pub(crate) fn node(&self) -> Option<(&str, &str)> {
         self.walker.node()
     }
 
     /// The connection's count of its items, when the query selects it.
-    pub fn total(&self) -> Option<u64> {
+    pub(crate) fn total(&self) -> Option<u64> {
         self.walker.total()
     }
 
     /// The client's transport (for its counters).
-    pub fn transport(&self) -> &Arc<Transport> {
+    pub(crate) fn transport(&self) -> &Arc<Transport> {
         &self.transport
     }
 
     /// The next page, or `None` at the end. Starts fetching the page after it before returning.
-    pub async fn next_page(&mut self) -> Result<Option<RawPage>> {
+    pub(crate) async fn next_page(&mut self) -> Result<Option<RawPage>> {
         let path = self.walker.path().cloned();
         let (body, meta) = match self.inflight.take() {
             Some(handle) => {
@@ -378,7 +378,7 @@ impl PageStream {
     /// The next page if no waiting is needed: the page fetched ahead has arrived (or the walk is
     /// over). `None` means not yet: use [`next_page`](Self::next_page). Must run inside the
     /// runtime's context (it starts the next fetch).
-    pub fn try_next_page(&mut self) -> Option<Result<Option<RawPage>>> {
+    pub(crate) fn try_next_page(&mut self) -> Option<Result<Option<RawPage>>> {
         let Some(handle) = self.inflight.as_mut() else {
             return self.walker.is_done().then_some(Ok(None));
         };

@@ -65,6 +65,11 @@ impl Prepared {
         self.built.operation
     }
 
+    /// The node's (a connection's) or the result's selection.
+    pub(crate) fn selection(&self) -> &str {
+        &self.selection
+    }
+
     /// The document, as it is (or its pages are) sent.
     pub(crate) fn query(&self) -> &str {
         &self.built.query

@@ -343,6 +343,28 @@ impl NativeClient {
         Ok(NativePages::new(stream, core.settings().redactor.clone()))
     }
 
+    /// A walk of a catalog connection (built by `prepare_operation`) in aliased page batches:
+    /// `pages_per_request` pages of `page_size` rows per request, from offset `start`, in id
+    /// order, each row once (see `core::batched`). The connection must take `offset` and the
+    /// selection must hold `id`.
+    #[pyo3(signature = (prepared, page_size=None, limit=None, pages_per_request=10, start=0))]
+    fn paginate_batched(
+        &self,
+        prepared: &PreparedOperation,
+        page_size: Option<Bound<'_, PyAny>>,
+        limit: Option<Bound<'_, PyAny>>,
+        pages_per_request: u32,
+        start: u64,
+    ) -> PyResult<NativePages> {
+        let core = self.check()?.clone();
+        let (page_size, limit) = page_bounds(page_size.as_ref(), limit.as_ref())?;
+        let spec = crate::core::batched::BatchSpec { page_size, pages_per_request, start, limit };
+        let stream =
+            crate::core::batched::BatchStream::new(Arc::clone(core.transport()), &prepared.inner, spec)
+                .map_err(err)?;
+        Ok(NativePages::new(stream, core.settings().redactor.clone()))
+    }
+
     /// Starts a subscription over WebSocket (see `secfindings.Client.subscribe`).
     #[pyo3(signature = (query, variables=None, operation_name=None, resume=None, queue_size=256, max_reconnects=10))]
     fn subscribe(

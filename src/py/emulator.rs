@@ -319,9 +319,12 @@ impl NativeEmulator {
         for r in self.inner.request_log() {
             let d = PyDict::new(py);
             d.set_item("operation_name", r.operation_name)?;
+            // Counted when read, so that serving requests pays nothing for it.
+            d.set_item("aliases", secfindings_emulator::count_aliases(&r.query))?;
             d.set_item("query", r.query)?;
             d.set_item("variables", to_py(py, &r.variables)?)?;
             d.set_item("status", r.status)?;
+
             list.append(d)?;
         }
         Ok(list)

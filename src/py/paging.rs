@@ -14,8 +14,9 @@ use pyo3_arrow::{PyRecordBatch, PyRecordBatchReader, PyTable};
 
 use crate::core::batches::{Batch, BatchSource};
 use crate::core::columns::Columnar;
-use crate::core::paging::{PageStream, RawPage};
+use crate::core::paging::RawPage;
 use crate::core::secret::Redactor;
+use crate::core::walk::Walk;
 use crate::core::Error;
 use crate::py::completions::{self, Outcome};
 use crate::py::decode;
@@ -24,7 +25,7 @@ use crate::py::runtime::{block_on, runtime};
 
 #[pyclass(frozen, module = "secfindings._native")]
 pub struct NativePages {
-    stream: Arc<tokio::sync::Mutex<PageStream>>,
+    stream: Arc<tokio::sync::Mutex<Walk>>,
     cursor: Arc<Mutex<Option<String>>>,
     redactor: Redactor,
     /// The walk as columns, made on the first batch asked for.
@@ -32,7 +33,8 @@ pub struct NativePages {
 }
 
 impl NativePages {
-    pub fn new(stream: PageStream, redactor: Redactor) -> Self {
+    pub(crate) fn new(stream: impl Into<Walk>, redactor: Redactor) -> Self {
+        let stream: Walk = stream.into();
         let cursor = stream.cursor().map(str::to_string);
         Self {
             stream: Arc::new(tokio::sync::Mutex::new(stream)),
@@ -110,7 +112,7 @@ pub(crate) fn page_to_py(py: Python<'_>, page: Option<RawPage>, redactor: &Redac
 }
 
 async fn next(
-    stream: Arc<tokio::sync::Mutex<PageStream>>,
+    stream: Arc<tokio::sync::Mutex<Walk>>,
     cursor: Arc<Mutex<Option<String>>>,
 ) -> crate::core::Result<Option<RawPage>> {
     let mut s = stream.lock().await;

@@ -60,3 +60,10 @@ pub(crate) fn prepare_operation(
     let inner = prepared::prepare_operation(name, args, fields.as_deref()).map_err(err)?;
     Ok(PreparedOperation { inner: Arc::new(inner), fields })
 }
+
+/// Forgets what was learnt of the server at `base_url` about batched walks (the pages per
+/// request it took): a new server answers there.
+#[pyfunction]
+pub(crate) fn forget_batch_sizes(base_url: &str) {
+    crate::core::batched::forget(base_url);
+}

@@ -302,7 +302,8 @@ class Emulator:
         self._native.reset_stats()
 
     def request_log(self) -> list[dict[str, Any]]:
-        """The API requests received (operation_name, query, variables, status), oldest first."""
+        """The API requests received (operation_name, query, variables, status, and aliases: the
+        aliased fields of the document, counted when read), oldest first."""
         return self._native.request_log()
 
     def clear_request_log(self) -> None:

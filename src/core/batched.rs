@@ -1,0 +1,478 @@
+//! Aliased page batches: many pages of one connection in one request.
+//!
+//! The service counts requests, not rows, and caps a page at 100 rows. A connection that takes
+//! `offset` can be read ten pages at a time: one document with `p0: findings_view(first: 100,
+//! offset: 0) {...} p1: findings_view(first: 100, offset: 100) {...}` costs one request of the
+//! budget. graphene resolves aliased fields on its own.
+//!
+//! Correct under change. The walk reads in id order (`sort: [ID_ASC]`) and hands out only rows
+//! whose key (the integer in the node's global id) is above the last one handed out, so no row
+//! comes twice. Every batch after the first also asks, in a one-row alias `k`, for the row just
+//! before its first page: it must be the last row handed out (or one before it). A later row
+//! there means rows before it were removed and the rows shifted back past the batch's start;
+//! the batch is then thrown away and the walk reads again from earlier, farther each time, until
+//! its first row is one already seen. So every row present at both ends of the walk is handed
+//! out exactly once; a row added or removed meanwhile may or may not be.
+//!
+//! A server that refuses a document for its size (too many aliases, too large, too deep or
+//! complex) gets half as many pages per request, and the size that worked is remembered per
+//! server for the process, as batched lookups do.
+
+use std::collections::{HashMap, VecDeque};
+use std::sync::{Arc, Mutex, OnceLock};
+
+use bytes::Bytes;
+use serde::Deserialize;
+use serde_json::value::RawValue;
+use serde_json::{Map, Value};
+
+use super::error::{Error, Result};
+use super::gql::{OperationInfo, OperationKind};
+use super::graphql::PreparedRequest;
+use super::ids::from_global_id;
+use super::lookup::is_refusal;
+use super::operations::Operation;
+use super::paging::{PageInfo, RawPage, MAX_PAGE_SIZE};
+use super::prepared::Prepared;
+use super::retry::RetryClass;
+use super::transport::Transport;
+
+/// The most pages one request may carry.
+pub(crate) const MAX_PAGES_PER_REQUEST: u32 = 50;
+
+/// The path every page handed out has: its body is `{"data":{"p": <the page's connection>}}`.
+const PAGE_ALIAS: &str = "p";
+
+/// The pages per request that worked, by server (base URL), for the process.
+fn remembered() -> &'static Mutex<HashMap<String, u32>> {
+    static SIZES: OnceLock<Mutex<HashMap<String, u32>>> = OnceLock::new();
+    SIZES.get_or_init(|| Mutex::new(HashMap::new()))
+}
+
+fn remembered_size(server: &str, asked: u32) -> u32 {
+    let known = remembered().lock().ok().and_then(|m| m.get(server).copied());
+    known.map_or(asked, |k| k.min(asked)).max(1)
+}
+
+fn refused(server: &str, size: u32) {
+    if let Ok(mut m) = remembered().lock() {
+        let slot = m.entry(server.to_string()).or_insert(size);
+        *slot = (*slot).min(size);
+    }
+}
+
+/// Forgets the size that worked for the server at `base_url` (a new server answers there).
+pub(crate) fn forget(base_url: &str) {
+    let key = url::Url::parse(base_url).map_or_else(|_| base_url.to_string(), |u| u.to_string());
+    if let Ok(mut m) = remembered().lock() {
+        m.remove(&key);
+        m.remove(base_url);
+    }
+}
+
+/// What a batched walk reads.
+#[derive(Clone, Debug)]
+pub(crate) struct BatchSpec {
+    pub page_size: u32,
+    pub pages_per_request: u32,
+    /// The offset of the first row to read.
+    pub start: u64,
+    pub limit: Option<u64>,
+}
+
+/// The stepping of a batched walk, without I/O: the documents to send and what answers mean.
+pub(crate) struct BatchWalker {
+    op: &'static Operation,
+    node: (String, String),
+    /// `($name: Type, ...)` and `, name: $name ...` of the operation's own arguments.
+    declared: String,
+    passed: String,
+    variables: Map<String, Value>,
+    spec: BatchSpec,
+    /// The offset the next batch's first page starts at.
+    offset: u64,
+    /// The key of the last row handed out.
+    last: Option<u64>,
+    /// After a shift: how far back the read starts, and that it must reach a row seen.
+    back: u64,
+    recovering: bool,
+    yielded: u64,
+    done: bool,
+    ready: VecDeque<RawPage>,
+    /// Shifts seen (rows removed before the walk's position while it walked).
+    pub(crate) shifts: u64,
+}
+
+/// A walk of a catalog connection in aliased page batches (see the module's text).
+pub(crate) struct BatchStream {
+    transport: Arc<Transport>,
+    server: String,
+    walker: BatchWalker,
+}
+
+#[derive(Deserialize)]
+struct Envelope<'a> {
+    #[serde(borrow, default)]
+    data: Option<HashMap<String, &'a RawValue>>,
+    #[serde(default)]
+    errors: Vec<Value>,
+}
+
+#[derive(Deserialize)]
+struct Keys {
+    #[serde(default)]
+    edges: Option<Vec<Option<KeyEdge>>>,
+}
+
+#[derive(Deserialize)]
+struct KeyEdge {
+    #[serde(default)]
+    node: Option<KeyNode>,
+}
+
+#[derive(Deserialize)]
+struct KeyNode {
+    #[serde(default)]
+    id: Option<Value>,
+}
+
+/// The integer key of a node's global id (`"RmluZGluZ3NWaWV3OjE3"` -> 17).
+fn key_of(id: Option<&Value>) -> Result<u64> {
+    let text = id.and_then(Value::as_str).ok_or_else(|| {
+        Error::pagination("a batched walk needs every node's `id`; a node came without one")
+    })?;
+    let (_, pk) = from_global_id(text)?;
+    pk.parse::<u64>().map_err(|_| {
+        Error::pagination(format!(
+            "a batched walk orders rows by the integer key of their id; {text:?} holds {pk:?}"
+        ))
+    })
+}
+
+/// The keys of a page's rows, in order (`None` for a null node, which has no place in the order).
+fn keys(raw: &RawValue) -> Result<Vec<Option<u64>>> {
+    let page: Keys = serde_json::from_str(raw.get())
+        .map_err(|e| Error::pagination(format!("a page of a batched walk is not a connection: {e}")))?;
+    page.edges
+        .unwrap_or_default()
+        .iter()
+        .map(|edge| match edge.as_ref().and_then(|e| e.node.as_ref()) {
+            None => Ok(None),
+            Some(node) => key_of(node.id.as_ref()).map(Some),
+        })
+        .collect()
+}
+
+/// `{"data":{"p": <raw>}}`.
+fn wrap(raw: &str) -> Bytes {
+    let mut out = Vec::with_capacity(raw.len() + 16);
+    out.extend_from_slice(br#"{"data":{""#);
+    out.extend_from_slice(PAGE_ALIAS.as_bytes());
+    out.extend_from_slice(br#"":"#);
+    out.extend_from_slice(raw.as_bytes());
+    out.extend_from_slice(b"}}");
+    Bytes::from(out)
+}
+
+/// The page `raw` with only the edges at `keep` (rare: after a shift, or a row seen before).
+fn kept(raw: &RawValue, keep: &[usize]) -> Result<Bytes> {
+    let mut page: Value = serde_json::from_str(raw.get())
+        .map_err(|e| Error::pagination(format!("a page of a batched walk is not JSON: {e}")))?;
+    if let Some(Value::Array(edges)) = page.get_mut("edges") {
+        let all = std::mem::take(edges);
+        *edges = all.into_iter().enumerate().filter(|(i, _)| keep.contains(i)).map(|(_, e)| e).collect();
+    }
+    let text = serde_json::to_string(&page)
+        .map_err(|e| Error::pagination(format!("a page of a batched walk cannot be written: {e}")))?;
+    Ok(wrap(&text))
+}
+
+impl BatchWalker {
+    /// The walk of `prepared` (a connection that takes `offset`, with `id` in the node's
+    /// selection and no sort other than `ID_ASC`).
+    pub(crate) fn new(prepared: &Prepared, spec: BatchSpec) -> Result<Self> {
+        let op = prepared.operation();
+        if !op.is_connection() || op.kind != OperationKind::Query {
+            return Err(Error::validation(format!("{}() is not a connection to walk", op.name)));
+        }
+        if spec.page_size == 0 || spec.page_size > MAX_PAGE_SIZE {
+            return Err(Error::validation(format!(
+                "page_size must be between 1 and {MAX_PAGE_SIZE}, got {}",
+                spec.page_size
+            )));
+        }
+        if spec.pages_per_request == 0 || spec.pages_per_request > MAX_PAGES_PER_REQUEST {
+            return Err(Error::validation(format!(
+                "pages_per_request must be between 1 and {MAX_PAGES_PER_REQUEST}, got {}",
+                spec.pages_per_request
+            )));
+        }
+        let selection = prepared.selection().to_string();
+        if !super::gql::selection(&selection)
+            .map(|fields| fields.iter().any(|f| f.key() == "id" && f.name == "id"))
+            .unwrap_or(false)
+        {
+            return Err(Error::validation(
+                "a batched walk needs `id` in the selection (it orders and checks rows by it)",
+            ));
+        }
+        let mut variables = Map::new();
+        let (mut declared, mut passed) = (Vec::new(), Vec::new());
+        for (name, value) in prepared.variables() {
+            match name.as_str() {
+                "after" | "before" | "first" | "last" | "offset" if value.is_null() => continue,
+                "after" | "before" | "first" | "last" | "offset" => {
+                    return Err(Error::validation(format!(
+                        "a batched walk sets the paging itself; `{name}` cannot be given"
+                    )))
+                }
+                "sort" => {
+                    let by_id = value.is_null()
+                        || value.as_array().is_some_and(|s| s.iter().all(|v| v.as_str() == Some("ID_ASC")));
+                    if !by_id {
+                        return Err(Error::validation(
+                            "a batched walk reads in id order (ID_ASC); another sort walks one page per request",
+                        ));
+                    }
+                    continue;
+                }
+                _ => {}
+            }
+            let Some(arg) = op.args.iter().find(|a| a.name == name) else { continue };
+            declared.push(format!("${name}: {}", arg.ty));
+            passed.push(format!("{name}: ${name}"));
+            variables.insert(name.clone(), value.clone());
+        }
+        let offset = spec.start;
+        Ok(Self {
+            op,
+            node: (op.returns.type_name().to_string(), selection),
+            declared: if declared.is_empty() { String::new() } else { format!("({})", declared.join(", ")) },
+            passed: passed.iter().map(|p| format!(", {p}")).collect(),
+            variables,
+            spec,
+            offset,
+            last: None,
+            back: 0,
+            recovering: false,
+            yielded: 0,
+            done: false,
+            ready: VecDeque::new(),
+            shifts: 0,
+        })
+    }
+
+    /// The next page ready, if any.
+    pub(crate) fn pop(&mut self) -> Option<RawPage> {
+        self.ready.pop_front()
+    }
+
+    /// The document for `pages` pages from `self.offset`, with the check alias `k` unless this
+    /// is the walk's first batch or a read-back after a shift.
+    fn document(&self, pages: u32) -> String {
+        let (name, selection) = (self.op.name, &self.node.1);
+        let size = self.spec.page_size;
+        let mut doc = format!("query {name}_pages{} {{", self.declared);
+        if let (Some(_), false) = (self.last, self.recovering) {
+            if let Some(before) = self.offset.checked_sub(1) {
+                doc.push_str(&format!(
+                    " k: {name}(first: 1, offset: {before}, sort: [ID_ASC]{}) {{ edges {{ node {{ id }} }} }}",
+                    self.passed
+                ));
+            }
+        }
+        for i in 0..u64::from(pages) {
+            let at = self.offset.saturating_add(i.saturating_mul(u64::from(size)));
+            doc.push_str(&format!(
+                " p{i}: {name}(first: {size}, offset: {at}, sort: [ID_ASC]{}) {{ edges {{ node {{ {selection} }} }} }}",
+                self.passed
+            ));
+        }
+        doc.push_str(" }");
+        doc
+    }
+
+    pub(crate) fn request(&self, pages: u32) -> Result<PreparedRequest> {
+        let mut body = Map::with_capacity(3);
+        body.insert("query".into(), Value::String(self.document(pages)));
+        body.insert("variables".into(), Value::Object(self.variables.clone()));
+        let label = format!("{}_pages", self.op.name);
+        body.insert("operationName".into(), Value::String(label.clone()));
+        let bytes = serde_json::to_vec(&Value::Object(body))
+            .map_err(|e| Error::validation(format!("variables cannot be encoded as JSON: {e}")))?;
+        let operation = OperationInfo {
+            kind: OperationKind::Query,
+            name: Some(label.clone()),
+            variables: Vec::new(),
+            defaulted: Vec::new(),
+        };
+        Ok(PreparedRequest { body: bytes.into(), operation, label, retry: RetryClass::Idempotent })
+    }
+
+    /// Accepts the answer to a batch of `pages` pages.
+    pub(crate) fn take(&mut self, body: &[u8], pages: u32) -> Result<()> {
+        let envelope: Envelope<'_> = serde_json::from_slice(body)
+            .map_err(|e| Error::pagination(format!("the answer to a batched walk is not JSON: {e}")))?;
+        let data = envelope.data.unwrap_or_default();
+        if let (Some(last), Some(check)) = (self.last, data.get("k")) {
+            let before = keys(check)?.into_iter().flatten().next();
+            // Removed rows moved later rows back before this batch's start: read again from earlier.
+            if before.is_none_or(|k| k > last) {
+                self.shift();
+                return Ok(());
+            }
+        }
+        let size = u64::from(self.spec.page_size);
+        for i in 0..pages {
+            let alias = format!("p{i}");
+            let raw = data.get(alias.as_str()).ok_or_else(|| {
+                Error::pagination(format!(
+                    "the answer to a batched walk has no {alias:?}; it is not the answer sent"
+                ))
+            })?;
+            let keys = keys(raw)?;
+            if i == 0 && self.recovering {
+                // A read-back must start at or before the last row handed out.
+                let reached =
+                    self.offset == 0 || keys.iter().flatten().next().is_some_and(|k| Some(*k) <= self.last);
+                if !reached {
+                    self.shift();
+                    return Ok(());
+                }
+            }
+            let mut keep = Vec::with_capacity(keys.len());
+            let mut previous = self.last;
+            for (at, key) in keys.iter().enumerate() {
+                match (key, previous) {
+                    (Some(k), Some(p)) if *k <= p => continue,
+                    (Some(k), _) => previous = Some(*k),
+                    (None, _) => {}
+                }
+                keep.push(at);
+            }
+            if keys.iter().flatten().zip(keys.iter().flatten().skip(1)).any(|(a, b)| a >= b) {
+                return Err(Error::pagination(
+                    "the server does not order this connection by id (ID_ASC): a batched walk cannot \
+                     check it; walk one page per request",
+                ));
+            }
+            let remaining = self.spec.limit.map(|l| l.saturating_sub(self.yielded));
+            let take =
+                remaining.map_or(keep.len(), |r| keep.len().min(usize::try_from(r).unwrap_or(usize::MAX)));
+            let full = keys.len() as u64 >= size;
+            if take > 0 {
+                let body = if keep.len() == keys.len() { wrap(raw.get()) } else { kept(raw, &keep)? };
+                self.last = previous;
+                self.yielded = self.yielded.saturating_add(take as u64);
+                let reached = self.spec.limit.is_some_and(|l| self.yielded >= l);
+                self.ready.push_back(RawPage {
+                    body,
+                    take,
+                    info: PageInfo {
+                        has_next_page: full && !reached,
+                        has_previous_page: false,
+                        start_cursor: None,
+                        end_cursor: None,
+                    },
+                    path: Some(Arc::from(vec![PAGE_ALIAS.to_string()])),
+                });
+                if reached {
+                    self.done = true;
+                    return Ok(());
+                }
+            } else if !keys.is_empty() {
+                self.last = previous.or(self.last);
+            }
+            if !full {
+                self.done = true;
+                return Ok(());
+            }
+        }
+        self.recovering = false;
+        self.back = 0;
+        self.offset = self.offset.saturating_add(u64::from(pages).saturating_mul(size));
+        Ok(())
+    }
+
+    /// Rows moved back past the batch's start: read again from earlier, farther each time.
+    fn shift(&mut self) {
+        self.shifts = self.shifts.saturating_add(1);
+        self.back = if self.back == 0 { u64::from(self.spec.page_size) } else { self.back.saturating_mul(2) };
+        self.offset = self.offset.saturating_sub(self.back);
+        self.recovering = true;
+    }
+}
+
+impl BatchStream {
+    pub(crate) fn new(transport: Arc<Transport>, prepared: &Prepared, spec: BatchSpec) -> Result<Self> {
+        let server = transport.settings().base_url.to_string();
+        Ok(Self { transport, server, walker: BatchWalker::new(prepared, spec)? })
+    }
+
+    /// The node's type and selection (the columns' layout).
+    pub(crate) fn node(&self) -> (&str, &str) {
+        (&self.walker.node.0, &self.walker.node.1)
+    }
+
+    /// The client's transport (for its counters).
+    pub(crate) fn transport(&self) -> &Arc<Transport> {
+        &self.transport
+    }
+
+    /// The next page, or `None` at the end.
+    pub(crate) async fn next_page(&mut self) -> Result<Option<RawPage>> {
+        loop {
+            if let Some(page) = self.walker.pop() {
+                return Ok(Some(page));
+            }
+            if self.walker.done {
+                return Ok(None);
+            }
+            self.read_batch().await?;
+        }
+    }
+
+    /// The next page if no request is needed for it.
+    pub(crate) fn try_next_page(&mut self) -> Option<Result<Option<RawPage>>> {
+        match self.walker.pop() {
+            Some(page) => Some(Ok(Some(page))),
+            None if self.walker.done => Some(Ok(None)),
+            None => None,
+        }
+    }
+
+    /// Sends one batch (halving it while the server refuses its size) and takes its pages.
+    async fn read_batch(&mut self) -> Result<()> {
+        let mut pages = remembered_size(&self.server, self.walker.spec.pages_per_request);
+        loop {
+            let req = self.walker.request(pages)?;
+            let sent = self.transport.send(&req).await.and_then(|body| {
+                let refusal = refusal_of(&body)?;
+                Ok((body, refusal))
+            });
+            match sent {
+                Ok((body, None)) => return self.walker.take(&body, pages),
+                Ok((_, Some(e))) | Err(e)
+                    if pages > 1 && is_refusal(&e) && !matches!(e, Error::Timeout(_)) =>
+                {
+                    pages /= 2;
+                    refused(&self.server, pages);
+                }
+                Ok((_, Some(e))) | Err(e) => return Err(e.redact(&self.transport.settings().redactor)),
+            }
+        }
+    }
+}
+
+/// A refusal carried in a 2xx answer's errors (a document refused with no data), as an error.
+fn refusal_of(body: &[u8]) -> Result<Option<Error>> {
+    let envelope: Envelope<'_> = serde_json::from_slice(body)
+        .map_err(|e| Error::pagination(format!("the answer to a batched walk is not JSON: {e}")))?;
+    if envelope.errors.is_empty() {
+        return Ok(None);
+    }
+    Ok(Some(Error::graphql(envelope.errors, None)))
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,166 @@
+use serde_json::json;
+
+use super::*;
+use crate::core::ids::to_global_id;
+use crate::core::prepared::prepare_operation;
+
+fn walker(pages: u32, limit: Option<u64>) -> BatchWalker {
+    let mut args = Map::new();
+    args.insert(
+        "filters_config".into(),
+        json!({"filtersjson": {"field": "severity", "condition": "in", "value": ["5"]}}),
+    );
+    let prepared = prepare_operation("findings_view", args, Some("id title")).unwrap();
+    BatchWalker::new(&prepared, BatchSpec { page_size: 3, pages_per_request: pages, start: 0, limit })
+        .unwrap()
+}
+
+fn node(k: u64) -> Value {
+    json!({"node": {"id": to_global_id("FindingsView", &k.to_string()).unwrap(), "title": format!("t{k}")}})
+}
+
+/// An answer of `pages` pages over `rows` (the list as the server holds it), as the walker's
+/// next document asks: `k` the row before its start when it asks for it.
+fn answer(w: &BatchWalker, rows: &[u64], pages: u32) -> Vec<u8> {
+    let doc = w.document(pages);
+    let mut data = Map::new();
+    let size = w.spec.page_size as usize;
+    let at = usize::try_from(w.offset).unwrap();
+    if doc.contains(" k: ") {
+        let edges: Vec<Value> =
+            at.checked_sub(1).and_then(|i| rows.get(i)).map(|k| node(*k)).into_iter().collect();
+        data.insert("k".into(), json!({ "edges": edges }));
+    }
+    for i in 0..pages as usize {
+        let from = at + i * size;
+        let edges: Vec<Value> = rows.iter().skip(from).take(size).map(|k| node(*k)).collect();
+        data.insert(format!("p{i}"), json!({ "edges": edges }));
+    }
+    serde_json::to_vec(&json!({ "data": data })).unwrap()
+}
+
+fn handed_out(w: &mut BatchWalker) -> Vec<u64> {
+    let mut out = Vec::new();
+    while let Some(page) = w.pop() {
+        let body: Value = serde_json::from_slice(&page.body).unwrap();
+        for edge in body["data"]["p"]["edges"].as_array().unwrap().iter().take(page.take) {
+            let id = edge["node"]["id"].as_str().unwrap();
+            out.push(from_global_id(id).unwrap().1.parse().unwrap());
+        }
+    }
+    out
+}
+
+#[test]
+fn a_walk_reads_every_row_once_in_batches() {
+    let rows: Vec<u64> = (1..=20).collect();
+    let mut w = walker(2, None);
+    let mut seen = Vec::new();
+    let mut requests = 0;
+    while !w.done {
+        let body = answer(&w, &rows, 2);
+        w.take(&body, 2).unwrap();
+        requests += 1;
+        seen.extend(handed_out(&mut w));
+    }
+    assert_eq!(seen, rows);
+    assert_eq!(requests, 4); // 6 rows a request: 6, 12, 18, then the last 2
+    let doc = w.document(2);
+    assert!(
+        doc.contains(
+            "p1: findings_view(first: 3, offset: 21, sort: [ID_ASC], filters_config: $filters_config)"
+        ),
+        "{doc}"
+    );
+    assert!(doc.starts_with("query findings_view_pages($filters_config: FiltersConfigInput) {"), "{doc}");
+}
+
+#[test]
+fn rows_removed_behind_the_walk_are_not_skipped_and_none_comes_twice() {
+    let mut rows: Vec<u64> = (1..=30).collect();
+    let mut w = walker(2, None);
+    let mut seen = Vec::new();
+    let mut step = 0;
+    while !w.done {
+        let body = answer(&w, &rows, 2);
+        w.take(&body, 2).unwrap();
+        seen.extend(handed_out(&mut w));
+        step += 1;
+        if step == 1 {
+            // Between requests: four rows already handed out go, and one added at the end.
+            rows.retain(|k| ![1, 2, 3, 5].contains(k));
+            rows.push(31);
+        }
+        assert!(step < 50, "the walk does not end");
+    }
+    let mut sorted = seen.clone();
+    sorted.dedup();
+    assert_eq!(sorted.len(), seen.len(), "a row came twice: {seen:?}");
+    for k in 6..=30 {
+        assert!(seen.contains(&k), "row {k} present at both ends was skipped: {seen:?}");
+    }
+    assert!(w.shifts >= 1);
+}
+
+#[test]
+fn rows_added_before_the_walks_position_come_once() {
+    // A server that gives new rows lower keys: rows shift forward, and the rows seen again are
+    // not handed out twice.
+    let mut rows: Vec<u64> = (10..=40).collect();
+    let mut w = walker(2, None);
+    let mut seen = Vec::new();
+    let mut step = 0;
+    while !w.done {
+        let body = answer(&w, &rows, 2);
+        w.take(&body, 2).unwrap();
+        seen.extend(handed_out(&mut w));
+        step += 1;
+        if step == 1 {
+            rows.splice(0..0, [1, 2]);
+        }
+    }
+    let mut once = seen.clone();
+    once.dedup();
+    assert_eq!(once, seen);
+    for k in 10..=40 {
+        assert!(seen.contains(&k), "{k} missing: {seen:?}");
+    }
+}
+
+#[test]
+fn the_limit_cuts_the_walk() {
+    let rows: Vec<u64> = (1..=20).collect();
+    let mut w = walker(2, Some(7));
+    let mut seen = Vec::new();
+    while !w.done {
+        let body = answer(&w, &rows, 2);
+        w.take(&body, 2).unwrap();
+        seen.extend(handed_out(&mut w));
+    }
+    assert_eq!(seen, (1..=7).collect::<Vec<_>>());
+}
+
+#[test]
+fn a_server_that_ignores_the_order_is_an_error_and_bad_specs_are_refused() {
+    let mut w = walker(1, None);
+    let body = serde_json::to_vec(&json!({"data": {"p0": {"edges": [node(3), node(1), node(2)]}}})).unwrap();
+    assert!(matches!(w.take(&body, 1), Err(Error::Pagination { .. })));
+    let prepared = prepare_operation("findings_view", Map::new(), Some("title")).unwrap();
+    let spec = BatchSpec { page_size: 3, pages_per_request: 2, start: 0, limit: None };
+    assert!(BatchWalker::new(&prepared, spec.clone()).is_err(), "no id in the selection");
+    let mut args = Map::new();
+    args.insert("sort".into(), json!(["SEVERITY_DESC"]));
+    let prepared = prepare_operation("findings_view", args, Some("id")).unwrap();
+    assert!(BatchWalker::new(&prepared, spec.clone()).is_err(), "another sort");
+    let prepared = prepare_operation("findings_view", Map::new(), Some("id")).unwrap();
+    let bad = BatchSpec { pages_per_request: 0, ..spec };
+    assert!(BatchWalker::new(&prepared, bad).is_err());
+}
+
+#[test]
+fn refusals_in_the_errors_are_read() {
+    let body = br#"{"errors":[{"message":"Query has too many aliases: 11 (limit 4)."}]}"#;
+    let e = refusal_of(body).unwrap().unwrap();
+    assert!(is_refusal(&e));
+    assert!(refusal_of(br#"{"data":{"p0":{"edges":[]}}}"#).unwrap().is_none());
+}
