@@ -295,3 +295,41 @@ def test_fan_out_sends_no_tenant_the_environments_token(
     assert not [body for body in seen if secret.encode() in body]
     assert result.exit_code == 2, result.output
     assert "profile 'b' has no token source" in result.output
+
+
+def test_mcp_with_several_tenants_sends_none_the_environments_token(
+    emu: Emulator, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The MCP server's tenant b (no token source) took $SECFINDINGS_API_TOKEN, tenant a's, and
+    sent it to b's identity provider on b's first call."""
+    token_a = emu.create_api_token()
+    config = tmp_path / "profiles.toml"
+    with HostileServer() as other:
+        config.write_text(
+            f'[profiles.a]\nbase_url = "{emu.base_url}"\nauth_url = "{emu.auth_url}"\n'
+            'token_env = "TOKEN_A"\n\n'
+            f'[profiles.b]\nbase_url = "{other.base_url}"\nauth_url = "{other.auth_url}"\n',
+            encoding="utf-8",
+        )
+        config.chmod(0o600)
+        env = {
+            **_env(emu, tmp_path),
+            "SECFINDINGS_CONFIG": str(config),
+            "TOKEN_A": token_a,
+            "SECFINDINGS_API_TOKEN": token_a,
+        }
+        del env["SECFINDINGS_BASE_URL"], env["SECFINDINGS_AUTH_URL"]
+
+        async def scenario() -> str:
+            try:
+                async with stdio(env, "--profiles", "a,b") as c:
+                    result = await c.call_tool("count_findings", {"tenant": "b"})
+                    return "served: " + result.content[0].text
+            except Exception as exc:  # the server refused to start
+                return f"refused: {exc!r}"
+
+        outcome = anyio.run(scenario)
+        seen = [r.body for r in other.requests]
+    secret = json.loads(base64.b64decode(token_a))["AuthParameters"]["REFRESH_TOKEN"]
+    assert not [body for body in seen if secret.encode() in body]
+    assert outcome.startswith("refused"), outcome

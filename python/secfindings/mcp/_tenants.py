@@ -10,7 +10,7 @@ from typing import Any
 from urllib.parse import urlsplit
 
 import secfindings
-from secfindings.profiles import Settings, load, resolve
+from secfindings.profiles import FLAG, ProfileError, Settings, load, resolve
 
 #: The tenant's name when no profile is configured (the environment's settings).
 ENV_TENANT = "default"
@@ -40,7 +40,16 @@ class Tenants:
             return cls({ENV_TENANT: resolve(None, profiles=doc)}, rate_limit)
         for name in names:
             doc.get(name)
-        return cls({name: resolve(name, profiles=doc) for name in names}, rate_limit)
+        settings = {name: resolve(name, profiles=doc) for name in names}
+        if len(settings) > 1:
+            for name, s in settings.items():
+                # one token from the environment would be one tenant's, sent to every tenant
+                if s.sources.get("base_url") != FLAG or s.sources.get("token") != FLAG:
+                    raise ProfileError(
+                        f"profile {name!r} has no base_url or no token source of its own: with "
+                        "several tenants each needs both (the environment's would go to every tenant)"
+                    )
+        return cls(settings, rate_limit)
 
     @property
     def names(self) -> list[str]:
