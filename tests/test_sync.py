@@ -382,3 +382,18 @@ def test_cancelling_the_async_sync_rolls_the_run_back(tmp_path: Any) -> None:
 
         asyncio.run(main())
         assert_equal_to_server(dest, emu.client())
+
+
+def test_the_plain_progress_line_counts_in_words(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`secfindings sync` printed "sync: 100 findings, 1 pages" (its first page) beside the
+    summary's "5000 read": now "1 page", and "so far" says it is not the total."""
+    import secfindings.sync as sync_module
+    from secfindings.sync import _progress
+
+    monkeypatch.setattr(sync_module.time, "monotonic", lambda: 1000.0)  # a line is due
+    on_page = _progress(True)
+    assert on_page is not None
+    on_page(100)
+    assert capsys.readouterr().err == "sync: 100 findings, 1 page so far\n"

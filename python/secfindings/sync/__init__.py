@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from secfindings import _newer, _plan
-from secfindings._plain import check_values
+from secfindings._plain import check_values, plural
 from secfindings._shared import did_you_mean
 from secfindings.errors import SecFindingsError, ValidationError
 from secfindings.filters import field
@@ -147,7 +147,8 @@ def _progress(progress: SyncProgress) -> Callable[[int], None] | None:
             now = time.monotonic()
             if now - last[0] >= 5.0 and sys.stderr is not None:
                 last[0] = now
-                print(f"sync: {seen['items']} findings, {seen['pages']} pages", file=sys.stderr, flush=True)
+                said = f"sync: {plural(seen['items'], 'finding')}, {plural(seen['pages'], 'page')} so far"
+                print(said, file=sys.stderr, flush=True)
         elif callable(progress):
             progress(dict(seen))
 
