@@ -11,6 +11,7 @@ from __future__ import annotations
 import base64
 import hashlib
 import json
+from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
@@ -197,6 +198,51 @@ def list_tenants(ctx: Context) -> dict[str, Any]:
     return {"tenants": ctx.tenants.describe(), "tenant_required": ctx.tenants.several}
 
 
+Mark = tuple[str | None, int]
+
+
+def _collect(
+    pages: Iterable[Any], after: str | None, skip: int, limit: int
+) -> tuple[list[Any], list[Mark], bool]:
+    """Up to ``limit`` rows of ``pages`` (past the first ``skip`` of the first page, which starts
+    at ``after``), each with where it is (its page's start cursor and its index there), and
+    whether more rows follow."""
+    rows: list[Any] = []
+    marks: list[Mark] = []
+    more = False
+    start = after
+    for page in pages:
+        for index, item in enumerate(page.items):
+            if index < skip:
+                continue
+            if len(rows) == limit:
+                more = True
+                break
+            rows.append(item.to_dict())
+            marks.append((start, index))
+        skip = 0
+        if more or not page.page_info.has_next_page:
+            break
+        start = page.page_info.end_cursor
+        if len(rows) == limit:
+            more = True
+            marks.append((start, 0))
+            break
+    return rows, marks, more
+
+
+def _bounded_page(
+    ctx: Context, rows: list[Any], marks: list[Mark], more: bool, limit: int, key: str
+) -> tuple[list[Any], str | None]:
+    """The rows that fit the call's caps, and the cursor of the first row left out (None when
+    nothing is)."""
+    kept, cut = bounded(rows, ctx, limit)
+    if not (cut or more):
+        return kept, None
+    where = marks[len(kept)] if len(kept) < len(marks) else (marks[-1][0], marks[-1][1] + 1)
+    return kept, encode_cursor(where[0], where[1], key)
+
+
 def search_findings(
     ctx: Context,
     tenant: str | None = None,
@@ -218,35 +264,11 @@ def search_findings(
         kwargs["filters"] = tree
     if sort:
         kwargs["sort"] = sort
-    rows: list[Any] = []
-    marks: list[tuple[str | None, int]] = []  # where each row is: the page's start and its index
-    more = False
-    start = after
     try:
-        for page in client.findings_view(**kwargs).pages():
-            for index, item in enumerate(page.items):
-                if index < skip:
-                    continue
-                if len(rows) == limit:
-                    more = True
-                    break
-                rows.append(item.to_dict())
-                marks.append((start, index))
-            skip = 0
-            if more or not page.page_info.has_next_page:
-                break
-            start = page.page_info.end_cursor
-            if len(rows) == limit:
-                more = True
-                marks.append((start, 0))
-                break
+        rows, marks, more = _collect(client.findings_view(**kwargs).pages(), after, skip, limit)
     except ValidationError as exc:
         raise ToolProblem(str(exc)) from None
-    kept, cut = bounded(rows, ctx, limit)
-    next_cursor = None
-    if cut or more:
-        where = marks[len(kept)] if len(kept) < len(marks) else (marks[-1][0], marks[-1][1] + 1)
-        next_cursor = encode_cursor(where[0], where[1], key)
+    kept, next_cursor = _bounded_page(ctx, rows, marks, more, limit, key)
     return _answer(
         ctx,
         name,
@@ -361,28 +383,8 @@ def list_collection(
     key = _query_key(name, what)
     after, skip = decode_cursor(cursor, key)
     pager = getattr(client, _COLLECTIONS[what])(after=after, page_size=min(100, skip + limit + 1), fields="*")
-    rows: list[Any] = []
-    more = False
-    start = after
-    marks: list[tuple[str | None, int]] = []
-    for page in pager.pages():
-        for index, item in enumerate(page.items):
-            if index < skip:
-                continue
-            if len(rows) == limit:
-                more = True
-                break
-            rows.append(item.to_dict())
-            marks.append((start, index))
-        skip = 0
-        if more or not page.page_info.has_next_page:
-            break
-        start = page.page_info.end_cursor
-    kept, cut = bounded(rows, ctx, limit)
-    next_cursor = None
-    if cut or more:
-        where = marks[len(kept)] if len(kept) < len(marks) else (marks[-1][0], marks[-1][1] + 1)
-        next_cursor = encode_cursor(where[0], where[1], key)
+    rows, marks, more = _collect(pager.pages(), after, skip, limit)
+    kept, next_cursor = _bounded_page(ctx, rows, marks, more, limit, key)
     return _answer(ctx, name, what=what, rows=kept, returned=len(kept), next_cursor=next_cursor)
 
 
