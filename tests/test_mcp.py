@@ -390,6 +390,25 @@ def test_http_needs_the_key_and_200_calls_meet_no_429(tmp_path: Path) -> None:
         assert stats["api_requests"] <= 50
 
 
+def test_a_key_file_in_a_folder_not_made_yet_is_made(tmp_path: Path) -> None:
+    """The guide's --key-file ~/.config/secfindings/mcp.key on a machine with no profiles yet:
+    the folder did not exist and the server stopped ('No such file or directory'); now the
+    folder is made (0700) and the key in it (0600)."""
+    env = _env("http://127.0.0.1:1/api/v1", "http://127.0.0.1:1/", "unused", tmp_path / "none.toml")
+    env.pop("SECFINDINGS_MCP_KEY", None)
+    key_file = tmp_path / "home" / ".config" / "secfindings" / "mcp.key"
+    proc, url, _ = _serve_http(env, "--key-file", str(key_file))
+    try:
+        assert url.endswith("/mcp")
+        assert key_file.stat().st_mode & 0o777 == 0o600
+        assert key_file.parent.stat().st_mode & 0o777 == 0o700
+    finally:
+        proc.terminate()
+        proc.wait(timeout=30)
+        if proc.stderr is not None:
+            proc.stderr.close()
+
+
 def test_http_refuses_a_host_that_is_not_loopback(tmp_path: Path) -> None:
     done = subprocess.run(
         [sys.executable, "-m", "secfindings", "mcp", "--http", "--host", "0.0.0.0"],

@@ -43,6 +43,7 @@ def _key(key_file: Path | None) -> str:
     if key_file is None:
         raise click.UsageError(f"--http needs a key: set ${KEY_ENV} or give --key-file FILE")
     if not key_file.exists():
+        key_file.parent.mkdir(mode=0o700, parents=True, exist_ok=True)  # ~/.config/secfindings, new
         fd = os.open(key_file, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
         with os.fdopen(fd, "w") as f:
             f.write(secrets.token_urlsafe(32) + "\n")
