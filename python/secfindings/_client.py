@@ -10,7 +10,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, Literal, NoReturn, cast, overload
 
-from secfindings import _logging, _lookup
+from secfindings import _batched, _logging, _lookup
 from secfindings._budget import Budget, budget_setting
 from secfindings._lookup import AsyncBatch, Batch, LookupNative, Missing
 from secfindings._native import NativeClient, NativePages
@@ -76,6 +76,17 @@ class _Base:
         # schema: its selections and checks sit in front of the calls, and it types the models.
         self._live = LookupNative(native, schema)
         self._native = self._live
+
+    @property
+    def pages_per_request(self) -> int:
+        """Pages one request of a ``findings_view`` walk carries, as aliased fields (1: one page
+        per request). Default 10, or ``$SECFINDINGS_PAGES_PER_REQUEST``; see
+        docs/guides/performance.md and :mod:`secfindings._batched` for where it applies."""
+        return _batched.setting(self._live)
+
+    @pages_per_request.setter
+    def pages_per_request(self, value: int) -> None:
+        self._live.pages_per_request = _batched.check_pages_per_request(value)
 
     @property
     def base_url(self) -> str:

@@ -13,7 +13,7 @@ import asyncio
 from collections.abc import Mapping
 from typing import Any
 
-from secfindings import _native
+from secfindings import _batched, _native
 from secfindings._schema import ANALYST, Schema
 from secfindings._schema_loading import (
     _MEMORY,
@@ -45,7 +45,7 @@ class LiveNative:
     checks first; ``loaded_schema`` is the schema they were checked against, which types the
     models made from their answers."""
 
-    __slots__ = ("_async_loading", "_base_url", "_mode", "_n", "_schema")
+    __slots__ = ("_async_loading", "_base_url", "_mode", "_n", "_schema", "pages_per_request")
 
     def __init__(self, native: Any, mode: str) -> None:
         if mode not in MODES:
@@ -55,6 +55,8 @@ class LiveNative:
         self._base_url: str = native.base_url
         self._schema: Schema | None = None
         self._async_loading: dict[int, asyncio.Future[Schema | None]] = {}
+        #: Pages per request of this client's walks (None: the default; see _batched).
+        self.pages_per_request: int | None = None
 
     @property
     def mode(self) -> str:
@@ -333,7 +335,8 @@ class LiveNative:
         # Also for AsyncClient (a paginator is made without awaiting): the first need of the
         # schema there waits for it, once per base URL and process.
         prepared = self._prepare(self.schema_sync(), name, args, fields)
-        return self._n.paginate_prepared(prepared, page_size, limit)
+        # In aliased batches where that is safe, else one page per request (see _batched).
+        return _batched.pages(self, name, args, prepared, page_size, limit)
 
     def subscribe(
         self,

@@ -1,0 +1,306 @@
+"""Aliased page batches (``pages_per_request``): a walk of ``findings_view`` reads several pages in
+one request, ``p1: findings_view(first: 100, offset: 0) ... p10: findings_view(first: 100,
+offset: 900)``, so a walk under a request-counted limit costs a tenth of the requests.
+
+The batches are the Rust core's (``NativeClient.paginate_batched``): pages read by ``offset`` in
+id order (``sort: [ID_ASC]``), each batch checked by a one-row alias at the row before its start,
+so a finding removed behind the walk makes it read again from earlier, and only rows whose id is
+above the last one handed out are handed out: every row present at both ends of the walk once.
+A document the server refuses for its size is halved, and the size that worked is remembered per
+server for the process.
+
+This module decides where batches are used (:func:`pages`, called by the live client when a
+typed ``findings_view`` walk is made): only where it is safe, else the walk reads one page per
+request as before:
+
+- ``pages_per_request`` above 1 (the client's :attr:`~secfindings.Client.pages_per_request`,
+  default :data:`DEFAULT_PAGES_PER_REQUEST`, or ``$SECFINDINGS_PAGES_PER_REQUEST``);
+- the walk has no resume cursor (``after=``): a batched walk has none to give (its ``cursor`` is
+  None), so where one is wanted, set ``pages_per_request = 1``;
+- no ``sort=`` other than ``ID_ASC``; the selection has ``id`` (else one DEBUG line);
+- the walk plan's ``offset`` probe (one request per server, remembered; it also sends two
+  aliased fields) showed that the server takes ``offset`` and aliases;
+- the first batch does not fail with a :class:`~secfindings.PaginationError` (a server that does
+  not order by id): then the walk starts again with one page per request (one INFO line).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import contextvars
+import logging
+import math
+import os
+from collections.abc import Callable, Iterator, Mapping
+from typing import Any
+
+from secfindings import _plan
+from secfindings.errors import PaginationError, ValidationError
+
+__all__ = [
+    "DEFAULT_PAGES_PER_REQUEST",
+    "check_pages_per_request",
+    "pages",
+    "requests_for",
+    "setting",
+    "whole_walks",
+]
+
+log = logging.getLogger("secfindings.batched")
+
+#: Pages per request when nothing says otherwise (benches/results/batched.md: 10 takes a walk
+#: of 100,000 findings from 1,000 requests to 101, and a document of 10 aliases is far below
+#: what servers refuse; 20 saves 50 more requests at twice the answer's size).
+DEFAULT_PAGES_PER_REQUEST = 10
+#: The most pages one request may carry.
+MAX_PAGES_PER_REQUEST = 100
+_ENV = "SECFINDINGS_PAGES_PER_REQUEST"
+#: The operations read in batches (the connections whose offset the plan probes).
+_OPERATIONS = frozenset({"findings_view"})
+
+
+def check_pages_per_request(value: object) -> int:
+    """``value`` as pages per request; a ValidationError for anything but an int 1..100."""
+    if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= MAX_PAGES_PER_REQUEST:
+        raise ValidationError(
+            f"pages_per_request must be an integer from 1 (one page per request) to "
+            f"{MAX_PAGES_PER_REQUEST}, not {value!r}"
+        )
+    return value
+
+
+def _from_env() -> int:
+    text = os.environ.get(_ENV)
+    if text is None or not text.strip():
+        return DEFAULT_PAGES_PER_REQUEST
+    try:
+        return check_pages_per_request(int(text.strip()))
+    except (ValueError, ValidationError):
+        raise ValidationError(
+            f"${_ENV} must be an integer from 1 to {MAX_PAGES_PER_REQUEST}, not {text[:40]!r}"
+        ) from None
+
+
+def setting(native: Any) -> int:
+    """The pages per request of a client's walks (its own setting, else the environment's,
+    else the default)."""
+    own = getattr(native, "pages_per_request", None)
+    return own if isinstance(own, int) else _from_env()
+
+
+def requests_for(rows: int, page_size: int, pages_per_request: int) -> int:
+    """The requests a walk of ``rows`` makes with batches (a walk of none still asks once; the
+    walk ends on a batch that comes back short, so a count that fills its last batch exactly
+    needs one more)."""
+    per = max(1, page_size) * max(1, pages_per_request)
+    return max(1, rows // per + 1) if pages_per_request > 1 else max(1, math.ceil(rows / max(1, page_size)))
+
+
+def _id_sorted(sort: Any) -> bool:
+    if sort is None:
+        return True
+    values = [sort] if isinstance(sort, str) else list(sort)
+    names = [getattr(v, "value", v) for v in values]
+    return names in ([], ["ID_ASC"])
+
+
+def _usable(name: str, args: Mapping[str, Any], n: int) -> str | None:
+    """Why a walk is not read in batches (None: it may be)."""
+    if n <= 1:
+        return "pages_per_request is 1"
+    if name not in _OPERATIONS:
+        return f"{name} is not read in batches"
+    if args.get("after") is not None or args.get("before") is not None:
+        return "the walk resumes from a cursor (after=)"
+    if not _id_sorted(args.get("sort")):
+        return "the walk has a sort other than ID_ASC"
+    return None
+
+
+def _offset_held(native: Any, name: str) -> bool:
+    """The walk plan's offset probe (one request per server, remembered; two aliased fields)."""
+    try:
+        steps = _plan.capability_steps(native.base_url, native.schema_sync(), _plan.OFFSET)
+        held = _plan.drive(native, steps)
+    except Exception as exc:  # a 429, a 5xx, the network: the probe is asked again next time
+        log.debug("%s: one page per request (the offset probe failed: %s)", name, type(exc).__name__)
+        return False
+    if not held:
+        log.debug("%s: one page per request (the server does not take offset with aliases)", name)
+    return held
+
+
+class _Chosen:
+    """A findings walk whose reading chooses its requests: in batches when it is read whole
+    (``read_table``: ``to_arrow`` / ``to_pandas`` / ``to_polars``, where no cursor is wanted
+    half-way) or when batches were asked for (the client's ``pages_per_request`` set, or
+    :func:`whole_walks`); else one page per request, so that ``cursor`` resumes the walk. Both
+    native walks are lazy (no request until read). A batched walk whose first batch fails with a
+    PaginationError (a server that does not order by id) starts again with one page per
+    request."""
+
+    def __init__(
+        self, batched: Any, plain: Callable[[], Any], always: bool, held: Callable[[], bool]
+    ) -> None:
+        self._batched: Any = batched
+        self._held = held
+        self._plain_of: Callable[[], Any] | None = plain
+        self._plain: Any = None
+        self._inner: Any = None  # chosen at the first read
+        self._always = always
+        self._started = False
+
+    def _idle(self) -> Any:
+        if self._inner is not None:
+            return self._inner
+        if self._plain is None and self._plain_of is not None:
+            self._plain = self._plain_of()
+        return self._plain
+
+    def __getattr__(self, name: str) -> Any:
+        # cursor, total, waits, redact, freeze: the chosen walk's, or before any read the plain
+        # one's (a walk made without after= stands at its start either way).
+        return getattr(self._idle(), name)
+
+    def _choose(self, whole: bool) -> Any:
+        if self._inner is None:
+            if (self._always or whole) and self._held():
+                self._inner = self._batched
+            else:
+                self._inner = self._idle()
+                self._plain_of = None
+        return self._inner
+
+    def _swap(self, exc: PaginationError) -> None:
+        log.info("batched pages refused by the server (%s): one page per request", str(exc)[:200])
+        plain, self._plain_of = self._plain_of, None
+        self._inner = self._plain if self._plain is not None else plain() if plain is not None else None
+
+    def _can_swap(self) -> bool:
+        return self._inner is self._batched and not self._started and self._plain_of is not None
+
+    def _call(self, name: str, *args: Any) -> Any:
+        inner = self._choose(False)
+        if not self._can_swap():
+            return getattr(inner, name)(*args)
+        try:
+            got = getattr(inner, name)(*args)
+        except PaginationError as exc:
+            self._swap(exc)
+            got = getattr(self._inner, name)(*args)
+        if got is not False:  # try_next_page: False is "not arrived yet"
+            self._started = True
+        return got
+
+    async def _call_async(self, name: str, *args: Any) -> Any:
+        try:
+            got = await getattr(self._inner, name)(*args)
+        except PaginationError as exc:
+            if not self._can_swap():
+                raise
+            self._swap(exc)
+            got = await getattr(self._inner, name)(*args)
+        self._started = True
+        return got
+
+    def _later(self, name: str, *args: Any, whole: bool = False) -> Any:
+        inner = self._choose(whole)
+        if not self._can_swap():
+            return getattr(inner, name)(*args)
+        return self._call_async(name, *args)
+
+    def try_next_page(self) -> Any:
+        return self._call("try_next_page")
+
+    def next_page(self) -> Any:
+        return self._call("next_page")
+
+    def next_batch(self, freeze: bool = True) -> Any:
+        return self._call("next_batch", freeze)
+
+    def next_jsonl(self) -> Any:
+        return self._call("next_jsonl")
+
+    def next_page_async(self) -> Any:
+        return self._later("next_page_async")
+
+    def next_batch_async(self, freeze: bool = True) -> Any:
+        return self._later("next_batch_async", freeze)
+
+    def next_jsonl_async(self) -> Any:
+        return self._later("next_jsonl_async")
+
+    def read_table_async(self) -> Any:
+        return self._later("read_table_async", whole=True)
+
+    def read_table(self, on_page: Callable[[int, int], object] | None = None) -> Any:
+        inner = self._choose(True)
+        if not self._can_swap():
+            return inner.read_table(on_page)
+
+        def seen(rows: int, pages: int) -> None:
+            self._started = True
+            if on_page is not None:
+                on_page(rows, pages)
+
+        try:
+            return inner.read_table(seen)
+        except PaginationError as exc:
+            if self._started:
+                raise
+            self._swap(exc)
+            return self._inner.read_table(on_page)
+
+    def batch_reader(self) -> Any:
+        # Read by the consumer as it goes, the cursor moving with it: one page per request
+        # unless batches were asked for (then no second start: a PaginationError is raised).
+        inner = self._choose(False)
+        self._started = True
+        return inner.batch_reader()
+
+
+_WHOLE: contextvars.ContextVar[bool] = contextvars.ContextVar("secfindings_whole_walks", default=False)
+
+
+@contextlib.contextmanager
+def whole_walks() -> Iterator[None]:
+    """The walks made inside read in batches however they are read (for a reader that needs no
+    cursor half-way, as the sync's loads, which keep their own place)."""
+    token = _WHOLE.set(True)
+    try:
+        yield
+    finally:
+        _WHOLE.reset(token)
+
+
+def pages(
+    native: Any,
+    name: str,
+    args: Mapping[str, Any],
+    prepared: Any,
+    page_size: Any,
+    limit: Any,
+) -> Any:
+    """The native walk of a typed operation: in batches where that is safe (see the module),
+    else one page per request."""
+
+    def plain() -> Any:
+        return native._n.paginate_prepared(prepared, page_size, limit)
+
+    n = setting(native)
+    why = _usable(name, args, n)
+    if why is not None:
+        if n > 1 and name in _OPERATIONS:
+            log.debug("%s: one page per request (%s)", name, why)
+        return plain()
+    try:
+        batched = native._n.paginate_batched(prepared, page_size, limit, n, 0)
+    except ValidationError as exc:  # the selection has no id, or another sort
+        log.debug("%s: one page per request (%s)", name, str(exc)[:200])
+        return plain()
+    always = (
+        _WHOLE.get()
+        or getattr(native, "pages_per_request", None) is not None
+        or bool(os.environ.get(_ENV, "").strip())
+    )
+    return _Chosen(batched, plain, always, lambda: _offset_held(native, name))
