@@ -21,6 +21,7 @@ import yaml
 from click.testing import CliRunner
 from tests.servers.http import HostileServer, Request, Response, json_stream, make_api_token
 from tests.servers.proxy import LyingProxy
+from tests.servers.tickets import Issue, TicketServer
 from tests.test_mcp import _data as data
 from tests.test_mcp import _env as mcp_env
 from tests.test_mcp import stdio
@@ -29,7 +30,7 @@ from secfindings._shell_output import jq_lines, jq_program
 from secfindings.cli import main
 from secfindings.errors import PaginationError, TransportError
 from secfindings.testing import Emulator
-from secfindings.tickets import GitHub, Jira
+from secfindings.tickets import FindingTickets, GitHub, Jira, ServiceTicket, drift
 from secfindings.tickets._http import MAX_BODY
 
 
@@ -333,3 +334,23 @@ def test_mcp_with_several_tenants_sends_none_the_environments_token(
     secret = json.loads(base64.b64decode(token_a))["AuthParameters"]["REFRESH_TOKEN"]
     assert not [body for body in seen if secret.encode() in body]
     assert outcome.startswith("refused"), outcome
+
+
+def test_a_hostile_finding_title_is_text_in_a_github_comment() -> None:
+    """--close-fixed wrote the finding's title (scanner text) into the issue's comment as is:
+    GitHub's Markdown would ping the team it names and load the image it shows."""
+    title = "pkg @acme/security-team ![t](http://127.0.0.1:9/t.png) <b>x</b>\n\n# heading"
+    fixed = FindingTickets(1, title, "FIXED", "CLOSED", [ServiceTicket("acme/app#1", None, "BACKLOG", None)])
+    with TicketServer("github", [Issue("1", True, ["secfindings", "finding-1"])]) as github:
+        system = GitHub("acme/app", api_url=github.url, token="s3cret-token", sleep=_no_sleep)
+        assert drift([fixed], system, close_fixed=True).closed == ["1"]
+        (comment,) = github.issues["1"].comments
+    page = markdown.markdown(comment)
+    assert "<img" not in page
+    assert "<b>" not in page
+    assert "<h1>" not in page
+    assert (
+        "<code>pkg @acme/security-team ![t](http://127.0.0.1:9/t.png) &lt;b&gt;x&lt;/b&gt; # heading</code>"
+        in page
+    )
+    assert "[secfindings] finding 1 is fixed" in comment  # the marker a rerun looks for

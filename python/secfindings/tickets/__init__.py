@@ -35,6 +35,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
+from secfindings.formats import line_text
 from secfindings.tickets._github import GitHub
 from secfindings.tickets._jira import Jira
 from secfindings.tickets._model import (
@@ -71,6 +72,13 @@ KINDS = {
     "duplicates": "findings with two or more open tickets",
     "orphans": "open tickets whose finding no longer exists",
 }
+
+
+def _quoted(title: str | None) -> str:
+    """A finding's title (scanner text) as it goes into a ticket's comment: one line, cut, in a
+    code span, so that GitHub's Markdown shows it as text (no mention it pings, no image it loads,
+    no HTML or link); Jira's comment is plain text already."""
+    return "`" + line_text(title, 200).replace("`", "'") + "`"
 
 
 def _marker(finding_id: int) -> str:
@@ -209,7 +217,7 @@ def _close(
             out.kept.append(key)
             continue
         named = ", ".join(
-            f"{f} ({by_id[f].title})" if f in by_id and by_id[f].title else str(f) for f in fids
+            f"{f} ({_quoted(by_id[f].title)})" if f in by_id and by_id[f].title else str(f) for f in fids
         )
         markers = " ".join(_marker(f) for f in fids)
         comment = f"{markers}. Closed by secfindings tickets drift --close-fixed: finding {named} is fixed."
