@@ -354,3 +354,21 @@ def test_a_hostile_finding_title_is_text_in_a_github_comment() -> None:
         in page
     )
     assert "[secfindings] finding 1 is fixed" in comment  # the marker a rerun looks for
+
+
+@pytest.mark.parametrize("kind", ["jira", "github"])
+def test_a_hostile_ticket_key_is_refused(kind: str) -> None:
+    """A key or number with a terminal's escape and a path in it went into the report as is
+    (and into the URLs of --close-fixed)."""
+    bad = "SEC-1/../../x\x1b[2J" if kind == "jira" else "1/../../x\x1b[2J"
+    with HostileServer() as server:
+        if kind == "jira":
+            issue = {"key": bad, "fields": {"labels": ["secfindings", "finding-1"], "status": {}}}
+            server.api = lambda req: Response.of_json({"issues": [issue], "isLast": True})
+            system: Any = _jira(server)
+        else:
+            issue = {"number": bad, "state": "open", "labels": [{"name": "finding-1"}]}
+            server.api = lambda req: Response.of_json([issue])
+            system = _github(server)
+        with pytest.raises(TransportError, match="none"):
+            drift([], system)

@@ -10,7 +10,7 @@ import time
 from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
-from secfindings.errors import APIStatusError, ConfigurationError
+from secfindings.errors import APIStatusError, ConfigurationError, TransportError
 from secfindings.tickets._http import HTTP, Pages, ServerError
 from secfindings.tickets._model import LABEL, ExternalTicket, ServiceTicket, finding_of_label
 
@@ -77,8 +77,12 @@ class GitHub:
     def _ticket(self, issue: dict[str, Any]) -> ExternalTicket:
         labels = [(x.get("name") if isinstance(x, dict) else x) for x in issue.get("labels") or []]
         ids = {i for i in (finding_of_label(str(x)) for x in labels) if i is not None}
+        number = issue.get("number")
+        if not isinstance(number, int) or isinstance(number, bool) or number < 1:
+            # it goes into URLs and onto a terminal: an issue number as GitHub makes them
+            raise TransportError(f"GitHub: an issue number that is none: {str(number)[:40]!r}")
         return ExternalTicket(
-            str(issue.get("number")),
+            str(number),
             issue.get("state") != "closed",
             issue.get("html_url"),
             issue.get("title"),

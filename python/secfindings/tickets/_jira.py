@@ -12,7 +12,7 @@ import time
 from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
-from secfindings.errors import APIStatusError, ConfigurationError
+from secfindings.errors import APIStatusError, ConfigurationError, TransportError
 from secfindings.tickets._http import HTTP, Pages, ServerError
 from secfindings.tickets._model import LABEL, ExternalTicket, ServiceTicket, finding_of_label
 
@@ -69,6 +69,8 @@ class Jira:
         labels = f.get("labels") or []
         ids = {i for i in (finding_of_label(str(x)) for x in labels) if i is not None}
         key = str(issue.get("key"))
+        if not _KEY.match(key):  # it goes into URLs and onto a terminal: a key as Jira makes them
+            raise TransportError(f"Jira: an issue key that is none: {key[:40]!r}")
         return ExternalTicket(key, category != "done", f"{self.site}/browse/{key}", f.get("summary"), ids)
 
     def _search(self, jql: str) -> Iterator[ExternalTicket]:
