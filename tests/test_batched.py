@@ -1,0 +1,142 @@
+"""Aliased page batches (issue 37, :mod:`secfindings._batched`) over real HTTP: the emulator on
+both profiles, and a server of the tests' own that ignores ``sort``."""
+
+from __future__ import annotations
+
+import math
+from collections import Counter
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+from tests.servers.http import make_api_token
+from tests.servers.unsorted import unsorted_server
+
+from secfindings import Client
+from secfindings.errors import ValidationError
+from secfindings.testing import Emulator
+
+pa = pytest.importorskip("pyarrow")
+
+N = 20_000
+
+
+@pytest.fixture(scope="module", params=["default", "known"])
+def big(request: pytest.FixtureRequest) -> Iterator[Emulator]:
+    with Emulator(findings=N, profile=request.param) as emu:
+        yield emu
+
+
+def walks(emu: Emulator) -> list[dict[str, Any]]:
+    return [r for r in emu.request_log() if str(r["operation_name"]).startswith("findings_view")]
+
+
+def test_a_walk_read_whole_goes_in_batches_of_ten_pages(big: Emulator) -> None:
+    with big.client() as client:
+        client.schema()
+        big.clear_request_log()
+        table = client.findings_view(fields="id id_int title").to_arrow()
+        batched = walks(big)
+        ids = table.column("id_int").to_pylist()
+        assert len(ids) == N
+        assert len(set(ids)) == N
+        assert len(batched) <= math.ceil(N / 1000) + 2
+        assert max(r["aliases"] for r in batched) >= 10
+        client.pages_per_request = 1
+        big.clear_request_log()
+        again = client.findings_view(fields="id id_int title").to_arrow()
+        assert again.column("id_int").to_pylist() == ids
+        assert len(walks(big)) == N // 100 + 1 or len(walks(big)) == N // 100
+
+
+def test_iteration_keeps_its_cursor_unless_batches_are_asked_for(big: Emulator) -> None:
+    with big.client() as client:
+        pager = client.findings_view(page_size=100)
+        next(iter(pager.pages()))
+        assert pager.cursor is not None  # one page per request: after= resumes it
+        client.pages_per_request = 20
+        big.clear_request_log()
+        rows = [f.id for f in client.findings_view(limit=5000)]
+        assert len(rows) == len(set(rows)) == 5000
+        assert len(walks(big)) <= 4
+
+
+def test_a_selection_without_id_reads_one_page_per_request(big: Emulator) -> None:
+    with big.client() as client:
+        client.schema()
+        big.clear_request_log()
+        table = client.findings_view(fields="id_int", limit=1000).to_arrow()
+        assert table.num_rows == 1000
+        assert len(walks(big)) == 10
+        assert all(r["aliases"] == 0 for r in walks(big))
+
+
+@pytest.mark.parametrize("value", [0, 101, -1, 2.5, True, "10"])
+def test_pages_per_request_is_checked(value: Any) -> None:
+    with Emulator(findings=10) as emu, emu.client() as client, pytest.raises(ValidationError):
+        client.pages_per_request = value
+
+
+def test_the_environment_sets_it_and_is_checked(monkeypatch: pytest.MonkeyPatch) -> None:
+    with Emulator(findings=10) as emu, emu.client() as client:
+        monkeypatch.setenv("SECFINDINGS_PAGES_PER_REQUEST", "4")
+        assert client.pages_per_request == 4
+        monkeypatch.setenv("SECFINDINGS_PAGES_PER_REQUEST", "many")
+        with pytest.raises(ValidationError, match="SECFINDINGS_PAGES_PER_REQUEST"):
+            client.findings_view().to_arrow()
+
+
+def test_an_alias_limit_of_four_halves_the_batch_and_completes(profile: str) -> None:
+    with Emulator(findings=5_000, profile=profile) as emu, emu.client() as client:
+        emu.set_document_limits(max_aliases=4)
+        table = client.findings_view(fields="id id_int").to_arrow()
+        ids = table.column("id_int").to_pylist()
+        assert sorted(ids) == ids
+        assert len(set(ids)) == 5_000
+        answered = [r for r in walks(emu) if r["status"] == 200]
+        assert max(r["aliases"] for r in answered) <= 4
+        # Halved twice (10, 5: refused), then 2 pages a request and the one-row check.
+        assert len(walks(emu)) <= 5_000 // 200 + 4
+
+
+def test_rows_added_and_removed_between_batches_come_once(profile: str) -> None:
+    with Emulator(findings=3_000, profile=profile) as emu, emu.client() as client:
+        client.pages_per_request = 5
+        before = {f.id_int for f in client.findings_view(fields="id id_int")}
+        seen: list[int] = []
+        removed: set[int] = set()
+        added: set[int] = set()
+        order = sorted(before)
+        for page in client.findings_view(fields="id id_int").pages():
+            seen.extend(f.id_int for f in page.items)
+            if len(seen) % 500 == 0 and len(seen) < 2_500:
+                last = seen[-1]
+                # one behind the walk, one just ahead, one far ahead; and two new findings
+                for victim in (last - 3, last + 1, last + 700):
+                    if victim in before and victim not in removed:
+                        emu.remove_finding(victim)
+                        removed.add(victim)
+                for _ in range(2):
+                    ident, _ = emu.create_finding(3)
+                    added.add(ident)
+        counts = Counter(seen)
+        assert max(counts.values()) == 1, "a row was handed out twice"
+        after = {f.id_int for f in client.findings_view(fields="id id_int")}
+        both = before & after
+        assert removed
+        assert added
+        assert both == set(order) - removed
+        assert both <= set(seen), "a row present at both ends was missed"
+        assert set(seen) <= before | added
+
+
+def test_a_server_that_ignores_sort_is_walked_one_page_per_request() -> None:
+    with (
+        unsorted_server(2_500) as (server, order),
+        Client(make_api_token(), base_url=server.base_url, auth_url=server.auth_url) as client,
+    ):
+        table = client.findings_view(fields="id id_int title").to_arrow()
+        assert table.column("id_int").to_pylist() == order  # the server's order, each once
+        client.pages_per_request = 10
+        rows = [f.id_int for f in client.findings_view(fields="id id_int title")]
+        assert rows == order
