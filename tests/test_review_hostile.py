@@ -372,3 +372,36 @@ def test_a_hostile_ticket_key_is_refused(kind: str) -> None:
             system = _github(server)
         with pytest.raises(TransportError, match="none"):
             drift([], system)
+
+
+# profiles: what show and list print ------------------------------------------------------------
+
+
+def test_profile_show_and_list_print_no_password(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A URL with a password in it (the client refuses one; the file or the environment may still
+    hold it) was printed whole by `profile show` and `profile list`, which say no secret is shown."""
+    config = tmp_path / "profiles.toml"
+    config.write_text(
+        '[profiles.a]\nbase_url = "https://me:hunter2@api.example.com/api/v1"\n'
+        'auth_url = "https://me:hunter3@idp.example.com/"\ntoken_env = "T"\n',
+        encoding="utf-8",
+    )
+    config.chmod(0o600)
+    for name in ("SECFINDINGS_BASE_URL", "SECFINDINGS_AUTH_URL", "SECFINDINGS_PROFILE", "SECFINDINGS_REGION"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("SECFINDINGS_CONFIG", str(config))
+    shown = []
+    for args in (
+        ["profile", "show", "a"],
+        ["profile", "show", "a", "--json"],
+        ["profile", "list"],
+        ["profile", "list", "--json"],
+    ):
+        result = CliRunner().invoke(main, args)
+        assert result.exit_code == 0, result.output
+        shown.append(result.output)
+    monkeypatch.setenv("SECFINDINGS_BASE_URL", "https://me:hunter4@api.example.com/api/v1")
+    shown.append(CliRunner().invoke(main, ["profile", "show"]).output)
+    text = "\n".join(shown)
+    assert "hunter" not in text
+    assert "https://me:***@api.example.com/api/v1" in text

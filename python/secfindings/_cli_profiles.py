@@ -6,11 +6,13 @@ from __future__ import annotations
 import contextlib
 import json
 import sys
+import urllib.parse
 from typing import Any
 
 import click
 
 from secfindings._cli_support import ExitCode, errors
+from secfindings.formats import line_text
 from secfindings.profiles import (
     FLAG_PROFILE,
     KEYRING_SERVICE,
@@ -144,9 +146,9 @@ def list_command(as_json: bool) -> None:
         {
             "name": p.name,
             "default": p.name == doc.default,
-            "base_url": p.base_url,
+            "base_url": _shown(p.base_url),
             "region": p.region,
-            "auth_url": p.auth_url,
+            "auth_url": _shown(p.auth_url),
             "output": p.output,
             "token": p.token_source,
         }
@@ -165,6 +167,22 @@ def list_command(as_json: bool) -> None:
         click.echo(f"{mark} {r['name']:<{width}}{r['base_url'] or '-'}  {r['token']}")
 
 
+def _shown(url: str | None) -> str | None:
+    """A URL as list and show print it: a password in it (the client refuses such a URL, but
+    the file or the environment may hold one) as ``***``, control characters as U+FFFD."""
+    if url is None:
+        return None
+    try:
+        parts = urllib.parse.urlsplit(url)
+        password = parts.password
+    except ValueError:
+        password = None
+    if password:
+        userinfo, host = parts.netloc.rsplit("@", 1)
+        url = urllib.parse.urlunsplit(parts._replace(netloc=f"{userinfo.split(':', 1)[0]}:***@{host}"))
+    return line_text(url)
+
+
 @profile_group.command("show")
 @click.argument("name", required=False)
 @click.option("--json", "as_json", is_flag=True, help="One JSON object.")
@@ -180,9 +198,9 @@ def show_command(name: str | None, as_json: bool) -> None:
             token_state = "environment $SECFINDINGS_API_TOKEN"
     values = {
         "profile": settings.profile,
-        "base_url": settings.base_url,
+        "base_url": _shown(settings.base_url),
         "region": settings.region,
-        "auth_url": settings.auth_url,
+        "auth_url": _shown(settings.auth_url),
         "output": settings.output,
         "token": token_state,
     }
