@@ -148,6 +148,27 @@ def test_a_changed_filter_is_refused_with_one_line_naming_reconcile(emu: Emulato
     assert " 0 created, 0 updated, 0 removed" in same.output
 
 
+def test_the_same_filter_in_another_order_is_the_same_filter(emu: Emulator, tmp_path: Path) -> None:
+    """`sync --status open --severity critical,high`, then the same with `high,critical` (or
+    the options swapped, or `4,5`) was refused as another filter (exit 2): the order of an `in`
+    list's values or of an `and`'s operands says nothing."""
+    dest = str(tmp_path / "open.duckdb")
+    runs = [
+        ["--status", "open", "--severity", "critical,high"],
+        ["--severity", "high,critical", "--status", "open"],
+        ["--severity", "4,5", "--status", "OPEN"],
+    ]
+    for args in runs:
+        result = CliRunner().invoke(main, ["sync", dest, "--no-progress", *args], env=env(emu))
+        assert result.exit_code == 0, (args, result.output)
+    client = emu.client()
+    high_or_critical = field("severity").in_(["4", "5"])
+    open_ = field("actual_status").where(field("category").in_(["OPEN"]))
+    assert client.sync(dest, filters=open_ & high_or_critical).removed == 0
+    with pytest.raises(ConfigurationError, match="--reconcile"):  # another filter is still refused
+        client.sync(dest, filters=open_ & field("severity").in_(["5"]))
+
+
 @pytest.mark.reliability_input
 def test_a_destination_synced_without_a_filter_refuses_one(emu: Emulator, dest: str) -> None:
     client = emu.client()

@@ -49,7 +49,7 @@ from secfindings.sync._engine import (
     with_required,
 )
 from secfindings.sync._model import _by_time, _State, run_kinds
-from secfindings.sync._scope import refuse_change, scope_of
+from secfindings.sync._scope import refuse_change, same_scope, scope_of
 from secfindings.sync._source import AsyncClientProtocol, AsyncSource, ClientSource, SyncClientProtocol
 
 __all__ = [
@@ -295,7 +295,7 @@ def plan(
             finally:
                 backend.close()
     wanted = options.scope.text if options.scope is not None else None
-    if state.fields is not None and state.filters != wanted:
+    if state.fields is not None and not same_scope(state.filters, wanted):
         if reconcile is not True:
             refuse_change(str(target), state.filters, wanted)
         state.last_full_reconcile = state.reconcile_after_id = None  # a load again under the new filter

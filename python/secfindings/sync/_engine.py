@@ -36,7 +36,7 @@ from secfindings.sync._model import (
     with_required,
 )
 from secfindings.sync._order import IdOrder
-from secfindings.sync._scope import refuse_change
+from secfindings.sync._scope import refuse_change, same_scope
 from secfindings.sync._tables import STAGE, Tables, future, warn
 
 __all__ = [
@@ -614,7 +614,7 @@ class Engine(Tables):
         chunk by chunk, those that left the filter removed, the history kept."""
         wanted = self.opt.scope.text if self.opt.scope is not None else None
         synced = state.fields is not None
-        if synced and state.filters != wanted:
+        if synced and not same_scope(state.filters, wanted):
             if self.opt.reconcile is not True:
                 refuse_change(str(self.db.dest), state.filters, wanted)
             state.last_full_reconcile = None  # the state is written at the first chunk's commit

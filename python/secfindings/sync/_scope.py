@@ -22,7 +22,7 @@ from secfindings.errors import ConfigurationError, ValidationError
 from secfindings.filters import filter_tree
 from secfindings.sync._names import column_name
 
-__all__ = ["Scope", "refuse_change", "scope_of"]
+__all__ = ["Scope", "refuse_change", "same_scope", "scope_of"]
 
 #: The conditions decided on a row: a value among the filter's (compared as text).
 _LOCAL = frozenset({"in", "equals"})
@@ -88,6 +88,40 @@ def scope_of(filters: Any) -> Scope | None:
     except (TypeError, ValueError, RecursionError) as exc:
         raise ValidationError(f"filters: not a filter that can be kept as JSON ({exc})") from None
     return Scope(tree, text)
+
+
+#: Conditions whose value list is a set: its order says nothing.
+_SET_CONDITIONS = frozenset({"in", "not_in", "overlap"})
+
+
+def _key(node: Any) -> str:
+    return json.dumps(node, sort_keys=True, separators=(",", ":"), default=str)
+
+
+def _canonical(node: Any) -> Any:
+    """``node`` with the order that says nothing taken out: the values of ``in``, ``not_in`` and
+    ``overlap``, and the operands of ``and`` and ``or``, sorted."""
+    if isinstance(node, list):
+        return [_canonical(n) for n in node]
+    if not isinstance(node, dict):
+        return node
+    out = {k: _canonical(v) for k, v in node.items()}
+    if out.get("condition") in _SET_CONDITIONS and isinstance(out.get("value"), list):
+        out["value"] = sorted(out["value"], key=_key)
+    if str(out.get("operator", "")).lower() in ("and", "or") and isinstance(out.get("operands"), list):
+        out["operands"] = sorted(out["operands"], key=_key)
+    return out
+
+
+def same_scope(stored: str | None, wanted: str | None) -> bool:
+    """Whether the filter a destination was synced with (its kept text) and this run's are the
+    same filter: ``--severity high,critical`` is ``--severity critical,high``."""
+    if stored is None or wanted is None:
+        return stored == wanted
+    try:
+        return _key(_canonical(json.loads(stored))) == _key(_canonical(json.loads(wanted)))
+    except (ValueError, RecursionError):  # a kept text that is not JSON: compared as text
+        return stored == wanted
 
 
 def _shown(text: str | None) -> str:
