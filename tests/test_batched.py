@@ -4,8 +4,12 @@ both profiles, and a server of the tests' own that ignores ``sort``."""
 from __future__ import annotations
 
 import math
+import os
+import subprocess
+import sys
 from collections import Counter
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -140,3 +144,42 @@ def test_a_server_that_ignores_sort_is_walked_one_page_per_request() -> None:
         client.pages_per_request = 10
         rows = [f.id_int for f in client.findings_view(fields="id id_int title")]
         assert rows == order
+
+
+def test_estimate_counts_the_requests_in_batches(big: Emulator) -> None:
+    with big.client() as client:
+        estimate = client.findings_view(fields="id title").estimate()
+        assert estimate.requests == N // 100
+        assert estimate.batched_requests is not None
+        assert estimate.pages_per_request == 10
+        assert "requests in batches    21 (10 pages per request)" in str(estimate)
+        big.clear_request_log()
+        client.findings_view(fields="id title").to_arrow()
+        assert len(walks(big)) == estimate.batched_requests
+        assert client.findings_view(fields="id_int").estimate().batched_requests is None
+        assert client.findings_view(sort=["SEVERITY_DESC"]).estimate().batched_requests is None
+
+
+def run(args: list[str], env: dict[str, str]) -> Any:
+    base = {k: v for k, v in os.environ.items() if not k.startswith("SECFINDINGS_")}
+    return subprocess.run(
+        [sys.executable, "-m", "secfindings", *args],
+        env={**base, **env},
+        input="",
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+
+
+def test_export_dry_run_shows_both_figures(big: Emulator, tmp_path: Path) -> None:
+    env = {
+        "SECFINDINGS_API_TOKEN": big.create_api_token(),
+        "SECFINDINGS_BASE_URL": big.base_url,
+        "SECFINDINGS_AUTH_URL": big.auth_url,
+        "SECFINDINGS_SCHEMA_CACHE": str(tmp_path),
+    }
+    out = run(["export", "--dry-run"], env)
+    assert out.returncode == 0, out.stderr
+    assert "requests               200\n" in out.stdout
+    assert "requests in batches    21 (10 pages per request)\n" in out.stdout

@@ -31,6 +31,7 @@ import contextvars
 import logging
 import math
 import os
+import re
 from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
@@ -40,6 +41,7 @@ from secfindings.errors import PaginationError, ValidationError
 __all__ = [
     "DEFAULT_PAGES_PER_REQUEST",
     "check_pages_per_request",
+    "estimated",
     "pages",
     "requests_for",
     "setting",
@@ -94,6 +96,34 @@ def requests_for(rows: int, page_size: int, pages_per_request: int) -> int:
     needs one more)."""
     per = max(1, page_size) * max(1, pages_per_request)
     return max(1, rows // per + 1) if pages_per_request > 1 else max(1, math.ceil(rows / max(1, page_size)))
+
+
+def _has_id(fields: Any) -> bool:
+    """Whether a walk's ``fields=`` select ``id`` (the default selection and the presets do)."""
+    if fields is None:
+        return True
+    text = fields if isinstance(fields, str) else " ".join(str(f) for f in fields)
+    if text.strip() in ("*", "analyst"):
+        return True
+    depth, top = 0, []
+    for token in re.findall(r"[{}]|[A-Za-z_][A-Za-z0-9_]*", text):
+        depth += {"{": 1, "}": -1}.get(token, 0)
+        if depth == 0 and token not in "{}":
+            top.append(token)
+    return "id" in top
+
+
+def estimated(
+    native: Any, args: Mapping[str, Any], cursor: str | None, limit: int | None, rows: int, page_size: int
+) -> int | None:
+    """The requests of a ``findings_view`` walk of ``rows`` in batches (for ``estimate()``);
+    None where it would not be read in batches."""
+    n = setting(native)
+    if _usable("findings_view", {**args, "after": cursor}, n) is not None or not _has_id(args.get("fields")):
+        return None
+    if limit is not None and rows == 0:
+        return 0
+    return requests_for(rows, page_size, n)
 
 
 def _id_sorted(sort: Any) -> bool:

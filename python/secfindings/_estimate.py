@@ -29,7 +29,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from secfindings import _partitions, _plan
+from secfindings import _batched, _partitions, _plan
 from secfindings._export import relay_index
 from secfindings.errors import ValidationError
 
@@ -61,6 +61,10 @@ class Estimate:
         probe_seconds: the time those probes took, summed.
         strategy: how the walk will be read (``"sequential"``, ``"id_ranges"``,
             ``"offset_slices"``; see :mod:`secfindings._partitions`).
+        batched_requests: the requests of the walk read in aliased batches of
+            ``pages_per_request`` pages (``to_arrow()`` and the other walks read whole; see
+            :mod:`secfindings._batched`); None where batches do not apply.
+        pages_per_request: the client's pages per request.
     """
 
     rows: int | None
@@ -77,6 +81,8 @@ class Estimate:
     probes: int = 0
     probe_seconds: float = 0.0
     strategy: str = "sequential"
+    batched_requests: int | None = None
+    pages_per_request: int = 1
 
     def rows_table(self) -> list[tuple[str, str]]:
         """The estimate as (name, value) lines, for a table or a terminal."""
@@ -85,6 +91,9 @@ class Estimate:
             return "unknown" if v is None else f"{v:,}"
 
         lines = [("rows", num(self.rows)), ("requests", num(self.requests))]
+        if self.batched_requests is not None:
+            shown = f"{num(self.batched_requests)} ({self.pages_per_request} pages per request)"
+            lines.append(("requests in batches", shown))
         lines.append(("page size", str(self.page_size)))
         lines.append(("partitions", f"{self.partitions} ({self.strategy.replace('_', ' ')})"))
         if self.counted_by is not None:
@@ -293,6 +302,9 @@ def _work_out(
     seconds = None
     if requests is not None and (latency is not None or budget.limit is not None):
         seconds = schedule(requests, found.parts, latency or 0.0, budget)
+    batched = None
+    if rows is not None and found.parts == 1:
+        batched = _batched.estimated(client._native, args, walk._pages.cursor, walk._limit, rows, page_size)
     return Estimate(
         rows,
         requests,
@@ -308,6 +320,8 @@ def _work_out(
         cost.requests - counts,
         probe_seconds,
         found.strategy,
+        batched,
+        _batched.setting(client._native),
     )
 
 
