@@ -405,3 +405,29 @@ def test_profile_show_and_list_print_no_password(tmp_path: Path, monkeypatch: py
     text = "\n".join(shown)
     assert "hunter" not in text
     assert "https://me:***@api.example.com/api/v1" in text
+
+
+def test_mcp_count_by_source_holds_the_caps(emu: Emulator, tmp_path: Path) -> None:
+    """count_findings by source made one key per group the server named: 3,000 groups of 2,000
+    characters answered 6 MB past --max-bytes 4000 and --max-rows 10."""
+    with LyingProxy(emu) as proxy:
+
+        def swell(body: dict[str, Any], answer: Any) -> Any:
+            if isinstance(answer, list) and answer and isinstance(answer[0], dict) and "group" in answer[0]:
+                return [{**answer[0], "group": f"g{i}-" + "x" * 2000, "value": i} for i in range(3000)]
+            if isinstance(answer, dict):
+                return {k: swell(body, v) for k, v in answer.items()}
+            return answer
+
+        proxy.answer = swell
+        env = mcp_env(proxy.base_url, proxy.server.auth_url, make_api_token(), tmp_path / "none.toml")
+
+        async def scenario() -> dict[str, Any]:
+            async with stdio(env, "--max-bytes", "4000", "--max-rows", "10", "--cache-seconds", "0") as c:
+                return data(await c.call_tool("count_findings", {"by": "source"}))
+
+        answer = anyio.run(scenario)
+    assert len(json.dumps(answer, ensure_ascii=False).encode()) <= 4000
+    assert 1 <= len(answer["counts"]) <= 10
+    assert answer["truncated"] is True
+    assert max(answer["counts"].values()) == 2999  # the largest kept

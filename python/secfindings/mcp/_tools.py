@@ -339,7 +339,25 @@ def count_findings(
             if isinstance(point, dict):
                 group = str(point.get("group"))
                 counts[group] = counts.get(group, 0) + int(point.get("value") or 0)
+        # the server names the groups: as many as it likes, as long as it likes (scanner text)
+        return _answer(ctx, name, by=by, **_most(counts, ctx), untrusted_text_fields=["counts"])
     return _answer(ctx, name, by=by, counts=counts)
+
+
+def _most(counts: dict[str, int], ctx: Context) -> dict[str, Any]:
+    """The largest ``counts`` that fit ``max_rows`` and ``max_bytes`` (names cut like text),
+    and ``truncated``: whether any were left out."""
+    kept: dict[str, int] = {}
+    used = 300  # the envelope's own keys
+    ranked = sorted(counts.items(), key=lambda kv: (-kv[1], kv[0]))
+    for group, n in ranked[: ctx.max_rows]:
+        group = _cut(group)
+        size = _size(group) + _size(n) + 2
+        if used + size > ctx.max_bytes:
+            break
+        kept[group] = kept.get(group, 0) + n
+        used += size
+    return {"counts": kept, "truncated": len(kept) < len(counts)}
 
 
 def finding_trends(
