@@ -178,6 +178,7 @@ def test_changes_the_api_cannot_make(emu: Emulator, client: Client) -> None:
     plan = client.rules.plan(data)
     assert [(a.op, a.name) for a in plan.actions] == [("unsupported", "Default")]
     assert "! cannot change SLA group 'Default'\n    priority: 100 -> 3\n" in plan.to_text()
+    assert plan.to_text().endswith("\nPlan: 1 the API cannot change.\n")  # was "1 to unsupported"
     emu.clear_request_log()
     with pytest.raises(rules.RulesError, match="nothing was sent"):
         client.rules.apply(data)

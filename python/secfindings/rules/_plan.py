@@ -149,7 +149,10 @@ class Plan:
         if not self.actions:
             lines.append("No changes: the server matches the file.")
         else:
-            counts = ", ".join(f"{n} to {op}" for op, n in self.summary().items())
+            counts = ", ".join(
+                f"{n} the API cannot change" if op == "unsupported" else f"{n} to {op}"
+                for op, n in self.summary().items()
+            )
             lines.append(f"Plan: {counts}.")
         return "\n".join(lines) + "\n"
 
