@@ -182,4 +182,7 @@ def test_export_dry_run_shows_both_figures(big: Emulator, tmp_path: Path) -> Non
     out = run(["export", "--dry-run"], env)
     assert out.returncode == 0, out.stderr
     assert "requests               200\n" in out.stdout
-    assert "requests in batches    21 (10 pages per request)\n" in out.stdout
+    # A new process with an empty cache: the walk would ask the offset probe first, unless the
+    # estimate asked it to count the rows (no total_count on the known profile).
+    batches = 22 if big.profile == "default" else 21
+    assert f"requests in batches    {batches} (10 pages per request)\n" in out.stdout

@@ -91,9 +91,11 @@ async def test_the_estimate_is_within_ten_percent_of_the_requests_made(
     table = await settle(pager.to_arrow(partitions=partitions))
     made = emulator.stats()["api_requests"]
     assert table.num_rows == expected_rows
-    assert within(estimate.requests, made), (estimate.requests, made)
-    if emulator.profile == "known":  # slices of a set number of rows, their cursors found already
-        assert estimate.requests == made
+    # A walk read whole goes in aliased batches where it can (issue 37): their count is exact.
+    expected = estimate.requests if estimate.batched_requests is None else estimate.batched_requests
+    assert within(expected, made), (expected, made)
+    if emulator.profile == "known" or estimate.batched_requests is not None:
+        assert expected == made  # slices of a set number of rows, their cursors found already
     assert estimate.page_size == page_size
     assert estimate.partitions == partitions
 

@@ -35,7 +35,7 @@ import re
 from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
-from secfindings import _plan
+from secfindings import _plan, _probes
 from secfindings.errors import PaginationError, ValidationError
 
 __all__ = [
@@ -123,7 +123,12 @@ def estimated(
         return None
     if limit is not None and rows == 0:
         return 0
-    return requests_for(rows, page_size, n)
+    schema = native.loaded_schema
+    held = _probes.known(native.base_url, schema, _plan.OFFSET)
+    if held is False:
+        return None
+    # The walk's first batch asks the offset probe first where it was not asked yet.
+    return requests_for(rows, page_size, n) + (1 if held is None else 0)
 
 
 def _id_sorted(sort: Any) -> bool:
