@@ -431,3 +431,26 @@ def test_mcp_count_by_source_holds_the_caps(emu: Emulator, tmp_path: Path) -> No
     assert 1 <= len(answer["counts"]) <= 10
     assert answer["truncated"] is True
     assert max(answer["counts"].values()) == 2999  # the largest kept
+
+
+@pytest.mark.parametrize(
+    ("swap", "why"),
+    [
+        (lambda n: n.replace("o", "\u043e", 1), "mixes the letters of Latin and Cyrillic"),
+        (lambda n: n + "\u200b", "U+200B"),
+        (lambda n: n.upper().replace("B", "\uff22", 1), "reads as"),
+    ],
+    ids=["cyrillic-o", "zero-width", "fullwidth-case"],
+)
+def test_plan_warns_of_a_name_that_reads_as_another(emu: Emulator, swap: Any, why: str) -> None:
+    """A file that renames a rule to a look-alike planned a create of what read as the same name,
+    with no word of it (and --prune a delete of the real one)."""
+    with emu.client() as c:
+        data = yaml.safe_load(c.rules.export(["scoring_rules"]))
+        name = next(iter(data["scoring_rules"]))
+        data["scoring_rules"][swap(name)] = data["scoring_rules"].pop(name)
+        plan = c.rules.plan(data, prune=True)
+    assert [a.op for a in plan.actions] == ["create", "delete"]
+    (warning,) = plan.warnings
+    assert why in warning
+    assert f"warning: {warning}" in plan.to_text()

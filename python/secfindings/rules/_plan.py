@@ -13,6 +13,7 @@ from secfindings._shared import did_you_mean, listed
 from secfindings.rules._doc import Desired, refs_of
 from secfindings.rules._live import Live
 from secfindings.rules._model import BY_KEY, HIERARCHY, KINDS, RulesError
+from secfindings.rules._names import lookalike
 
 Op = Literal["create", "update", "replace", "enable", "disable", "delete", "save", "unsupported"]
 
@@ -327,4 +328,10 @@ def diff(desired: Desired, live: Live, *, prune: bool = False) -> Plan:
                 if have_h.get(g) != want_h.get(g)
             ]
             plan.actions.append(Action("save", HIERARCHY, "", changes=changes, fields={"structure": want_h}))
+    for a in plan.actions:
+        if a.op == "create":
+            names = [*desired.objects.get(a.kind, {}), *live.objects.get(a.kind, {})]
+            why = lookalike(a.name, names)
+            if why is not None:
+                plan.warnings.append(f"the {a.label} {a.name!r} to create {why}")
     return plan
