@@ -145,6 +145,23 @@ def test_bad_input_is_one_line_and_exit_2(tmp_path: Path, dest: str) -> None:
     assert "no column 'team'" in got.output
 
 
+def test_the_survival_legend_is_the_lines_not_the_faint_bands(dest: str) -> None:
+    """The survival chart's legend was merged from its lines and its 95% bands, and drew the
+    bands' swatches (opacity 0.15): five near-white circles no one could match to a curve. Now
+    one legend, of the lines' strokes."""
+    import json
+
+    import vl_convert
+
+    import secfindings.report as rep
+
+    chart = rep.build(dest, as_of=syn.AS_OF).charts()["survival"]
+    vega = vl_convert.vegalite_to_vega(json.dumps(chart.to_dict()))
+    (legend,) = vega["legends"]
+    assert legend["symbolType"] == "stroke"
+    assert "0.15" not in json.dumps(legend)
+
+
 def test_html_is_not_poured_onto_a_terminal(dest: str) -> None:
     """`secfindings report DEST` without --out on a terminal printed the whole megabyte of HTML
     and scripts there; now one line naming --out (exit 2). Piped, it still prints the page."""

@@ -47,14 +47,16 @@ def survival_chart(curve: Any, by: str | None) -> Any:
     data = _label(curve, by)[["group", "days", "survival", "ci_low", "ci_high"]]
     base = alt.Chart(data).encode(x=alt.X("days:Q", title="days since discovery"))
     band = base.mark_area(opacity=0.15, interpolate="step-after").encode(
-        y="ci_low:Q", y2="ci_high:Q", color="group:N"
+        y="ci_low:Q", y2="ci_high:Q", color=alt.Color("group:N", legend=None)
     )
     line = base.mark_line(interpolate="step-after").encode(
         y=alt.Y("survival:Q", title="share still open", scale=alt.Scale(domain=[0, 1])),
         color=alt.Color("group:N", title=by or ""),
         tooltip=["group:N", alt.Tooltip("days:Q", format=".0f"), alt.Tooltip("survival:Q", format=".2f")],
     )
-    return (line + band).properties(width=WIDTH, height=HEIGHT, title=CHARTS["survival"])
+    # The legend is the lines' (merged with the bands', its swatches had their 0.15 opacity).
+    chart = (line + band).resolve_legend(color="independent")
+    return chart.properties(width=WIDTH, height=HEIGHT, title=CHARTS["survival"])
 
 
 def sla_chart(sla: Any, by: str | None) -> Any:
