@@ -114,6 +114,8 @@ def test_markdown_for_ci(dest: str) -> None:
     md = got.output
     assert md.startswith("## Remediation report\n")
     assert "### Time to remediate" in md
+    # Its empty cells are explained, as on the page (they were blank with no word).
+    assert "empty where too many are still open to tell." in md
     assert "| severity | findings | fixed | open | p50\\_days |" in md
     assert "### Worst overdue (3)" in md
     assert "<img" not in md

@@ -70,6 +70,10 @@ class Report:
         by = self.by
         out = [f"## {markdown_text(self._title())}", "", markdown_text(self._made_line()), ""]
         out += ["### Time to remediate (days; Kaplan-Meier, open findings censored)", ""]
+        out += [
+            "p50 is the median, low and high its 95% interval; empty where too many are still open to tell.",
+            "",
+        ]
         cols = [
             *([by] if by else []),
             "findings",
