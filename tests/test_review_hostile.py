@@ -11,6 +11,7 @@ import subprocess
 import sys
 from collections.abc import Iterator
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 import anyio
@@ -29,6 +30,7 @@ from tests.test_mcp import stdio
 from secfindings._shell_output import jq_lines, jq_program
 from secfindings.cli import main
 from secfindings.errors import PaginationError, TransportError
+from secfindings.report import Report
 from secfindings.testing import Emulator
 from secfindings.tickets import FindingTickets, GitHub, Jira, ServiceTicket, drift
 from secfindings.tickets._http import MAX_BODY
@@ -454,3 +456,21 @@ def test_plan_warns_of_a_name_that_reads_as_another(emu: Emulator, swap: Any, wh
     (warning,) = plan.warnings
     assert why in warning
     assert f"warning: {warning}" in plan.to_text()
+
+
+# report: the file it writes ----------------------------------------------------------------------
+
+
+def test_report_writes_through_no_planted_link(tmp_path: Path) -> None:
+    """The report went to a fixed temporary name beside DEST (.NAME.tmp), following a link
+    another user of a shared folder could plant there: the file it points to was overwritten."""
+    victim = tmp_path / "victim.txt"
+    victim.write_text("keep me\n", encoding="utf-8")
+    out = tmp_path / "report.md"
+    (tmp_path / ".report.md.tmp").symlink_to(victim)
+    stub = SimpleNamespace(markdown=lambda: "# report\n", html=lambda: "<p>report</p>")
+    Report.write(stub, out, "markdown")  # type: ignore[arg-type]
+    assert victim.read_text(encoding="utf-8") == "keep me\n"
+    assert out.read_text(encoding="utf-8") == "# report\n"
+    assert not out.is_symlink()
+    assert [p.name for p in tmp_path.iterdir() if p.name.endswith(".tmp") and not p.is_symlink()] == []

@@ -21,6 +21,7 @@ import json
 import math
 import numbers
 import os
+import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -111,9 +112,18 @@ class Report:
             raise ValidationError(f"format must be one of {', '.join(FORMATS)}, got {format!r}")
         path = Path(out)
         text = self.html() if format == "html" else self.markdown()
-        tmp = path.with_name(f".{path.name}.tmp")
-        tmp.write_text(text, encoding="utf-8")
-        tmp.replace(path)
+        # a temporary file of a name no one can guess, made afresh (O_EXCL): a fixed name in a
+        # shared folder was a link another user could plant, and the report written through it
+        fd, name = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+        tmp = Path(name)
+        try:
+            with os.fdopen(fd, "w", encoding="utf-8") as f:
+                f.write(text)
+            os.chmod(tmp, 0o666 & ~_umask())
+            tmp.replace(path)
+        except BaseException:
+            tmp.unlink(missing_ok=True)
+            raise
         return path
 
     # ------------------------------------------------------------------------------ parts
@@ -158,6 +168,12 @@ class Report:
             ".then(function(){return Object.keys(specs).length;});})();</script>"
         )
         return "".join(parts)
+
+
+def _umask() -> int:
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask
 
 
 def _fmt(v: Any) -> str:
