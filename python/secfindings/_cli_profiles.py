@@ -12,6 +12,7 @@ from typing import Any
 import click
 
 from secfindings._cli_support import ExitCode, errors
+from secfindings._ticket_keys import KEYRING_SERVICES, SYSTEMS
 from secfindings.formats import line_text
 from secfindings.profiles import (
     FLAG_PROFILE,
@@ -27,6 +28,7 @@ from secfindings.profiles import (
     resolve,
 )
 
+_SYSTEM_NAMES = {"jira": "Jira", "github": "GitHub"}
 #: Commands that take no -p (they need no tenant).
 NO_PROFILE = frozenset({"profile", "emulator", "diff"})
 
@@ -87,6 +89,21 @@ def profile_group() -> None:
     help="Where the token lives: the OS keyring (asked for now, hidden, or read from stdin), an "
     "environment variable, or a command that prints it.",
 )
+@click.option("--jira-url", help="tickets drift: the Jira Cloud site (https://acme.atlassian.net).")
+@click.option("--jira-email", help="tickets drift: the Jira account's e-mail.")
+@click.option("--jira-project", help="tickets drift: only Jira keys of this project (SEC).")
+@click.option(
+    "--jira-token-from",
+    metavar="keyring|env:NAME|command:CMD",
+    help="Where the Jira API token lives (keyring: service secfindings-jira).",
+)
+@click.option("--github-repo", metavar="OWNER/REPO", help="tickets drift: the GitHub repository.")
+@click.option("--github-api", metavar="URL", help="tickets drift: GitHub's API (GitHub Enterprise).")
+@click.option(
+    "--github-token-from",
+    metavar="keyring|env:NAME|command:CMD",
+    help="Where the GitHub token lives (keyring: service secfindings-github).",
+)
 @click.option("--default", "make_default", is_flag=True, help="Make it the default profile.")
 @click.option("--force", is_flag=True, help="Replace a profile of that name.")
 def add_command(
@@ -98,42 +115,59 @@ def add_command(
     token_from: str,
     make_default: bool,
     force: bool,
+    **tickets: str | None,
 ) -> None:
-    """Add the profile NAME (the token itself is never an argument)."""
+    """Add the profile NAME (a token itself is never an argument). With more than one keyring
+    source, the tokens are asked for in turn (piped: one line each, the API's, Jira's, GitHub's)."""
     with errors():
         check_name(name)
-        source: dict[str, Any] = {}
-        kind, _, rest = token_from.partition(":")
-        if token_from == "keyring":
-            source["token_keyring"] = True
-        elif kind == "env" and rest:
-            source["token_env"] = rest
-        elif kind == "command" and rest.strip():
-            source["token_command"] = rest
-        else:
-            raise click.BadParameter(
-                f"{token_from!r}: give keyring, env:VARIABLE or command:COMMAND", param_hint="--token-from"
-            )
-        profile = Profile(name, base_url, region, auth_url, output, **source)
+        source = _source(token_from, "token", "--token-from")
+        for system in SYSTEMS:
+            given = tickets.pop(f"{system}_token_from")
+            if given is not None:
+                source.update(_source(given, f"{system}_token", f"--{system}-token-from"))
+        extra: dict[str, Any] = {k: v for k, v in tickets.items() if v is not None}
+        profile = Profile(name, base_url, region, auth_url, output, **source, **extra)
         doc = load()
         if name in doc.profiles and not force:
             raise click.UsageError(f"profile {name!r} exists: give --force to replace it")
-        if profile.token_keyring:
+        rings = [(KEYRING_SERVICE, "API token")] if profile.token_keyring else []
+        rings += [
+            (KEYRING_SERVICES[s], f"{_SYSTEM_NAMES[s]} token")
+            for s in SYSTEMS
+            if getattr(profile, f"{s}_token_keyring")
+        ]
+        if rings:
             keyring = keyring_module()
-            if sys.stdin.isatty():
-                token = click.prompt(f"API token for {name}", hide_input=True, err=True)
-            else:
-                token = sys.stdin.readline()
-            token = token.strip()
-            if not token:
-                raise click.UsageError("no token given (type it at the prompt or pipe it to stdin)")
-            with keyring_errors():
-                keyring.set_password(KEYRING_SERVICE, name, token)
+            for service, what in rings:
+                if sys.stdin.isatty():
+                    token = click.prompt(f"{what} for {name}", hide_input=True, err=True)
+                else:
+                    token = sys.stdin.readline()
+                token = token.strip()
+                if not token:
+                    raise click.UsageError(f"no {what} given (type it at the prompt or pipe it to stdin)")
+                with keyring_errors():
+                    keyring.set_password(service, name, token)
         doc.profiles[name] = profile
         if make_default or (doc.default is None and len(doc.profiles) == 1):
             doc.default = name
         doc.save()
     click.echo(f"profile {name} saved to {doc.path} (token: {profile.token_source})", err=True)
+
+
+def _source(spec: str, prefix: str, option: str) -> dict[str, Any]:
+    """``keyring``, ``env:NAME`` or ``command:CMD`` as a profile's keys (``token_env``, ...)."""
+    kind, _, rest = spec.partition(":")
+    if spec == "keyring":
+        return {f"{prefix}_keyring": True}
+    if kind == "env" and rest:
+        return {f"{prefix}_env": rest}
+    if kind == "command" and rest.strip():
+        return {f"{prefix}_command": rest}
+    raise click.BadParameter(
+        "give keyring, env:VARIABLE or command:COMMAND (never the token itself)", param_hint=option
+    )
 
 
 @profile_group.command("list")
@@ -189,8 +223,11 @@ def _shown(url: str | None) -> str | None:
 def show_command(name: str | None, as_json: bool) -> None:
     """The settings a command would run with under NAME (default: the active profile) and where
     each comes from: flag, environment, profile or default. No secret is shown."""
+    from secfindings.tickets._credentials import shown  # noqa: PLC0415 - the tickets' settings
+
     with errors():
         settings = resolve(name if name is not None else FLAG_PROFILE.get())
+        tickets = shown(name if name is not None else FLAG_PROFILE.get())
         token_state = "not set"
         if settings.token_from is not None:
             token_state = settings.token_from.token_source
@@ -204,19 +241,21 @@ def show_command(name: str | None, as_json: bool) -> None:
         "output": settings.output,
         "token": token_state,
     }
+    sources = dict(settings.sources)
+    for key, value, where in tickets:
+        values[key], sources[key] = _shown(value), where
     if as_json:
-        click.echo(json.dumps({"settings": values, "sources": settings.sources}, ensure_ascii=False))
+        click.echo(json.dumps({"settings": values, "sources": sources}, ensure_ascii=False))
         return
+    width = max(9, *(len(k) for k in values))
     for key, value in values.items():
-        click.echo(
-            f"{key:<9} {value if value is not None else '-'}  ({settings.sources.get(key, 'default')})"
-        )
+        click.echo(f"{key:<{width}} {value if value is not None else '-'}  ({sources.get(key, 'default')})")
 
 
 @profile_group.command("remove")
 @click.argument("name")
 def remove_command(name: str) -> None:
-    """Remove the profile NAME (and its token from the keyring, where it is kept there)."""
+    """Remove the profile NAME (and its tokens from the keyring, where they are kept there)."""
     with errors():
         doc = load()
         profile = doc.get(check_name(name))
@@ -224,10 +263,13 @@ def remove_command(name: str) -> None:
         if doc.default == name:
             doc.default = None
         doc.save()
-        if profile.token_keyring:
+        services = [KEYRING_SERVICE] if profile.token_keyring else []
+        services += [KEYRING_SERVICES[s] for s in SYSTEMS if getattr(profile, f"{s}_token_keyring")]
+        if services:
             keyring = keyring_module()
-            with keyring_errors(), contextlib.suppress(keyring.errors.PasswordDeleteError):
-                keyring.delete_password(KEYRING_SERVICE, name)
+            for service in services:
+                with keyring_errors(), contextlib.suppress(keyring.errors.PasswordDeleteError):
+                    keyring.delete_password(service, name)
     click.echo(f"profile {name} removed from {doc.path}", err=True)
 
 

@@ -30,16 +30,18 @@ def pull_command(dest: str) -> None:
 
 @tickets_group.command("drift")
 @click.argument("source")
-@click.option("--jira", "jira_url", metavar="URL", help="A Jira Cloud site (https://acme.atlassian.net); "
-              "credentials from $JIRA_EMAIL and $JIRA_API_TOKEN.")  # fmt: skip
-@click.option("--project", help="Jira: only keys of this project (SEC).")
+@click.option("--jira", "jira_url", metavar="URL", is_flag=False, flag_value="",
+              help="A Jira Cloud site (https://acme.atlassian.net); alone, the profile's jira_url. "
+              "Credentials: $JIRA_EMAIL and $JIRA_API_TOKEN, or the profile's.")  # fmt: skip
+@click.option("--project", help="Jira: only keys of this project (SEC); default the profile's jira_project.")
+@click.option("--github", "github_repo", metavar="OWNER/REPO", is_flag=False, flag_value="",
+              help="GitHub issues of a repository; alone, the profile's github_repo. Token: "
+              "$GITHUB_TOKEN (or $GH_TOKEN), or the profile's.")  # fmt: skip
 @click.option(
-    "--github",
-    "github_repo",
-    metavar="OWNER/REPO",
-    help="GitHub issues of a repository; token from $GITHUB_TOKEN.",
+    "--github-api",
+    metavar="URL",
+    help="GitHub's API URL (default: the profile's github_api, else https://api.github.com).",
 )
-@click.option("--github-api", default="https://api.github.com", show_default=True, help="GitHub's API URL.")
 @click.option(
     "--close-fixed",
     is_flag=True,
@@ -51,24 +53,30 @@ def drift_command(
     jira_url: str | None,
     project: str | None,
     github_repo: str | None,
-    github_api: str,
+    github_api: str | None,
     close_fixed: bool,
     fmt: str,
 ) -> None:
     """Report fixed findings whose tickets are open, closed tickets whose findings are open,
     findings in a queue without a ticket, findings with two open tickets, and open tickets whose
     finding no longer exists. SOURCE is 'live' (the API, as every command is configured) or a
-    synced destination with a finding_tickets table. Read-only unless --close-fixed, which closes
-    tickets of fixed findings and never reopens one. Exit codes: 0 compared, 1 the API or a
-    ticket system failed, 2 bad usage, 3 authentication failed."""
-    from secfindings.tickets import GitHub, Jira, drift  # noqa: PLC0415 - loads only for this command
+    synced destination with a finding_tickets table. The ticket system and its token: a flag >
+    the environment > the profile (-p NAME's is a flag). Read-only unless --close-fixed, which
+    closes tickets of fixed findings and never reopens one. Exit codes: 0 compared, 1 the API or
+    a ticket system failed, 2 bad usage, 3 authentication failed."""
+    from secfindings.profiles import FLAG_PROFILE  # noqa: PLC0415 - loads only for this command
+    from secfindings.tickets import drift  # noqa: PLC0415
+    from secfindings.tickets._credentials import resolve_tickets  # noqa: PLC0415
 
-    if (jira_url is None) == (github_repo is None):
-        raise click.UsageError("give one of --jira URL or --github OWNER/REPO")
     with errors():
-        system = (
-            Jira(jira_url, project=project) if jira_url else GitHub(github_repo or "", api_url=github_api)
+        settings = resolve_tickets(
+            jira=jira_url,
+            github=github_repo,
+            project=project,
+            github_api=github_api,
+            flag_profile=FLAG_PROFILE.get(),
         )
+        system = settings.make()
         if source == "live":
             with client_from_env() as client:
                 report = drift(client, system, close_fixed=close_fixed)

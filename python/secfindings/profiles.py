@@ -20,6 +20,10 @@ The file is ``$SECFINDINGS_CONFIG`` or ``~/.config/secfindings/profiles.toml``
     base_url = "https://eu.example.com/api/v1"
     token_command = "pass show secfindings/customer-a"   # a command prints it
 
+A profile may name the ticket systems too (``jira_url``, ``jira_email``, ``jira_project``,
+``github_repo``, ``github_api``) and where their tokens live, as for the API's token
+(``jira_token_keyring``/``_env``/``_command``, ``github_token_...``; :mod:`secfindings._ticket_keys`).
+
 A profile says where its token lives, never the token: a file with a ``token``, ``api_token``,
 ``jwt``, ``password`` or ``secret`` key is refused (:class:`ProfileError`), and so is a value
 that looks like a JWT anywhere in it.
@@ -46,6 +50,8 @@ from pathlib import Path
 from typing import Any
 
 from secfindings._shared import did_you_mean
+from secfindings._ticket_keys import BOOL_KEYS, is_secret_key
+from secfindings._ticket_keys import problem as ticket_problem
 from secfindings.errors import ConfigurationError
 
 __all__ = ["Profile", "ProfileError", "ProfilesFile", "Settings", "config_path", "load", "resolve"]
@@ -86,6 +92,17 @@ class Profile:
     token_keyring: bool = False
     token_env: str | None = None
     token_command: str | None = None
+    jira_url: str | None = None
+    jira_email: str | None = None
+    jira_project: str | None = None
+    jira_token_keyring: bool = False
+    jira_token_env: str | None = None
+    jira_token_command: str | None = None
+    github_repo: str | None = None
+    github_api: str | None = None
+    github_token_keyring: bool = False
+    github_token_env: str | None = None
+    github_token_command: str | None = None
 
     def __post_init__(self) -> None:
         check_name(self.name)
@@ -113,6 +130,9 @@ class Profile:
                 raise ProfileError(f"profile {self.name!r}: token_command does not parse: {exc}") from None
             if not words:
                 raise ProfileError(f"profile {self.name!r}: token_command is empty")
+        wrong = ticket_problem(vars(self))
+        if wrong is not None:
+            raise ProfileError(f"profile {self.name!r}: {wrong}")
 
     @property
     def token_source(self) -> str:
@@ -147,7 +167,7 @@ class Profile:
                 raise ProfileError(f"profile {self.name!r}: ${self.token_env} is not set")
             return token
         if self.token_command is not None:
-            return _run_token_command(self.name, self.token_command)
+            return run_token_command(self.name, self.token_command)
         raise ProfileError(f"profile {self.name!r} names no token source")
 
     def to_table(self) -> dict[str, Any]:
@@ -160,7 +180,7 @@ class Profile:
         return out
 
 
-def _run_token_command(name: str, command: str) -> str:
+def run_token_command(name: str, command: str, key: str = "token_command") -> str:
     try:
         done = subprocess.run(
             shlex.split(command),
@@ -171,19 +191,17 @@ def _run_token_command(name: str, command: str) -> str:
             check=False,
         )
     except FileNotFoundError:
-        raise ProfileError(f"profile {name!r}: token_command's program is not found") from None
+        raise ProfileError(f"profile {name!r}: {key}'s program is not found") from None
     except subprocess.TimeoutExpired:
-        raise ProfileError(
-            f"profile {name!r}: token_command took longer than {COMMAND_TIMEOUT:g} s"
-        ) from None
+        raise ProfileError(f"profile {name!r}: {key} took longer than {COMMAND_TIMEOUT:g} s") from None
     except OSError as exc:
-        raise ProfileError(f"profile {name!r}: token_command cannot run: {exc.strerror}") from None
+        raise ProfileError(f"profile {name!r}: {key} cannot run: {exc.strerror}") from None
     # Nothing it printed is repeated: its output is the token, its errors may hold it too.
     if done.returncode != 0:
-        raise ProfileError(f"profile {name!r}: token_command exited with status {done.returncode}")
+        raise ProfileError(f"profile {name!r}: {key} exited with status {done.returncode}")
     token = done.stdout.strip()
     if not token:
-        raise ProfileError(f"profile {name!r}: token_command printed nothing")
+        raise ProfileError(f"profile {name!r}: {key} printed nothing")
     return token
 
 
@@ -359,7 +377,7 @@ def _toml_reader() -> Any:
 def _profile(path: Path, name: str, table: Any) -> Profile:
     if not isinstance(table, dict):
         raise ProfileError(f"{path}: profiles.{name} must be a table")
-    secret = sorted(set(table) & _SECRET_KEYS)
+    secret = sorted(k for k in table if k in _SECRET_KEYS or (k not in _KEYS and is_secret_key(k)))
     if secret:
         raise ProfileError(
             f"{path}: profile {name!r} holds a secret in clear ({secret[0]!r}): remove it, and say "
@@ -372,7 +390,7 @@ def _profile(path: Path, name: str, table: Any) -> Profile:
             f"{did_you_mean(unknown[0], sorted(_KEYS))}"
         )
     for key, value in table.items():
-        want = bool if key == "token_keyring" else str
+        want = bool if key in BOOL_KEYS else str
         if not isinstance(value, want):
             raise ProfileError(f"{path}: profile {name!r}: {key} must be a {want.__name__}")
     return Profile(name=name, **table)
