@@ -31,6 +31,7 @@ from secfindings._shell_output import jq_lines, jq_program
 from secfindings.cli import main
 from secfindings.errors import PaginationError, TransportError
 from secfindings.report import Report
+from secfindings.rules import RulesError
 from secfindings.testing import Emulator
 from secfindings.tickets import FindingTickets, GitHub, Jira, ServiceTicket, drift
 from secfindings.tickets._http import MAX_BODY
@@ -474,3 +475,21 @@ def test_report_writes_through_no_planted_link(tmp_path: Path) -> None:
     assert out.read_text(encoding="utf-8") == "# report\n"
     assert not out.is_symlink()
     assert [p.name for p in tmp_path.iterdir() if p.name.endswith(".tmp") and not p.is_symlink()] == []
+
+
+def test_apply_writes_no_journal_through_a_planted_link(emu: Emulator, tmp_path: Path) -> None:
+    """A link planted where the journal goes (FILE.journal, beside the rules file) had apply
+    truncate the file it points to; now nothing is sent and the file is kept."""
+    victim = tmp_path / "victim.txt"
+    victim.write_text("keep me\n", encoding="utf-8")
+    journal = tmp_path / "rules.yaml.journal"
+    journal.symlink_to(victim)
+    with emu.client() as c:
+        data = yaml.safe_load(c.rules.export(["scoring_rules"]))
+        rule = next(iter(data["scoring_rules"].values()))
+        rule["priority"] = int(rule.get("priority") or 0) + 1
+        before = emu.stats()["mutations_applied"]
+        with pytest.raises(RulesError, match="it is a link"):
+            c.rules.apply(data, journal=journal)
+        assert emu.stats()["mutations_applied"] == before
+    assert victim.read_text(encoding="utf-8") == "keep me\n"

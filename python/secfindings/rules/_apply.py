@@ -17,7 +17,7 @@ import os
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
 from secfindings._plain import plural
 from secfindings.errors import GraphQLError, RateLimitError, SecFindingsError, ValidationError
@@ -138,7 +138,7 @@ class Journal:
             return
         digest = hashlib.sha256(dump_desired(plan.desired).encode()).hexdigest()
         now = dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")
-        with self.path.open("w", encoding="utf-8") as f:
+        with self._open(os.O_TRUNC) as f:
             f.write(json.dumps({"run": now, "file_sha256": digest, "steps": len(plan.actions)}) + "\n")
             f.flush()
             os.fsync(f.fileno())
@@ -155,10 +155,22 @@ class Journal:
             "state": state,
             **extra,
         }
-        with self.path.open("a", encoding="utf-8") as f:
+        with self._open(os.O_APPEND) as f:
             f.write(json.dumps(rec, ensure_ascii=False) + "\n")
             f.flush()
             os.fsync(f.fileno())
+
+    def _open(self, how: int) -> IO[str]:
+        """The journal for writing, never through a link (one planted where the journal goes,
+        beside a rules file in a shared checkout, had the run truncate the file it names)."""
+        assert self.path is not None
+        flags = os.O_WRONLY | os.O_CREAT | how | getattr(os, "O_NOFOLLOW", 0)
+        try:
+            fd = os.open(self.path, flags, 0o600)
+        except OSError as exc:
+            link = " (it is a link)" if self.path.is_symlink() else ""
+            raise RulesError(f"cannot write the journal {self.path}{link}: {exc.strerror}") from None
+        return os.fdopen(fd, "w", encoding="utf-8")
 
     def finish(self) -> None:
         """Removes the journal: the run completed."""
