@@ -155,6 +155,36 @@ def test_a_wrong_profile_token_fails_authentication_unprinted(
     assert f"secfindings-{kind}/t" in got.output
 
 
+@pytest.mark.parametrize(
+    ("args", "says"),
+    [
+        (["--jira", "https://a.atlassian.test", "--github", REPO], "not both"),
+        (["--jira"], "--jira needs the site's URL"),
+        (["--github"], "--github needs the repository"),
+        ([], "give one of --jira URL or --github OWNER/REPO"),
+    ],
+)
+def test_bad_usage_is_one_line(args: list[str], says: str, config: Path, dests: dict[str, str]) -> None:
+    write(config, '[profiles.t]\nbase_url = "https://api.example.test/api/v1"\n')
+    got = drift(dests["jira"], "-p", "t", *args, env={"SECFINDINGS_OUTPUT": "nonsense"})
+    assert got.exit_code == 2, got.output
+    assert got.output.count("\n") == 1, got.output
+    assert says in got.output
+
+
+def test_a_profile_naming_both_systems_needs_a_flag(
+    config: Path, servers: dict[str, TicketServer], dests: dict[str, str]
+) -> None:
+    s = servers["jira"]
+    s.reset(issues("jira"))
+    keys = system_keys("jira", s, 'jira_token_env = "P_TOKEN"\ngithub_repo = "acme/app"\n')
+    write(config, f'default = "t"\n[profiles.t]\n{keys}')
+    got = drift(dests["jira"], env={"P_TOKEN": SECRET})
+    assert got.exit_code == 2, got.output
+    assert "names Jira and GitHub: give --jira or --github" in got.output
+    assert reported(drift(dests["jira"], "--jira", env={"P_TOKEN": SECRET}), "jira") == expected("jira")
+
+
 # -- precedence: flag > environment > profile -------------------------------------------------------
 
 FILE = ProfilesFile(

@@ -82,7 +82,8 @@ class ProfileError(ConfigurationError):
 
 @dataclass(frozen=True)
 class Profile:
-    """One tenant: where its API is, its identity provider, its output and its token source."""
+    """One tenant: where its API is, its identity provider, its output and its token source;
+    optionally its ticket systems and their token sources (:mod:`secfindings._ticket_keys`)."""
 
     name: str
     base_url: str | None = None

@@ -186,7 +186,9 @@ def _layers(
     flag_profile: str | None, env: Mapping[str, str], profiles: ProfilesFile
 ) -> tuple[Profile | None, Profile | None]:
     """The profile of the flag's layer (``-p``) and the one below the environment."""
-    api = resolve(flag_profile, env=env, profiles=profiles)
+    # the profile chosen as every command chooses it (an output flag given: $SECFINDINGS_OUTPUT,
+    # which drift does not read, is no reason to stop)
+    api = resolve(flag_profile, "json", env=env, profiles=profiles)
     chosen = profiles.profiles.get(api.profile) if api.profile is not None else None
     if api.sources.get("profile") == FLAG:
         return chosen, None
