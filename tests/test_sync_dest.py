@@ -71,6 +71,33 @@ def test_bad_destinations_say_what_is_accepted(given: str, needle: str) -> None:
         assert "postgresql://" in str(info.value)
 
 
+def test_a_plain_path_meant_for_sqlite_is_refused_with_the_url(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`secfindings sync f.sqlite` made a DuckDB file of that name, and `sync f.db` over an
+    SQLite file had DuckDB fetch its SQLite extension from extensions.duckdb.org (over http)
+    and fail offline; both are now one line naming sqlite:/// (and duckdb:/// for DuckDB)."""
+    import sqlite3
+
+    monkeypatch.chdir(tmp_path)
+    with sqlite3.connect("f.db") as con:
+        con.execute("CREATE TABLE t (x)")
+    for given, what in (("f.db", "an SQLite database"), ("new.sqlite", "named as an SQLite file")):
+        with pytest.raises(secfindings.ConfigurationError) as info:
+            parse_destination(given)
+        assert str(info.value) == (
+            f"{given!r} is {what}, and a plain path is a DuckDB file: give sqlite:///{given} for "
+            f"SQLite (or duckdb:///{given} for DuckDB)"
+        )
+    assert not (tmp_path / "new.sqlite").exists()
+    assert parse_destination("sqlite:///f.db").scheme == "sqlite"
+    assert parse_destination("duckdb:///new.sqlite").scheme == "duckdb"
+    assert parse_destination("plain.db").scheme == "duckdb"  # .db is DuckDB's as well
+    result = CliRunner().invoke(main, ["report", "f.db"])
+    assert result.exit_code == 2, result.output
+    assert result.output.count("\n") == 1
+
+
 def test_a_bad_destination_type_is_refused() -> None:
     with pytest.raises(secfindings.ConfigurationError, match="must be a str or a path"):
         parse_destination(42)  # type: ignore[arg-type]

@@ -127,6 +127,33 @@ def secret_free(message: str, url: str) -> str:
     return message
 
 
+_SQLITE_MAGIC = b"SQLite format 3\x00"
+_SQLITE_SUFFIXES = (".sqlite", ".sqlite3", ".db3")
+
+
+def _not_sqlite(path: str) -> None:
+    """A plain path is a DuckDB file. One that is an SQLite database (DuckDB would fetch its
+    SQLite extension from the network to open it), or a new one named as an SQLite file, is
+    refused with the URLs that say which database is meant."""
+    head = b""
+    if os.path.isfile(path):
+        try:
+            with open(path, "rb") as f:
+                head = f.read(len(_SQLITE_MAGIC))
+        except OSError:
+            return  # the destination's own checks say what is wrong with it
+    if head == _SQLITE_MAGIC:
+        what = "an SQLite database"
+    elif not head and path.lower().endswith(_SQLITE_SUFFIXES):
+        what = "named as an SQLite file"
+    else:
+        return
+    raise ConfigurationError(
+        f"{path!r} is {what}, and a plain path is a DuckDB file: give sqlite:///{path} for SQLite "
+        f"(or duckdb:///{path} for DuckDB)"
+    )
+
+
 def parse_destination(dest: str | os.PathLike[str] | Destination) -> Destination:
     """``DEST`` as a :class:`Destination`. A plain path is a DuckDB file. URLs follow
     SQLAlchemy's spelling: three slashes then a relative path, four for an absolute one."""
@@ -145,6 +172,7 @@ def parse_destination(dest: str | os.PathLike[str] | Destination) -> Destination
             raise ConfigurationError(
                 f"{text!r} is an in-memory database: a sync into it is gone when the run ends; give a file"
             )
+        _not_sqlite(text)
         return Destination("duckdb", path=text)  # a path (C:\... has no "//" after its colon)
     given = match.group(1).lower()
     scheme = _ALIASES.get(given.split("+", 1)[0])
