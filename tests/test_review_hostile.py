@@ -27,9 +27,10 @@ from tests.test_mcp import _data as data
 from tests.test_mcp import _env as mcp_env
 from tests.test_mcp import stdio
 
+from secfindings import analytics
 from secfindings._shell_output import jq_lines, jq_program
 from secfindings.cli import main
-from secfindings.errors import PaginationError, TransportError
+from secfindings.errors import ConfigurationError, PaginationError, TransportError
 from secfindings.report import Report
 from secfindings.rules import RulesError
 from secfindings.testing import Emulator
@@ -493,3 +494,28 @@ def test_apply_writes_no_journal_through_a_planted_link(emu: Emulator, tmp_path:
             c.rules.apply(data, journal=journal)
         assert emu.stats()["mutations_applied"] == before
     assert victim.read_text(encoding="utf-8") == "keep me\n"
+
+
+# analytics: a DuckDB copy from someone else -------------------------------------------------------
+
+
+def test_a_hostile_duckdb_copy_reads_nothing_outside_its_file(tmp_path: Path) -> None:
+    """A copy whose findings are a view over read_text('...') had analytics (and the report,
+    and tickets drift from a destination) read a local file into their output; a URL there would
+    have been fetched. Now a one-line error, exit 2."""
+    duckdb = pytest.importorskip("duckdb")
+    secret = tmp_path / "secret.txt"
+    secret.write_text("s3cret-of-the-reader\n", encoding="utf-8")
+    copy = tmp_path / "copy.duckdb"
+    con = duckdb.connect(str(copy))
+    con.execute(
+        "CREATE VIEW findings AS SELECT 1::BIGINT AS id_int, TIMESTAMPTZ '2024-01-01' AS discovered_time, "
+        f"'OPEN' AS actual_status_category, (SELECT content FROM read_text('{secret}')) AS severity"
+    )
+    con.close()
+    with pytest.raises(ConfigurationError, match="reads outside its file"):
+        analytics.backlog(str(copy), by="severity")
+    result = CliRunner().invoke(main, ["report", str(copy), "--out", str(tmp_path / "r.html")])
+    assert result.exit_code == 2, result.output
+    assert "s3cret" not in result.output
+    assert not (tmp_path / "r.html").exists()

@@ -4,9 +4,11 @@ pandas DataFrame (only aggregated rows ever come back to Python)."""
 
 from __future__ import annotations
 
+import contextlib
 import datetime as dt
 import os
 import sqlite3
+from collections.abc import Iterator
 from typing import Any
 
 from secfindings._shared import need
@@ -17,6 +19,15 @@ __all__ = ["Database", "open_database"]
 
 #: The status column of a sync of ``findings_view`` (FindingsView) and of ``findings`` (Finding).
 _STATUS_COLUMNS = ("actual_status_category", "status_category")
+
+
+#: DuckDB's settings for a copy read by analytics: external access off, no extension loaded.
+_CONFINED = {
+    "enable_external_access": False,
+    "autoload_known_extensions": False,
+    "autoinstall_known_extensions": False,
+    "lock_configuration": True,
+}
 
 
 class Database:
@@ -34,7 +45,10 @@ class Database:
             if not os.path.isfile(path):
                 raise ConfigurationError(f"{self.dest}: no such database file")
             try:
-                self.con = duckdb.connect(path, read_only=True)
+                # A copy may come from someone else, and its views run here: nothing outside the
+                # file (no local file, no URL, no extension loaded or installed), and no query
+                # may turn that back on.
+                self.con = duckdb.connect(path, read_only=True, config=dict(_CONFINED))
             except duckdb.Error as e:
                 raise ConfigurationError(f"{self.dest} cannot be read: {str(e).splitlines()[0]}") from None
         elif self.scheme == "sqlite":
@@ -120,8 +134,9 @@ class Database:
         """Every row ``sql`` returns, as tuples (the measures' SQL is built from checked names)."""
         cur = self.con.cursor()
         try:
-            cur.execute(sql)
-            return list(cur.fetchall())
+            with self._confined():
+                cur.execute(sql)
+                return list(cur.fetchall())
         finally:
             cur.close()
 
@@ -129,11 +144,24 @@ class Database:
         """The result of ``sql`` as a pandas DataFrame (aggregates only: a few thousand rows)."""
         cur = self.con.cursor()
         try:
-            cur.execute(sql)
-            names = [d[0] for d in cur.description]
-            return self._pd.DataFrame(list(cur.fetchall()), columns=names)
+            with self._confined():
+                cur.execute(sql)
+                names = [d[0] for d in cur.description]
+                return self._pd.DataFrame(list(cur.fetchall()), columns=names)
         finally:
             cur.close()
+
+    @contextlib.contextmanager
+    def _confined(self) -> Iterator[None]:
+        """A view of the copy that reached outside its file: a one-line error."""
+        try:
+            yield
+        except Exception as e:
+            if type(e).__name__ != "PermissionException":
+                raise
+            first = str(e).splitlines()[0]
+            why = f"the copy reads outside its file (a view?): {first}"
+            raise ConfigurationError(f"{self.dest}: {why}") from None
 
 
 def open_database(db: str | os.PathLike[str] | Destination | Database) -> tuple[Database, bool]:
