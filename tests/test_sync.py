@@ -397,3 +397,11 @@ def test_the_plain_progress_line_counts_in_words(
     assert on_page is not None
     on_page(100)
     assert capsys.readouterr().err == "sync: 100 findings, 1 page so far\n"
+
+
+def test_the_summary_says_1_request() -> None:
+    """An incremental run of one request printed "1 requests (1 incremental, 0 reconcile)"."""
+    from secfindings.sync import SyncResult
+
+    result = SyncResult("duckdb:///one.duckdb", "findings", "incremental", incremental_requests=1)
+    assert ", 1 request (1 incremental, 0 reconcile), " in result.summary()

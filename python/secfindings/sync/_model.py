@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from secfindings._newer import by_time
+from secfindings._plain import plural
 from secfindings.sync._names import column_name
 
 if TYPE_CHECKING:
@@ -127,7 +128,7 @@ class SyncResult:
         return (
             f"{self.collection} -> {self.destination}: {self.kind}, {self.rows_read} read, "
             f"{self.created} created, {self.updated} updated, {self.removed} removed, "
-            f"{self.requests} requests ({self.incremental_requests} incremental, "
+            f"{plural(self.requests, 'request')} ({self.incremental_requests} incremental, "
             f"{self.reconcile_requests} reconcile), {self.seconds:.1f} s; watermark {mark}"
         )
 
