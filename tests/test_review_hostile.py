@@ -30,7 +30,7 @@ from tests.test_mcp import stdio
 from secfindings import analytics
 from secfindings._shell_output import jq_lines, jq_program
 from secfindings.cli import main
-from secfindings.errors import ConfigurationError, PaginationError, TransportError
+from secfindings.errors import APIStatusError, ConfigurationError, PaginationError, TransportError
 from secfindings.report import Report
 from secfindings.rules import RulesError
 from secfindings.testing import Emulator
@@ -519,3 +519,16 @@ def test_a_hostile_duckdb_copy_reads_nothing_outside_its_file(tmp_path: Path) ->
     assert result.exit_code == 2, result.output
     assert "s3cret" not in result.output
     assert not (tmp_path / "r.html").exists()
+
+
+def test_a_ticket_systems_error_text_cannot_drive_the_terminal() -> None:
+    """The body of a 4xx went into the error (and so onto the terminal) with its escapes: a
+    hostile Jira could set the window title or clear the screen of whoever ran drift."""
+    with HostileServer() as jira:
+        jira.api = lambda req: Response.text("\x1b]0;pwned\x07\x1b[2J bad \x9b31m request", 400)
+        with pytest.raises(APIStatusError) as refused:
+            list(_jira(jira).labelled())
+    message = str(refused.value)
+    assert "\x1b" not in message
+    assert "\x9b" not in message
+    assert "bad" in message

@@ -22,6 +22,7 @@ from secfindings.errors import (
     RateLimitError,
     TransportError,
 )
+from secfindings.formats import line_text
 
 __all__ = ["HTTP", "MAX_BODY", "MAX_PAGES", "Answer", "Pages", "ServerError"]
 
@@ -174,7 +175,7 @@ class HTTP:
                     self.sleep(min(0.5 * 2**attempt, 8.0))
                     continue
             raise APIStatusError(
-                f"{self.name}: {status} on {method} {shown}: {' '.join(text.split())[:200]}",
+                f"{self.name}: {status} on {method} {shown}: {line_text(text, 200)}",
                 status_code=status,
             )
         raise AssertionError("unreachable")  # pragma: no cover
