@@ -140,6 +140,31 @@ def test_a_copy_with_no_finding_gives_empty_frames_with_their_columns(tmp_path: 
     assert "p50_days" in got.columns
 
 
+def test_a_copy_without_the_needed_columns_names_them(tmp_path: Path) -> None:
+    """A copy synced from a server whose FindingsView has no discovered_time (the emulator's
+    known profile): the error listed all three columns and told to sync with fields='analyst',
+    which such a server cannot give; now it names the missing one and says so."""
+    duckdb = pytest.importorskip("duckdb")
+    from click.testing import CliRunner
+
+    from secfindings.cli import main
+    from secfindings.errors import ConfigurationError
+
+    path = tmp_path / "known.duckdb"
+    with duckdb.connect(str(path)) as con:
+        con.execute("CREATE TABLE findings (id_int BIGINT, actual_status_category VARCHAR)")
+    with pytest.raises(ConfigurationError) as info:
+        sa.time_to_remediate(str(path))
+    assert str(info.value) == (
+        f"the findings of duckdb:///{path} have no discovered_time, which remediation needs: sync's "
+        "fields='analyst' (its default) takes them where the server's FindingsView has them, and a "
+        "server without them cannot give these measures"
+    )
+    result = CliRunner().invoke(main, ["report", str(path), "--format", "markdown"])
+    assert result.exit_code == 2
+    assert result.output == f"error: {info.value}\n"
+
+
 def test_a_column_that_is_not_there_is_a_typed_error(dest: str) -> None:
     with pytest.raises(ValidationError, match="no column 'team; DROP'"):
         sa.time_to_remediate(dest, by="team; DROP")

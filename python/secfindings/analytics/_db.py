@@ -70,9 +70,12 @@ class Database:
         status = [c for c in _STATUS_COLUMNS if c in cols]
         if not status or "id_int" not in cols or "discovered_time" not in cols:
             self.close()
+            missing = [c for c in ("id_int", "discovered_time") if c not in cols]
+            missing += [] if status else ["actual_status_category"]
             raise ConfigurationError(
-                f"the findings of {self.dest} lack the columns remediation needs (id_int, discovered_time, "
-                "actual_status_category): sync with fields='analyst' or a selection that has them"
+                f"the findings of {self.dest} have no {', '.join(missing)}, which remediation needs: "
+                "sync's fields='analyst' (its default) takes them where the server's FindingsView has "
+                "them, and a server without them cannot give these measures"
             )
         self.status = status[0]
 
