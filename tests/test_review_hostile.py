@@ -532,3 +532,34 @@ def test_a_ticket_systems_error_text_cannot_drive_the_terminal() -> None:
     assert "\x1b" not in message
     assert "\x9b" not in message
     assert "bad" in message
+
+
+# the command line: a server's words in an error ----------------------------------------------------
+
+
+def test_a_servers_error_text_cannot_drive_the_terminal(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An identity provider's (or an API's) error message went onto the terminal with its
+    escapes: `authentication failed: ... ESC]0;pwned BEL ESC[2J`."""
+    with HostileServer() as server:
+        server.idp = lambda req: Response.of_json(
+            {"__type": "NotAuthorizedException", "message": "\x1b]0;pwned\x07\x1b[2J no \x9b2J"}, status=400
+        )
+        for name, value in _env_of(server, tmp_path).items():
+            monkeypatch.setenv(name, value)
+        monkeypatch.delenv("SECFINDINGS_PROFILE", raising=False)
+        result = CliRunner().invoke(main, ["findings", "--limit", "1"])
+    assert result.exit_code == 3, result.output
+    assert "no" in result.output
+    assert "\x1b" not in result.output
+    assert "\x9b" not in result.output
+
+
+def _env_of(server: HostileServer, tmp: Path) -> dict[str, str]:
+    return {
+        "SECFINDINGS_BASE_URL": server.base_url,
+        "SECFINDINGS_AUTH_URL": server.auth_url,
+        "SECFINDINGS_API_TOKEN": make_api_token(),
+        "SECFINDINGS_CONFIG": str(tmp / "none.toml"),
+    }

@@ -8,6 +8,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import re
 import select
 import sys
 from collections.abc import Callable, Iterator
@@ -115,6 +116,16 @@ def emit(text: str, nl: bool = True) -> None:
         data = data[written:]
 
 
+#: What a terminal acts on (C0 but line ends and tabs, DEL, C1, bidirectional controls).
+_CONTROLS = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069]")
+
+
+def shown(exc: BaseException) -> str:
+    """An error's text as a terminal may show it: a server's words in it (a GraphQL error, an
+    identity provider's message) cannot set the window's title or clear the screen."""
+    return _CONTROLS.sub("\ufffd", str(exc))
+
+
 @contextmanager
 def errors() -> Iterator[None]:
     """Maps the library's errors to messages and exit codes a shell user expects."""
@@ -125,13 +136,13 @@ def errors() -> Iterator[None]:
     except BrokenPipeError:
         reader_gone()
     except (ConfigurationError, ValidationError) as exc:
-        click.echo(f"error: {exc}", err=True)
+        click.echo(f"error: {shown(exc)}", err=True)
         sys.exit(ExitCode.USAGE)
     except AuthenticationError as exc:
-        click.echo(f"authentication failed: {exc}", err=True)
+        click.echo(f"authentication failed: {shown(exc)}", err=True)
         sys.exit(ExitCode.AUTHENTICATION)
     except SecFindingsError as exc:
-        click.echo(f"error: {type(exc).__name__}: {exc}", err=True)
+        click.echo(f"error: {type(exc).__name__}: {shown(exc)}", err=True)
         sys.exit(ExitCode.FAILED)
     except ImportError as exc:
         click.echo(f"error: {exc}", err=True)
