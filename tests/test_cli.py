@@ -43,6 +43,26 @@ def test_help_everywhere(args):
     assert "Usage:" in out.stdout
 
 
+def test_every_commands_help_reads_as_plain_text():
+    """`secfindings --help` listed `findings` as "Findings of a filter, e.g." (click's short help
+    stops at the first ". "), and its --help showed reST's double backquotes."""
+    import click
+
+    from secfindings.cli import main
+
+    def walk(command, path):
+        yield path, command
+        for name, sub in sorted(getattr(command, "commands", {}).items()):
+            yield from walk(sub, [*path, name])
+
+    for path, command in walk(main, ["secfindings"]):
+        assert isinstance(command, click.Command)
+        short = command.get_short_help_str(limit=45)
+        assert not short.rstrip().endswith(("e.g.", "i.e.")), (path, short)
+        texts = [command.help or "", *(getattr(p, "help", None) or "" for p in command.params)]
+        assert not [t for t in texts if "``" in t], path
+
+
 def test_query_prints_json(creds, tmp_path):
     doc = tmp_path / "q.graphql"
     doc.write_text("query Q($id: ID!) { finding(id: $id) { id_int title } }")

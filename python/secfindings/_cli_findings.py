@@ -53,7 +53,7 @@ def findings_command(
     as_csv: bool,
     jq_expr: str | None,
 ) -> None:
-    """Findings of a filter, e.g. ``--severity critical --status open --limit 20``: a table on a
+    """Findings of a filter, such as --severity critical --status open --limit 20: a table on a
     terminal, JSON lines when piped."""
     tree = findings_filter(filter_json, severity, status)
     kwargs: dict[str, Any] = {"limit": limit, "page_size": min(limit, 100)}
