@@ -563,3 +563,36 @@ def _env_of(server: HostileServer, tmp: Path) -> dict[str, str]:
         "SECFINDINGS_API_TOKEN": make_api_token(),
         "SECFINDINGS_CONFIG": str(tmp / "none.toml"),
     }
+
+
+def test_apply_reads_back_a_mutation_answered_ok_with_errors(emu: Emulator, tmp_path: Path) -> None:
+    """A server answering ok: true beside GraphQL errors made the change, but apply said 'the
+    server refused it' and journaled 'refused': now the object is read back, as after a lost
+    answer, and the run goes on when it shows the change (each mutation once)."""
+    with emu.client() as c:
+        data = yaml.safe_load(c.rules.export(["scoring_rules"]))
+    rule = next(iter(data["scoring_rules"].values()))
+    data["scoring_rules"]["Mixed one"] = dict(rule)
+    data["scoring_rules"]["Mixed two"] = dict(rule)
+    with LyingProxy(emu) as proxy:
+
+        def mixed(body: dict[str, Any], answer: Any) -> Any:
+            if str(body.get("query", "")).lstrip().startswith("mutation"):
+                return {**answer, "errors": [{"message": "something else went wrong"}]}
+            return answer
+
+        proxy.answer = mixed
+        before = emu.stats()["mutations_applied"]
+        with proxy.client() as c:
+            result = c.rules.apply(data, journal=tmp_path / "rules.journal")
+    assert result.complete
+    assert [(a.name, made) for a, made in result.read_back] == [("Mixed one", True), ("Mixed two", True)]
+    assert emu.stats()["mutations_applied"] - before == 2
+    with emu.client() as c:
+        assert {"Mixed one", "Mixed two"} <= set(
+            yaml.safe_load(c.rules.export(["scoring_rules"]))["scoring_rules"]
+        )
+        c.rules.apply(
+            data | {"scoring_rules": {k: v for k, v in data["scoring_rules"].items() if "Mixed" not in k}},
+            prune=True,
+        )

@@ -1,8 +1,9 @@
 """Apply: the plan's mutations one by one, in order, each written to a journal before it is sent
 and after its outcome is known.
 
-A change counts only after a 2xx answer without GraphQL errors whose ``ok`` is true. A mutation
-that may have reached the server (a broken connection, a 5xx, a timeout) is never sent again:
+A change counts only after a 2xx answer without GraphQL errors whose ``ok`` is true, or a read
+that shows it made. A mutation that may have reached the server (a broken connection, a 5xx, a
+timeout, an answer of ``ok: true`` beside GraphQL errors) is never sent again:
 the client does not retry it, and neither does this loop; the object is read back instead, and
 the run goes on only when the read shows the change made. Otherwise it stops, and a rerun plans
 afresh from what the server holds then: the name of an object is its key, so an object the lost
@@ -350,22 +351,17 @@ def _send(
         log.write(step, action, "not sent", error=str(exc))
         raise ApplyError(f"{action.title()}: not sent: {exc}", result) from exc
     except (GraphQLError, RateLimitError) as exc:
-        log.write(step, action, "refused", error=str(exc))
-        raise ApplyError(f"{action.title()}: the server refused it: {exc}", result) from exc
+        mixed = isinstance(exc, GraphQLError) and ((exc.data or {}).get(name) or {}).get("ok") is True
+        if not mixed:
+            log.write(step, action, "refused", error=str(exc))
+            raise ApplyError(f"{action.title()}: the server refused it: {exc}", result) from exc
+        # ok: true beside errors: whether the change was made is read, as after a lost answer
+        # (it was: the journal said 'refused' and the message that nothing changed)
+        _read_back(client, log, step, action, result, exc, ids)
+        return
     except SecFindingsError as exc:
-        log.write(step, action, "unknown", error=type(exc).__name__)
-        try:
-            made, new_id = _made(client, action, result)
-        except SecFindingsError as read_exc:
-            lost = f"the answer was lost ({type(exc).__name__})"
-            why = f"{lost} and the read-back failed too ({type(read_exc).__name__}); rerun apply"
-            raise ApplyError(f"{action.title()}: {why}", result) from exc
-        result.read_back.append((action, made))
-        if not made:
-            log.write(step, action, "not applied")
-            why = f"the answer was lost ({type(exc).__name__}: {exc}); the server does not show the change"
-            raise ApplyError(f"{action.title()}: {why}; rerun apply to finish", result) from exc
-        log.write(step, action, "done", id=new_id, read_back=True)
+        _read_back(client, log, step, action, result, exc, ids)
+        return
     else:
         answer = data.get(name) or {}
         if answer.get("ok") is not True:
@@ -381,5 +377,33 @@ def _send(
                     f"{action.title()}: answered ok, but the object is not on the server", result
                 )
         log.write(step, action, "done", id=new_id)
+    if action.op == "create" and new_id is not None:
+        ids[action.kind][action.name] = str(new_id)
+
+
+def _read_back(
+    client: Executor,
+    log: Journal,
+    step: int,
+    action: Action,
+    result: ApplyResult,
+    exc: SecFindingsError,
+    ids: dict[str, dict[str, str]],
+) -> None:
+    """After an answer that does not say whether the change was made (lost, or ok: true beside
+    errors): the object read back; the run goes on only when it shows the change."""
+    log.write(step, action, "unknown", error=type(exc).__name__)
+    try:
+        made, new_id = _made(client, action, result)
+    except SecFindingsError as read_exc:
+        lost = f"the answer was lost ({type(exc).__name__})"
+        why = f"{lost} and the read-back failed too ({type(read_exc).__name__}); rerun apply"
+        raise ApplyError(f"{action.title()}: {why}", result) from exc
+    result.read_back.append((action, made))
+    if not made:
+        log.write(step, action, "not applied")
+        why = f"the answer was lost ({type(exc).__name__}: {exc}); the server does not show the change"
+        raise ApplyError(f"{action.title()}: {why}; rerun apply to finish", result) from exc
+    log.write(step, action, "done", id=new_id, read_back=True)
     if action.op == "create" and new_id is not None:
         ids[action.kind][action.name] = str(new_id)
