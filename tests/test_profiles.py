@@ -375,3 +375,13 @@ def test_a_machine_without_a_keyring_backend_gets_one_line_not_a_traceback(
         assert "the OS keyring failed: No recommended backend was available;" in line
         assert "--token-from env:NAME or command:CMD" in line
         assert token not in line
+
+
+@pytest.mark.parametrize("url", ["https://api.example.com", "api.example.com/api/v1", "https:///api/v1"])
+def test_add_refuses_a_base_url_that_is_not_the_api_root(config: Path, url: str) -> None:
+    """`profile add x --base-url https://api.example.com` was saved, and every command of the
+    profile then failed ("base_url must end in /api/v1"); now add says so, exit 2, one line."""
+    result = CliRunner().invoke(main, ["profile", "add", "x", "--base-url", url, "--token-from", "env:X"])
+    assert result.exit_code == 2, result.output
+    assert "is not the API's root: https://<your API host>/api/v1" in result.output
+    assert not config.exists()

@@ -76,6 +76,21 @@ def profile_group() -> None:
     ~/.config/secfindings/profiles.toml); a token is never kept in it."""
 
 
+def _check_base_url(url: str) -> None:
+    """The API's root, as the client takes it: a profile saved with another URL failed at every
+    later command instead of here."""
+    parts = urllib.parse.urlsplit(url.strip())
+    if (
+        parts.scheme not in ("http", "https")
+        or not parts.netloc
+        or not parts.path.rstrip("/").endswith("/api/v1")
+    ):
+        raise click.BadParameter(
+            f"{line_text(url)!r} is not the API's root: https://<your API host>/api/v1",
+            param_hint="--base-url",
+        )
+
+
 @profile_group.command("add")
 @click.argument("name")
 @click.option("--base-url", required=True, help="The API's URL, ending in /api/v1.")
@@ -121,6 +136,7 @@ def add_command(
     source, the tokens are asked for in turn (piped: one line each, the API's, Jira's, GitHub's)."""
     with errors():
         check_name(name)
+        _check_base_url(base_url)
         source = _source(token_from, "token", "--token-from")
         for system in SYSTEMS:
             given = tickets.pop(f"{system}_token_from")
