@@ -286,6 +286,21 @@ def test_secfindings_profile_serves_that_one_tenant(emu: Emulator, tmp_path: Pat
     anyio.run(scenario)
 
 
+def test_a_server_with_no_tenant_configured_says_what_to_set(tmp_path: Path) -> None:
+    """Started by an assistant with no profile and no credentials in its environment, every call
+    answered "tenant 'default' has no base URL or token configured" and no more."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("SECFINDINGS_") or "CACHE" in k}
+    env["SECFINDINGS_CONFIG"] = str(tmp_path / "none.toml")
+
+    async def scenario() -> str:
+        async with stdio(env) as c:
+            return _error(await c.call_tool("count_findings", {}))
+
+    text = anyio.run(scenario)
+    assert "set SECFINDINGS_BASE_URL and SECFINDINGS_API_TOKEN in the server's environment" in text
+    assert "SECFINDINGS_PROFILE" in text
+
+
 def test_a_title_that_is_an_injection_changes_nothing(emu: Emulator, tmp_path: Path) -> None:
     """The title comes back as data; no write tool exists to be called, and none is sent."""
     with LyingProxy(emu) as proxy:

@@ -80,7 +80,11 @@ class Tenants:
                 s = self.settings[tenant]
                 token = s.token()
                 if not token or not s.base_url:
-                    raise TenantError(f"tenant {tenant!r} has no base URL or token configured")
+                    raise TenantError(
+                        f"tenant {tenant!r} has no base URL or token configured: set SECFINDINGS_BASE_URL "
+                        "and SECFINDINGS_API_TOKEN in the server's environment (the assistant's env), "
+                        "or name a profile (SECFINDINGS_PROFILE, -p NAME)"
+                    )
                 client = secfindings.Client(token, **s.client_kwargs(), rate_limit=self.rate_limit)
                 self._clients[tenant] = client
             return client
