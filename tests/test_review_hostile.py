@@ -21,7 +21,7 @@ import pytest
 import yaml
 from click.testing import CliRunner
 from tests.servers.http import HostileServer, Request, Response, json_stream, make_api_token
-from tests.servers.proxy import LyingProxy
+from tests.servers.proxy import LyingProxy, change_filter
 from tests.servers.tickets import Issue, TicketServer
 from tests.test_mcp import _data as data
 from tests.test_mcp import _env as mcp_env
@@ -596,3 +596,44 @@ def test_apply_reads_back_a_mutation_answered_ok_with_errors(emu: Emulator, tmp_
             data | {"scoring_rules": {k: v for k, v in data["scoring_rules"].items() if "Mixed" not in k}},
             prune=True,
         )
+
+
+# sync with a filter: a server that ignores part of it ----------------------------------------------
+
+
+def test_an_incremental_lookup_judges_what_the_server_ignored(tmp_path: Path) -> None:
+    """An incremental run asks the server which changed findings match (filter AND id in [...])
+    where its rows lack the filter's columns; a server that honoured the ids but ignored the
+    severity said a critical lowered to low still matched, and the table kept it."""
+    drop_severity = change_filter(lambda leaf: None if leaf.get("field") == "severity" else leaf)
+
+    def lookups_ignore_severity(body: dict[str, Any]) -> dict[str, Any]:
+        config = (body.get("variables") or {}).get("filters_config") or {}
+        lookup = '"field":"id","condition":"in"' in str(config.get("filtersjson"))
+        return drop_severity(body) if lookup else body
+
+    dest = str(tmp_path / "critical.duckdb")
+    with Emulator(findings=60, seed=3) as emu, LyingProxy(emu) as proxy:
+        with emu.client() as direct:
+            critical = {
+                int(r.id_int) for r in direct.findings_view(fields="id_int", filters=CRITICAL).to_list()
+            }
+        proxy.request = lookups_ignore_severity
+        with proxy.client() as c:
+            c.sync(dest, filters=CRITICAL, fields="id_int title last_reported_time")
+            target = min(critical)
+            emu.update_finding(target, severity=2)
+            emu.rereport_finding(target)
+            second = c.sync(dest, filters=CRITICAL, fields="id_int title last_reported_time")
+        con = duckdb_module().connect(dest, read_only=True)
+        kept = {int(r[0]) for r in con.execute("SELECT id_int FROM findings").fetchall()}
+        con.close()
+    assert second.removed == 1
+    assert kept == critical - {target}
+
+
+CRITICAL = {"field": "severity", "condition": "in", "value": ["5"]}
+
+
+def duckdb_module() -> Any:
+    return pytest.importorskip("duckdb")

@@ -36,7 +36,7 @@ from secfindings.sync._model import (
     with_required,
 )
 from secfindings.sync._order import IdOrder
-from secfindings.sync._scope import refuse_change, same_scope
+from secfindings.sync._scope import refuse_change, same_scope, selection
 from secfindings.sync._tables import STAGE, Tables, future, warn
 
 __all__ = [
@@ -158,11 +158,19 @@ class Engine(Tables):
         scope = self._scope()
         assert scope is not None
         found: set[int] = set()
+        # the filter's fields beside the id: the rows a server sends are judged on them too (one
+        # that honoured the ids but ignored the severity said a lowered critical still matched)
+        schema = self.source.schema()
+        have = set(schema.fields("FindingsView")) if schema is not None else set()
+        leaves = [p for p in scope.leaves() if p.split(".", 1)[0] in have]
+        fields = " ".join(["id_int", *([selection(leaves)] if leaves else [])])
         for start in range(0, len(ids), self.opt.page_size):
             part = ids[start : start + self.opt.page_size]
             for b in self.source.batches(
-                page_size=self.opt.page_size, fields="id_int", filters=scope.with_(field("id").in_(part))
+                page_size=self.opt.page_size, fields=fields, filters=scope.with_(field("id").in_(part))
             ):
+                if leaves and b.num_rows:
+                    b = scope.keep(self._renamed(b))
                 found.update(int(v) for v in b.column("id_int").to_pylist() if v is not None)
         return found
 

@@ -66,6 +66,14 @@ class Scope:
             return {int(i): int(i) in found for i in ids if i is not None}
         return {int(i): bool(m) for i, m in zip(ids, test(batch).to_pylist(), strict=True) if i is not None}
 
+    def leaves(self) -> list[str]:
+        """The dotted fields of the filter's leaves a row can decide (``in``, ``equals``): what a
+        lookup by id selects beside the id, so that a server that ignored part of the filter is
+        judged on the rows it sends (``["severity", "actual_status.category"]``)."""
+        out: list[str] = []
+        _leaves(self.tree, "", out, 0)
+        return out
+
     def keep(self, batch: Any) -> Any:
         """``batch`` without the rows that can be seen not to match (a server that ignored the
         filter); as it is where a row cannot tell."""
@@ -186,6 +194,39 @@ def _compile(node: Any, prefix: str, columns: set[str], depth: int) -> RowTest |
     if None in wanted:
         return None
     return _member(column, wanted)
+
+
+def _leaves(node: Any, prefix: str, out: list[str], depth: int) -> None:
+    if depth > _MAX_DEPTH or not isinstance(node, Mapping):
+        return
+    operands = node.get("operands")
+    if operands is not None:
+        if isinstance(operands, Sequence):
+            for o in operands:
+                _leaves(o, prefix, out, depth + 1)
+        return
+    name, condition = node.get("field"), node.get("condition")
+    if not isinstance(name, str) or not isinstance(condition, str):
+        return
+    full = f"{prefix}.{name}" if prefix else name.removeprefix("finding.")
+    if condition == "":
+        _leaves(node.get("value"), full, out, depth + 1)
+    elif condition.lower() in _LOCAL and full not in out:
+        out.append(full)
+
+
+def selection(paths: Iterable[str]) -> str:
+    """Dotted fields as a selection: ``["a", "b.c"]`` is ``a b { c }``."""
+    tree: dict[str, Any] = {}
+    for path in paths:
+        node = tree
+        for part in path.split("."):
+            node = node.setdefault(part, {})
+
+    def shown(node: dict[str, Any]) -> str:
+        return " ".join(f"{k} {{ {shown(v)} }}" if v else k for k, v in node.items())
+
+    return shown(tree)
 
 
 def _member(column: str, wanted: Iterable[str | None]) -> RowTest:
