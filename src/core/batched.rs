@@ -7,16 +7,17 @@
 //!
 //! Correct under change. The walk reads in id order (`sort: [ID_ASC]`) and hands out only rows
 //! whose key (the integer in the node's global id) is above the last one handed out, so no row
-//! comes twice. Every batch after the first also asks, in a one-row alias `k`, for the row just
-//! before its first page: it must be the last row handed out (or one before it). A later row
+//! comes twice. Consecutive batches overlap by one row: every batch after the first starts at
+//! the last row handed out, and its first row must be that row (or one before it). A later row
 //! there means rows before it were removed and the rows shifted back past the batch's start;
 //! the batch is then thrown away and the walk reads again from earlier, farther each time, until
 //! its first row is one already seen. So every row present at both ends of the walk is handed
 //! out exactly once; a row added or removed meanwhile may or may not be.
 //!
 //! A server that refuses a document for its size (too many aliases, too large, too deep or
-//! complex) gets half as many pages per request, and the size that worked is remembered per
-//! server for the process, as batched lookups do.
+//! complex) gets fewer pages per request: as many as a limit its message names (`limit 4`),
+//! else half as many; the size that worked is remembered per server for the process, as batched
+//! lookups do.
 
 use std::collections::{HashMap, VecDeque};
 use std::sync::{Arc, Mutex, OnceLock};
@@ -93,9 +94,8 @@ pub(crate) struct BatchWalker {
     offset: u64,
     /// The key of the last row handed out.
     last: Option<u64>,
-    /// After a shift: how far back the read starts, and that it must reach a row seen.
+    /// After a shift: how far back the next read starts (doubled while it is not far enough).
     back: u64,
-    recovering: bool,
     yielded: u64,
     done: bool,
     ready: VecDeque<RawPage>,
@@ -174,17 +174,47 @@ fn wrap(raw: &str) -> Bytes {
     Bytes::from(out)
 }
 
-/// The page `raw` with only the edges at `keep` (rare: after a shift, or a row seen before).
+#[derive(Deserialize)]
+struct RawEdges<'a> {
+    #[serde(borrow, default)]
+    edges: Vec<&'a RawValue>,
+}
+
+/// The page `raw` with only the edges at `keep`: the kept edges' text joined as it came, no
+/// node decoded (the first page of every batch drops the row it overlaps with).
 fn kept(raw: &RawValue, keep: &[usize]) -> Result<Bytes> {
-    let mut page: Value = serde_json::from_str(raw.get())
-        .map_err(|e| Error::pagination(format!("a page of a batched walk is not JSON: {e}")))?;
-    if let Some(Value::Array(edges)) = page.get_mut("edges") {
-        let all = std::mem::take(edges);
-        *edges = all.into_iter().enumerate().filter(|(i, _)| keep.contains(i)).map(|(_, e)| e).collect();
+    let page: RawEdges<'_> = serde_json::from_str(raw.get())
+        .map_err(|e| Error::pagination(format!("a page of a batched walk is not a connection: {e}")))?;
+    let mut text = String::with_capacity(raw.get().len());
+    text.push_str(r#"{"edges":["#);
+    for (n, at) in keep.iter().enumerate() {
+        let edge = page.edges.get(*at).ok_or_else(|| Error::pagination("a kept row is not in its page"))?;
+        if n > 0 {
+            text.push(',');
+        }
+        text.push_str(edge.get());
     }
-    let text = serde_json::to_string(&page)
-        .map_err(|e| Error::pagination(format!("a page of a batched walk cannot be written: {e}")))?;
+    text.push_str("]}");
     Ok(wrap(&text))
+}
+
+/// The pages per request to try after `pages` were refused with `error`: a limit the message
+/// names (the last number in it below the pages sent), else half.
+fn fewer(pages: u32, error: &Error) -> u32 {
+    let text = match error {
+        Error::GraphQL { errors, .. } => errors
+            .iter()
+            .filter_map(|e| e.get("message").and_then(Value::as_str))
+            .collect::<Vec<_>>()
+            .join(" "),
+        Error::ApiStatus { body, .. } => body.clone(),
+        _ => String::new(),
+    };
+    let named = text
+        .rsplit(|c: char| !c.is_ascii_digit())
+        .filter_map(|n| n.parse::<u32>().ok())
+        .find(|n| *n >= 1 && *n < pages);
+    named.unwrap_or(pages / 2).max(1)
 }
 
 impl BatchWalker {
@@ -254,7 +284,6 @@ impl BatchWalker {
             offset,
             last: None,
             back: 0,
-            recovering: false,
             yielded: 0,
             done: false,
             ready: VecDeque::new(),
@@ -267,20 +296,11 @@ impl BatchWalker {
         self.ready.pop_front()
     }
 
-    /// The document for `pages` pages from `self.offset`, with the check alias `k` unless this
-    /// is the walk's first batch or a read-back after a shift.
+    /// The document for `pages` pages from `self.offset`.
     fn document(&self, pages: u32) -> String {
         let (name, selection) = (self.op.name, &self.node.1);
         let size = self.spec.page_size;
         let mut doc = format!("query {name}_pages{} {{", self.declared);
-        if let (Some(_), false) = (self.last, self.recovering) {
-            if let Some(before) = self.offset.checked_sub(1) {
-                doc.push_str(&format!(
-                    " k: {name}(first: 1, offset: {before}, sort: [ID_ASC]{}) {{ edges {{ node {{ id }} }} }}",
-                    self.passed
-                ));
-            }
-        }
         for i in 0..u64::from(pages) {
             let at = self.offset.saturating_add(i.saturating_mul(u64::from(size)));
             doc.push_str(&format!(
@@ -314,14 +334,6 @@ impl BatchWalker {
         let envelope: Envelope<'_> = serde_json::from_slice(body)
             .map_err(|e| Error::pagination(format!("the answer to a batched walk is not JSON: {e}")))?;
         let data = envelope.data.unwrap_or_default();
-        if let (Some(last), Some(check)) = (self.last, data.get("k")) {
-            let before = keys(check)?.into_iter().flatten().next();
-            // Removed rows moved later rows back before this batch's start: read again from earlier.
-            if before.is_none_or(|k| k > last) {
-                self.shift();
-                return Ok(());
-            }
-        }
         let size = u64::from(self.spec.page_size);
         for i in 0..pages {
             let alias = format!("p{i}");
@@ -331,13 +343,25 @@ impl BatchWalker {
                 ))
             })?;
             let keys = keys(raw)?;
-            if i == 0 && self.recovering {
-                // A read-back must start at or before the last row handed out.
-                let reached =
-                    self.offset == 0 || keys.iter().flatten().next().is_some_and(|k| Some(*k) <= self.last);
-                if !reached {
-                    self.shift();
-                    return Ok(());
+            if keys.iter().flatten().zip(keys.iter().flatten().skip(1)).any(|(a, b)| a >= b) {
+                return Err(Error::pagination(
+                    "the server does not order this connection by id (ID_ASC): a batched walk cannot \
+                     check it; walk one page per request",
+                ));
+            }
+            if let (0, Some(last)) = (i, self.last) {
+                // The batch starts at the last row handed out; a later row there means rows
+                // before it went, and rows moved back past the start: read again from earlier.
+                match keys.iter().flatten().next() {
+                    Some(first) if *first <= last => {}
+                    None if keys.is_empty() && self.offset == 0 => {
+                        self.done = true;
+                        return Ok(());
+                    }
+                    _ => {
+                        self.shift();
+                        return Ok(());
+                    }
                 }
             }
             let mut keep = Vec::with_capacity(keys.len());
@@ -350,19 +374,13 @@ impl BatchWalker {
                 }
                 keep.push(at);
             }
-            if keys.iter().flatten().zip(keys.iter().flatten().skip(1)).any(|(a, b)| a >= b) {
-                return Err(Error::pagination(
-                    "the server does not order this connection by id (ID_ASC): a batched walk cannot \
-                     check it; walk one page per request",
-                ));
-            }
             let remaining = self.spec.limit.map(|l| l.saturating_sub(self.yielded));
             let take =
                 remaining.map_or(keep.len(), |r| keep.len().min(usize::try_from(r).unwrap_or(usize::MAX)));
             let full = keys.len() as u64 >= size;
+            self.last = previous;
             if take > 0 {
                 let body = if keep.len() == keys.len() { wrap(raw.get()) } else { kept(raw, &keep)? };
-                self.last = previous;
                 self.yielded = self.yielded.saturating_add(take as u64);
                 let reached = self.spec.limit.is_some_and(|l| self.yielded >= l);
                 self.ready.push_back(RawPage {
@@ -380,17 +398,16 @@ impl BatchWalker {
                     self.done = true;
                     return Ok(());
                 }
-            } else if !keys.is_empty() {
-                self.last = previous.or(self.last);
             }
             if !full {
                 self.done = true;
                 return Ok(());
             }
         }
-        self.recovering = false;
         self.back = 0;
-        self.offset = self.offset.saturating_add(u64::from(pages).saturating_mul(size));
+        // The next batch starts at this one's last row: the overlap that shows a shift.
+        let read = u64::from(pages).saturating_mul(size);
+        self.offset = self.offset.saturating_add(read.saturating_sub(1));
         Ok(())
     }
 
@@ -399,7 +416,6 @@ impl BatchWalker {
         self.shifts = self.shifts.saturating_add(1);
         self.back = if self.back == 0 { u64::from(self.spec.page_size) } else { self.back.saturating_mul(2) };
         self.offset = self.offset.saturating_sub(self.back);
-        self.recovering = true;
     }
 }
 
@@ -455,7 +471,7 @@ impl BatchStream {
                 Ok((_, Some(e))) | Err(e)
                     if pages > 1 && is_refusal(&e) && !matches!(e, Error::Timeout(_)) =>
                 {
-                    pages /= 2;
+                    pages = fewer(pages, &e);
                     refused(&self.server, pages);
                 }
                 Ok((_, Some(e))) | Err(e) => return Err(e.redact(&self.transport.settings().redactor)),

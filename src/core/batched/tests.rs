@@ -19,21 +19,15 @@ fn node(k: u64) -> Value {
     json!({"node": {"id": to_global_id("FindingsView", &k.to_string()).unwrap(), "title": format!("t{k}")}})
 }
 
-/// An answer of `pages` pages over `rows` (the list as the server holds it), as the walker's
-/// next document asks: `k` the row before its start when it asks for it.
+/// An answer to the walker's next document over `rows` (the list as the server holds it): each
+/// page from the offset the document names.
 fn answer(w: &BatchWalker, rows: &[u64], pages: u32) -> Vec<u8> {
     let doc = w.document(pages);
     let mut data = Map::new();
     let size = w.spec.page_size as usize;
-    let at = usize::try_from(w.offset).unwrap();
-    if doc.contains(" k: ") {
-        let edges: Vec<Value> =
-            at.checked_sub(1).and_then(|i| rows.get(i)).map(|k| node(*k)).into_iter().collect();
-        data.insert("k".into(), json!({ "edges": edges }));
-    }
-    for i in 0..pages as usize {
-        let from = at + i * size;
-        let edges: Vec<Value> = rows.iter().skip(from).take(size).map(|k| node(*k)).collect();
+    for (i, part) in doc.split("offset: ").skip(1).enumerate() {
+        let at: usize = part.split(',').next().unwrap().parse().unwrap();
+        let edges: Vec<Value> = rows.iter().skip(at).take(size).map(|k| node(*k)).collect();
         data.insert(format!("p{i}"), json!({ "edges": edges }));
     }
     serde_json::to_vec(&json!({ "data": data })).unwrap()
@@ -64,11 +58,11 @@ fn a_walk_reads_every_row_once_in_batches() {
         seen.extend(handed_out(&mut w));
     }
     assert_eq!(seen, rows);
-    assert_eq!(requests, 4); // 6 rows a request: 6, 12, 18, then the last 2
+    assert_eq!(requests, 4); // 6 rows, then 5 new a request (one overlaps): 6, 11, 16, 20
     let doc = w.document(2);
     assert!(
         doc.contains(
-            "p1: findings_view(first: 3, offset: 21, sort: [ID_ASC], filters_config: $filters_config)"
+            "p1: findings_view(first: 3, offset: 18, sort: [ID_ASC], filters_config: $filters_config)"
         ),
         "{doc}"
     );
@@ -158,9 +152,23 @@ fn a_server_that_ignores_the_order_is_an_error_and_bad_specs_are_refused() {
 }
 
 #[test]
-fn refusals_in_the_errors_are_read() {
-    let body = br#"{"errors":[{"message":"Query has too many aliases: 11 (limit 4)."}]}"#;
+fn refusals_in_the_errors_are_read_and_a_named_limit_is_taken() {
+    let body = br#"{"errors":[{"message":"Query has too many aliases: 10 (limit 4)."}]}"#;
     let e = refusal_of(body).unwrap().unwrap();
     assert!(is_refusal(&e));
+    assert_eq!(fewer(10, &e), 4);
+    let vague = refusal_of(br#"{"errors":[{"message":"Query is too complex."}]}"#).unwrap().unwrap();
+    assert_eq!(fewer(10, &vague), 5);
+    assert_eq!(fewer(1, &vague), 1);
     assert!(refusal_of(br#"{"data":{"p0":{"edges":[]}}}"#).unwrap().is_none());
+}
+
+#[test]
+fn the_overlapping_row_is_dropped_without_decoding_the_nodes() {
+    let raw = serde_json::value::RawValue::from_string(
+        serde_json::to_string(&json!({"edges": [node(1), node(2), node(3)]})).unwrap(),
+    )
+    .unwrap();
+    let body: Value = serde_json::from_slice(&kept(&raw, &[1, 2]).unwrap()).unwrap();
+    assert_eq!(body["data"]["p"]["edges"], json!([node(2), node(3)]));
 }
