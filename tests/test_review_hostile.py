@@ -637,3 +637,33 @@ CRITICAL = {"field": "severity", "condition": "in", "value": ["5"]}
 
 def duckdb_module() -> Any:
     return pytest.importorskip("duckdb")
+
+
+def test_a_reconcile_confirms_a_removal_on_the_rows_it_is_sent(tmp_path: Path) -> None:
+    """A reconcile confirms that a finding it no longer walks is gone before removing it
+    (filter AND id in [...]); a server that ignored the severity there listed a lowered critical,
+    and the table kept it."""
+    drop_severity = change_filter(lambda leaf: None if leaf.get("field") == "severity" else leaf)
+
+    def lookups_ignore_severity(body: dict[str, Any]) -> dict[str, Any]:
+        config = (body.get("variables") or {}).get("filters_config") or {}
+        lookup = '"field":"id","condition":"in"' in str(config.get("filtersjson"))
+        return drop_severity(body) if lookup else body
+
+    dest = str(tmp_path / "critical.duckdb")
+    with Emulator(findings=60, seed=3) as emu, LyingProxy(emu) as proxy:
+        with emu.client() as direct:
+            critical = {
+                int(r.id_int) for r in direct.findings_view(fields="id_int", filters=CRITICAL).to_list()
+            }
+        proxy.request = lookups_ignore_severity
+        with proxy.client() as c:
+            c.sync(dest, filters=CRITICAL)
+            target = min(critical)
+            emu.update_finding(target, severity=2)  # last_reported_time unmoved: a reconcile's to see
+            again = c.sync(dest, filters=CRITICAL, reconcile=True)
+        con = duckdb_module().connect(dest, read_only=True)
+        kept = {int(r[0]) for r in con.execute("SELECT id_int FROM findings").fetchall()}
+        con.close()
+    assert again.removed == 1
+    assert kept == critical - {target}

@@ -307,13 +307,14 @@ class Engine(Tables):
         """The batches of the given ids that the server still lists (a walk by offset can skip a
         row when another vanishes before it, so absence is confirmed before a delete)."""
         out: list[Any] = []
+        scope = self._scope()
         for start in range(0, len(keys), self.opt.page_size):
             part = keys[start : start + self.opt.page_size]
-            out.extend(
-                b
-                for b in self._pages(fields=self.opt.fields, filters=self._scoped(field("id").in_(part)))
-                if b.num_rows
-            )
+            for b in self._pages(fields=self.opt.fields, filters=self._scoped(field("id").in_(part))):
+                if scope is not None:
+                    b = scope.keep(b)  # a server that ignored the filter: a row seen not to match is gone
+                if b.num_rows:
+                    out.append(b)
         return out
 
     def reconcile(self, state: _State, started: dt.datetime, result: SyncResult, by_time: bool) -> None:
