@@ -458,3 +458,14 @@ def test_the_budget_paces_distinct_calls_past_the_limit(tmp_path: Path) -> None:
         stats = emu.stats()
     assert stats["api_requests"] >= 30
     assert stats["rate_limited"] == 0
+
+
+def test_the_key_file_flag_wins_over_the_environment(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from secfindings._cli_mcp import _key
+
+    key_file = tmp_path / "mcp.key"
+    monkeypatch.setenv("SECFINDINGS_MCP_KEY", "e" * 40)
+    assert _key(None) == "e" * 40
+    made = _key(key_file)  # the flag: its file is made and used, the environment's key is not
+    assert made != "e" * 40
+    assert key_file.read_text(encoding="utf-8").strip() == made

@@ -33,10 +33,10 @@ MIN_KEY = 16
 
 
 def _key(key_file: Path | None) -> str:
-    """The bearer key: $SECFINDINGS_MCP_KEY, else --key-file (made with a fresh key, mode 0600,
-    when it does not exist)."""
+    """The bearer key: --key-file (made with a fresh key, mode 0600, when it does not exist),
+    else $SECFINDINGS_MCP_KEY: the flag before the environment, as everywhere."""
     given = os.environ.get(KEY_ENV, "").strip()
-    if given:
+    if given and key_file is None:
         if len(given) < MIN_KEY:
             raise click.UsageError(f"${KEY_ENV}: the key is shorter than {MIN_KEY} characters")
         return given
