@@ -667,3 +667,13 @@ def test_a_reconcile_confirms_a_removal_on_the_rows_it_is_sent(tmp_path: Path) -
         con.close()
     assert again.removed == 1
     assert kept == critical - {target}
+
+
+def test_report_file_mode_follows_the_umask(tmp_path: Path) -> None:
+    out = tmp_path / "report.md"
+    old = os.umask(0o027)
+    try:
+        Report.write(SimpleNamespace(markdown=lambda: "# r\n"), out, "markdown")  # type: ignore[arg-type]
+    finally:
+        os.umask(old)
+    assert out.stat().st_mode & 0o777 == 0o640
