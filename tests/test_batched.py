@@ -16,7 +16,7 @@ import pytest
 from tests.servers.http import make_api_token
 from tests.servers.unsorted import unsorted_server
 
-from secfindings import Client
+from secfindings import Client, field
 from secfindings.errors import ValidationError
 from secfindings.testing import Emulator
 
@@ -152,7 +152,7 @@ def test_estimate_counts_the_requests_in_batches(big: Emulator) -> None:
         assert estimate.requests == N // 100
         assert estimate.batched_requests is not None
         assert estimate.pages_per_request == 10
-        assert "requests in batches    21 (10 pages per request)" in str(estimate)
+        assert "requests in batches    21 (10 pages per request, read whole)" in str(estimate)
         big.clear_request_log()
         client.findings_view(fields="id title").to_arrow()
         assert len(walks(big)) == estimate.batched_requests
@@ -185,4 +185,30 @@ def test_export_dry_run_shows_both_figures(big: Emulator, tmp_path: Path) -> Non
     # A new process with an empty cache: the walk would ask the offset probe first, unless the
     # estimate asked it to count the rows (no total_count on the known profile).
     batches = 22 if big.profile == "default" else 21
-    assert f"requests in batches    {batches} (10 pages per request)\n" in out.stdout
+    assert f"requests in batches    {batches} (10 pages per request, read whole)\n" in out.stdout
+
+
+def test_a_walk_of_nothing_has_the_selection_s_columns(profile: str) -> None:
+    with Emulator(findings=300, profile=profile) as emu, emu.client() as client:
+        nothing = client.findings_view(fields="id id_int title", filters=field("id").in_([10_000_001]))
+        table = nothing.to_arrow()
+        assert table.num_rows == 0
+        assert table.column_names == ["id", "id_int", "title"]
+        assert str(table.schema.field("id_int").type) == "int64"
+
+
+def test_partitions_read_their_parts_in_batches_when_asked(profile: str) -> None:
+    with Emulator(findings=3_000, profile=profile) as emu, emu.client() as client:
+        whole = client.findings_view(fields="id id_int title").to_arrow()
+        client.pages_per_request = 10
+        emu.clear_request_log()
+        split = client.findings_view(fields="id id_int title").to_arrow(partitions=3)
+        assert split.equals(whole)
+        pages = walks(emu)
+        assert all(r["operation_name"] == "findings_view_pages" for r in pages)
+        # 3 parts of 1,000 rows (30 pages): one batch each, and one to see the end of a part
+        # read to its end (every id range; the last offset slice)
+        assert len(pages) <= 6
+        # offset slices start at their offset, not after a cursor
+        if profile == "known":
+            assert any("offset: 1000" in r["query"] for r in pages)

@@ -28,11 +28,13 @@ from __future__ import annotations
 
 import contextlib
 import contextvars
+import importlib
 import logging
 import math
 import os
 import re
-from collections.abc import Callable, Iterator, Mapping
+import threading
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any
 
 from secfindings import _plan, _probes
@@ -45,6 +47,7 @@ __all__ = [
     "pages",
     "requests_for",
     "setting",
+    "starting_at",
     "whole_walks",
 ]
 
@@ -83,6 +86,12 @@ def _from_env() -> int:
         ) from None
 
 
+def _asked_for(native: Any) -> bool:
+    """Whether batches were asked for (the client's setting or the environment's), so every
+    walk that allows them uses them, not only those read whole."""
+    return getattr(native, "pages_per_request", None) is not None or bool(os.environ.get(_ENV, "").strip())
+
+
 def setting(native: Any) -> int:
     """The pages per request of a client's walks (its own setting, else the environment's,
     else the default)."""
@@ -114,21 +123,34 @@ def _has_id(fields: Any) -> bool:
 
 
 def estimated(
-    native: Any, args: Mapping[str, Any], cursor: str | None, limit: int | None, rows: int, page_size: int
+    native: Any,
+    args: Mapping[str, Any],
+    cursor: str | None,
+    limit: int | None,
+    parts: Sequence[tuple[int, bool]],
+    page_size: int,
 ) -> int | None:
-    """The requests of a ``findings_view`` walk of ``rows`` in batches (for ``estimate()``);
-    None where it would not be read in batches."""
+    """The requests of a ``findings_view`` walk read whole in batches (for ``estimate()``), its
+    ``parts`` given as (rows, whether the part stops at a limit): one part for a sequential
+    walk, more for ``partitions=``. None where it would not be read in batches."""
     n = setting(native)
     if _usable("findings_view", {**args, "after": cursor}, n) is not None or not _has_id(args.get("fields")):
         return None
-    if limit is not None and rows == 0:
+    if len(parts) > 1 and not _asked_for(native):
+        return None  # partitions read their parts one page per request unless asked
+    if limit is not None and sum(rows for rows, _ in parts) == 0:
         return 0
-    schema = native.loaded_schema
-    held = _probes.known(native.base_url, schema, _plan.OFFSET)
+    held = _probes.known(native.base_url, native.loaded_schema, _plan.OFFSET)
     if held is False:
         return None
+    per = max(1, page_size) * n
+    # A part that stops at its limit ends on its last row; one read to the end ends on a short
+    # batch (one more where its rows fill the last batch exactly).
+    total = sum(
+        max(1, -(-rows // per)) if limited else requests_for(rows, page_size, n) for rows, limited in parts
+    )
     # The walk's first batch asks the offset probe first where it was not asked yet.
-    return requests_for(rows, page_size, n) + (1 if held is None else 0)
+    return total + (1 if held is None else 0)
 
 
 def _id_sorted(sort: Any) -> bool:
@@ -152,11 +174,16 @@ def _usable(name: str, args: Mapping[str, Any], n: int) -> str | None:
     return None
 
 
+_PROBING = threading.Lock()
+
+
 def _offset_held(native: Any, name: str) -> bool:
-    """The walk plan's offset probe (one request per server, remembered; two aliased fields)."""
+    """The walk plan's offset probe (one request per server, remembered; two aliased fields;
+    one at a time, so the parts of a partitioned walk ask it once)."""
     try:
-        steps = _plan.capability_steps(native.base_url, native.schema_sync(), _plan.OFFSET)
-        held = _plan.drive(native, steps)
+        with _PROBING:
+            steps = _plan.capability_steps(native.base_url, native.schema_sync(), _plan.OFFSET)
+            held = _plan.drive(native, steps)
     except Exception as exc:  # a 429, a 5xx, the network: the probe is asked again next time
         log.debug("%s: one page per request (the offset probe failed: %s)", name, type(exc).__name__)
         return False
@@ -244,11 +271,21 @@ class _Chosen:
             return getattr(inner, name)(*args)
         return self._call_async(name, *args)
 
+    def _padded(self, raw: Any) -> Any:
+        """A raw page with a cursor (None) for each node: a batched walk's pages carry no
+        cursors, and readers zip the two (``partitions=``' id check)."""
+        if self._inner is not self._batched or not isinstance(raw, tuple) or len(raw) != 3:
+            return raw
+        nodes, info, cursors = raw
+        if len(cursors) >= len(nodes):
+            return raw
+        return nodes, info, [*cursors, *([None] * (len(nodes) - len(cursors)))]
+
     def try_next_page(self) -> Any:
-        return self._call("try_next_page")
+        return self._padded(self._call("try_next_page"))
 
     def next_page(self) -> Any:
-        return self._call("next_page")
+        return self._padded(self._call("next_page"))
 
     def next_batch(self, freeze: bool = True) -> Any:
         return self._call("next_batch", freeze)
@@ -256,8 +293,11 @@ class _Chosen:
     def next_jsonl(self) -> Any:
         return self._call("next_jsonl")
 
+    async def _padded_async(self, pending: Any) -> Any:
+        return self._padded(await pending)
+
     def next_page_async(self) -> Any:
-        return self._later("next_page_async")
+        return self._padded_async(self._later("next_page_async"))
 
     def next_batch_async(self, freeze: bool = True) -> Any:
         return self._later("next_batch_async", freeze)
@@ -265,13 +305,33 @@ class _Chosen:
     def next_jsonl_async(self) -> Any:
         return self._later("next_jsonl_async")
 
+    async def _typed_async(self, pending: Any) -> Any:
+        return self._typed(await pending)
+
     def read_table_async(self) -> Any:
-        return self._later("read_table_async", whole=True)
+        return self._typed_async(self._later("read_table_async", whole=True))
+
+    def _typed(self, table: Any) -> Any:
+        """A batched walk of no rows has no columns: the plain walk's typed empty table (made
+        from the selection, no request) instead, as a walk of one page per request gives."""
+        if self._inner is not self._batched or self._plain_of is None:
+            return table
+        try:
+            pa = importlib.import_module("pyarrow")
+        except ImportError:  # to_polars without pyarrow: as it came
+            return table
+        table = pa.table(table)
+        if table.num_rows or table.num_columns:
+            return table
+        return self._empty()
+
+    def _empty(self) -> Any:
+        raise NotImplementedError  # set by pages()
 
     def read_table(self, on_page: Callable[[int, int], object] | None = None) -> Any:
         inner = self._choose(True)
         if not self._can_swap():
-            return inner.read_table(on_page)
+            return self._typed(inner.read_table(on_page))
 
         def seen(rows: int, pages: int) -> None:
             self._started = True
@@ -279,7 +339,7 @@ class _Chosen:
                 on_page(rows, pages)
 
         try:
-            return inner.read_table(seen)
+            return self._typed(inner.read_table(seen))
         except PaginationError as exc:
             if self._started:
                 raise
@@ -294,18 +354,35 @@ class _Chosen:
         return inner.batch_reader()
 
 
-_WHOLE: contextvars.ContextVar[bool] = contextvars.ContextVar("secfindings_whole_walks", default=False)
+#: True: walks made here read in batches however they are read; False: never (a partitioned
+#: export, whose resume text holds each part's cursor); None: as the reading chooses.
+_WHOLE: contextvars.ContextVar[bool | None] = contextvars.ContextVar("secfindings_whole_walks", default=None)
+#: The offset a walk made here starts at, in place of its after= cursor (offset slices).
+_START: contextvars.ContextVar[int | None] = contextvars.ContextVar("secfindings_batch_start", default=None)
 
 
 @contextlib.contextmanager
-def whole_walks() -> Iterator[None]:
+def whole_walks(batched: bool = True) -> Iterator[None]:
     """The walks made inside read in batches however they are read (for a reader that needs no
-    cursor half-way, as the sync's loads, which keep their own place)."""
-    token = _WHOLE.set(True)
+    cursor half-way, as the sync's loads, which keep their own place), or with ``False`` never
+    (a reader that needs every page's cursor)."""
+    token = _WHOLE.set(batched)
     try:
         yield
     finally:
         _WHOLE.reset(token)
+
+
+@contextlib.contextmanager
+def starting_at(offset: int | None) -> Iterator[None]:
+    """A walk made inside with ``after=`` the cursor of the row at ``offset - 1`` (an offset
+    slice of ``partitions=``) is read in batches from ``offset`` instead, where batches apply;
+    one page per request from the cursor otherwise."""
+    token = _START.set(offset)
+    try:
+        yield
+    finally:
+        _START.reset(token)
 
 
 def pages(
@@ -315,6 +392,7 @@ def pages(
     prepared: Any,
     page_size: Any,
     limit: Any,
+    fields: str | None = None,
 ) -> Any:
     """The native walk of a typed operation: in batches where that is safe (see the module),
     else one page per request."""
@@ -322,20 +400,26 @@ def pages(
     def plain() -> Any:
         return native._n.paginate_prepared(prepared, page_size, limit)
 
+    mode = _WHOLE.get()
+    if mode is False or limit == 0:
+        return plain()
     n = setting(native)
-    why = _usable(name, args, n)
+    start = _START.get()
+    if start is not None and args.get("after") is None:
+        start = None
+    given = {**args, "after": None} if start is not None else args
+    why = _usable(name, given, n)
     if why is not None:
         if n > 1 and name in _OPERATIONS:
             log.debug("%s: one page per request (%s)", name, why)
         return plain()
     try:
-        batched = native._n.paginate_batched(prepared, page_size, limit, n, 0)
+        sent = prepared if start is None else native._prepare(native.schema_sync(), name, given, fields)
+        batched = native._n.paginate_batched(sent, page_size, limit, n, start or 0)
     except ValidationError as exc:  # the selection has no id, or another sort
         log.debug("%s: one page per request (%s)", name, str(exc)[:200])
         return plain()
-    always = (
-        _WHOLE.get()
-        or getattr(native, "pages_per_request", None) is not None
-        or bool(os.environ.get(_ENV, "").strip())
-    )
-    return _Chosen(batched, plain, always, lambda: _offset_held(native, name))
+    always = bool(mode) or _asked_for(native)
+    chosen = _Chosen(batched, plain, always, lambda: _offset_held(native, name))
+    chosen._empty = lambda: native._n.paginate_prepared(prepared, page_size, 0).read_table()  # type: ignore[method-assign]
+    return chosen

@@ -92,7 +92,8 @@ class Estimate:
 
         lines = [("rows", num(self.rows)), ("requests", num(self.requests))]
         if self.batched_requests is not None:
-            shown = f"{num(self.batched_requests)} ({self.pages_per_request} pages per request)"
+            per = self.pages_per_request
+            shown = f"{num(self.batched_requests)} ({per} pages per request, read whole)"
             lines.append(("requests in batches", shown))
         lines.append(("page size", str(self.page_size)))
         lines.append(("partitions", f"{self.partitions} ({self.strategy.replace('_', ' ')})"))
@@ -267,6 +268,19 @@ def _pages(found: _Found, rows: int, page_size: int) -> int:
     return sum(max(1, math.ceil(n / page_size)) for n in [*(x or 0 for x in limits), last])
 
 
+def _parts_rows(found: _Found, rows: int, limited: bool) -> list[tuple[int, bool]]:
+    """The rows of each part of the walk and whether it stops at a limit (offset slices read a
+    set number of rows each, the last the rest; id ranges are taken as even)."""
+    split = found.split
+    if split is None or split.strategy == "sequential":
+        return [(rows, limited)]
+    if split.strategy != "offset_slices":
+        k = len(split.slices)
+        return [(rows // k + (1 if i < rows % k else 0), False) for i in range(k)]
+    limits = [s.limit or 0 for s in split.slices[:-1]]
+    return [*((x, True) for x in limits), (max(0, rows - sum(limits)), False)]
+
+
 def _work_out(
     walk: Any,
     client: Any,
@@ -303,8 +317,9 @@ def _work_out(
     if requests is not None and (latency is not None or budget.limit is not None):
         seconds = schedule(requests, found.parts, latency or 0.0, budget)
     batched = None
-    if rows is not None and found.parts == 1:
-        batched = _batched.estimated(client._native, args, walk._pages.cursor, walk._limit, rows, page_size)
+    if rows is not None:
+        parts = _parts_rows(found, rows, walk._limit is not None)
+        batched = _batched.estimated(client._native, args, walk._pages.cursor, walk._limit, parts, page_size)
     return Estimate(
         rows,
         requests,

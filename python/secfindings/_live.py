@@ -336,7 +336,7 @@ class LiveNative:
         # schema there waits for it, once per base URL and process.
         prepared = self._prepare(self.schema_sync(), name, args, fields)
         # In aliased batches where that is safe, else one page per request (see _batched).
-        return _batched.pages(self, name, args, prepared, page_size, limit)
+        return _batched.pages(self, name, args, prepared, page_size, limit, fields)
 
     def subscribe(
         self,

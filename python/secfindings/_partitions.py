@@ -49,7 +49,7 @@ from collections.abc import Awaitable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, cast
 
-from secfindings import _plan
+from secfindings import _batched, _plan
 from secfindings._export import Export, ExportResult
 from secfindings._pages import make_page
 from secfindings._plan import Bounds, Walk, id_ranges
@@ -158,6 +158,9 @@ class Part:
     done: bool = False
     limit: int | None = None
     filtered: bool = True
+    #: Where the plan's offset slice starts (not kept in a resume text: a resumed part starts
+    #: after its cursor).
+    offset: int | None = None
 
     def holds(self, value: Any) -> bool:
         """Whether a row of id ``value`` belongs to this partition."""
@@ -356,7 +359,7 @@ class Plan:
         """The partitions of a split the plan made (now, or for an estimate of this walk)."""
         self.strategy = split.strategy
         self.total = None if split.bounds is None else split.bounds.total
-        return [Part(s.low, s.high, s.cursor, False, s.limit, s.filtered) for s in split.slices]
+        return [Part(s.low, s.high, s.cursor, False, s.limit, s.filtered, s.offset) for s in split.slices]
 
     def _sort(self, schema: Any) -> Any:
         """The sort a walk that is not filtered by id is made with: the id order the offsets
@@ -368,9 +371,10 @@ class Plan:
         """The walk of one partition, from its cursor."""
         extra = range_filter(part.low, part.high, None) if part.filtered else None
         sort = "unchanged" if part.filtered else self.sort
-        pager = self.walk.paginator(
-            extra=extra, sort=sort, after=part.cursor, limit=part.limit, fields=self.fields
-        )
+        with _batched.starting_at(part.offset):
+            pager = self.walk.paginator(
+                extra=extra, sort=sort, after=part.cursor, limit=part.limit, fields=self.fields
+            )
         pages: NativePages = pager._pages
         return pages
 
@@ -758,7 +762,8 @@ def write(
     """A partitioned export of a :class:`~secfindings.Paginator` (threads)."""
     plan = _plan_export(walk, fmt, partitions, resume)
     walk._as_columns()
-    run = Run(plan, _parts(walk, plan))
+    with _batched.whole_walks(False):  # the resume text holds every page's cursor
+        run = Run(plan, _parts(walk, plan))
     with _exporting(walk, run, path, fmt, append, progress, escape) as (out, report):
         pump_threads(run.walks, _fetch(fmt), run.exporter(out, report))
     result: ExportResult = walk._written
@@ -778,7 +783,9 @@ async def write_async(
     """A partitioned export of an :class:`~secfindings.AsyncPaginator` (tasks)."""
     plan = _plan_export(walk, fmt, partitions, resume)
     walk._as_columns()
-    run = Run(plan, await _parts_async(walk, plan))
+    parts = await _parts_async(walk, plan)
+    with _batched.whole_walks(False):
+        run = Run(plan, parts)
 
     def fetch(pages: NativePages) -> Awaitable[Any]:
         if fmt == "jsonl":

@@ -29,9 +29,11 @@ The strategies that use them:
   :data:`ID_RANGE` holds; else ``offset_slices`` where :data:`OFFSET` holds (the rows counted,
   each slice starting after the cursor of the row before it, found by ``first: 1`` probes at
   those offsets, all in one request, and reading a fixed number of rows); else ``sequential``,
-  one walk, with one WARNING line. Every slice also knows the id interval its rows must lie
-  in: rows outside it are dropped, so a server that ignores a filter, strays past a range or
-  shifts a slice cannot make a row appear twice.
+  one walk, with one WARNING line (with ``client.pages_per_request`` set, the parts of
+  ``to_arrow`` / ``to_list(partitions=N)`` go in aliased page batches where
+  :mod:`secfindings._batched` allows, offset slices from their offset). Every slice also
+  knows the id interval its rows must lie in: rows outside it are dropped, so a server that
+  ignores a filter, strays past a range or shifts a slice cannot make a row appear twice.
 - **count** (:func:`count_steps`, used by ``estimate()``): ``total_count`` where offered; else
   ``first: 1`` probes by offset (a ladder of offsets, then a search 16 ways a request, the
   offsets of a request as aliased fields of one document), their requests and time reported on
@@ -648,6 +650,9 @@ class Slice:
     cursor: str | None = None
     limit: int | None = None
     filtered: bool = True
+    #: Offset slices: the offset of the slice's first row (its walk may start there in
+    #: aliased batches instead of after ``cursor``; see :mod:`secfindings._batched`).
+    offset: int | None = None
 
 
 @dataclass
@@ -728,7 +733,7 @@ def split_steps(
             low, high = until_id, (None if after_id is None else after_id - 1)
         else:
             low, high = (None if after_id is None else after_id + 1), until_id
-        slices.append(Slice(low, high, cursor, limit, filtered=False))
+        slices.append(Slice(low, high, cursor, limit, filtered=False, offset=starts[k]))
     return Split("offset_slices", slices, bounds)
 
 

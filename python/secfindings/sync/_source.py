@@ -9,7 +9,7 @@ import datetime as dt
 from collections.abc import Awaitable, Iterable, Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Protocol
 
-from secfindings import _newer, _plan
+from secfindings import _batched, _newer, _plan
 from secfindings._shared import need
 from secfindings.sync._model import Source
 
@@ -97,7 +97,11 @@ class ClientSource(Source):
         return self.client.schema()
 
     def batches(self, **arguments: Any) -> Iterator[Any]:
-        batches: Iterator[Any] = self.client.findings_view(**_walk_arguments(arguments)).to_arrow_batches()
+        # The sync keeps its own place (by id or time), never a cursor: aliased page batches
+        # where the walk allows them (the first load and reconcile walk by id; issue 37).
+        with _batched.whole_walks():
+            pager = self.client.findings_view(**_walk_arguments(arguments))
+        batches: Iterator[Any] = pager.to_arrow_batches()
         return batches
 
     def empty(self, fields: str) -> Any:
@@ -134,7 +138,8 @@ class AsyncSource(Source):
 
     def batches(self, **arguments: Any) -> Iterator[Any]:
         pa = need("pyarrow", "arrow", "sync()")
-        pager = self.client.findings_view(**_walk_arguments(arguments))
+        with _batched.whole_walks():  # as ClientSource.batches
+            pager = self.client.findings_view(**_walk_arguments(arguments))
         # The async paginator's Arrow C stream reads synchronously: this thread waits for each
         # page while the event loop goes on.
         yield from pa.RecordBatchReader.from_stream(pager)
