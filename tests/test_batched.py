@@ -16,7 +16,7 @@ import pytest
 from tests.servers.http import make_api_token
 from tests.servers.unsorted import unsorted_server
 
-from secfindings import Client, field
+from secfindings import AsyncClient, Client, field
 from secfindings.errors import ValidationError
 from secfindings.testing import Emulator
 
@@ -212,3 +212,32 @@ def test_partitions_read_their_parts_in_batches_when_asked(profile: str) -> None
         # offset slices start at their offset, not after a cursor
         if profile == "known":
             assert any("offset: 1000" in r["query"] for r in pages)
+
+
+@pytest.mark.asyncio
+async def test_the_async_client_reads_whole_walks_in_batches(profile: str) -> None:
+    with Emulator(findings=3_000, profile=profile) as emu:
+        client = emu.async_client()
+        try:
+            await client.schema()
+            emu.clear_request_log()
+            table = await client.findings_view(fields="id id_int").to_arrow()
+            assert table.column("id_int").to_pylist() == list(range(1, 3_001))
+            assert len(walks(emu)) == 4  # 3 batches, one to see the end
+            nothing = client.findings_view(fields="id id_int", filters=field("id").in_([10_000_001]))
+            assert (await nothing.to_arrow()).column_names == ["id", "id_int"]
+        finally:
+            client.close()
+
+
+@pytest.mark.asyncio
+async def test_the_async_client_falls_back_on_a_server_that_ignores_sort() -> None:
+    with unsorted_server(1_500) as (server, order):
+        client = AsyncClient(make_api_token(), base_url=server.base_url, auth_url=server.auth_url)
+        try:
+            table = await client.findings_view(fields="id id_int title").to_arrow()
+            assert table.column("id_int").to_pylist() == order
+            client.pages_per_request = 10
+            assert [f.id_int async for f in client.findings_view(fields="id id_int title")] == order
+        finally:
+            client.close()
