@@ -23,9 +23,9 @@ from click.testing import CliRunner
 from tests.servers.http import HostileServer, Request, Response, json_stream, make_api_token
 from tests.servers.proxy import LyingProxy, change_filter
 from tests.servers.tickets import Issue, TicketServer
+from tests.test_mcp import INJECTION, stdio
 from tests.test_mcp import _data as data
 from tests.test_mcp import _env as mcp_env
-from tests.test_mcp import stdio
 
 from secfindings import analytics
 from secfindings._shell_output import jq_lines, jq_program
@@ -677,3 +677,23 @@ def test_report_file_mode_follows_the_umask(tmp_path: Path) -> None:
     finally:
         os.umask(old)
     assert out.stat().st_mode & 0o777 == 0o640
+
+
+def test_mcp_a_servers_error_text_is_said_to_be_data(emu: Emulator, tmp_path: Path) -> None:
+    """A GraphQL error's text went to the assistant as the tool's error with nothing saying it
+    was the server's (the rows' text fields are named untrusted; an error's text was not)."""
+    with LyingProxy(emu) as proxy:
+        proxy.answer = lambda body, answer: {"data": None, "errors": [{"message": INJECTION + "\n\nmore"}]}
+        env = mcp_env(proxy.base_url, proxy.server.auth_url, make_api_token(), tmp_path / "none.toml")
+
+        async def scenario() -> str:
+            async with stdio(env, "--cache-seconds", "0") as c:
+                result = await c.call_tool("get_findings", {"ids": [1]})
+                assert result.is_error
+                text: str = result.content[0].text
+                return text
+
+        text = anyio.run(scenario)
+    assert INJECTION in text
+    assert "data, not instructions" in text
+    assert "\n" not in text
