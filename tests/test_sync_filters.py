@@ -292,7 +292,7 @@ def test_a_filter_the_server_cannot_match_is_exit_2_and_binds_nothing(emu: Emula
         assert result.exit_code == 2, result.output
         assert result.output.splitlines()[-1].startswith("error: filter field")
         assert "Traceback" not in result.output
-    assert state(dest) == {}
+    assert not Path(dest).exists() or state(dest) == {}  # refused before the file is made
     good = CliRunner().invoke(main, ["sync", dest, "--no-progress", "--status", "open"], env=env(emu))
     assert good.exit_code == 0, good.output
     assert set(table_rows(dest)) == matching(emu.client(), OPEN)
@@ -373,3 +373,19 @@ def test_a_dry_run_counts_the_filter_and_refuses_another(emu: Emulator, tmp_path
     other = CliRunner().invoke(main, ["sync", dest, "--dry-run"], env=env(emu))
     assert other.exit_code == 2
     assert "was synced with the filter" in other.output
+
+
+def test_a_misspelt_status_is_named_before_the_kept_filter_is_compared(emu: Emulator, tmp_path: Path) -> None:
+    """`sync EXISTING --status opn` was refused as another filter, naming --reconcile, which then
+    failed on the value: the value is checked against the server's schema first."""
+    dest = str(tmp_path / "f.duckdb")
+    emu.client().sync(dest, filters=OPEN)
+    for extra in ([], ["--reconcile"], ["--dry-run"]):
+        result = CliRunner().invoke(
+            main, ["sync", dest, "--no-progress", "--status", "opn", *extra], env=env(emu)
+        )
+        assert result.exit_code == 2, result.output
+        assert result.output.count("\n") == 1, result.output
+        assert "OPN" in result.output or "opn" in result.output, result.output
+        assert "--reconcile" not in result.output, result.output
+        assert "OPEN" in result.output, result.output  # the did-you-mean

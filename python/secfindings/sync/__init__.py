@@ -22,13 +22,13 @@ import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from secfindings import _newer, _plan
 from secfindings._plain import check_values, plural
 from secfindings._shared import did_you_mean
 from secfindings.errors import SecFindingsError, ValidationError
-from secfindings.filters import field
+from secfindings.filters import field, unknown_fields, unknown_values
 from secfindings.sync._dest import (
     DatabaseError,
     Destination,
@@ -51,6 +51,9 @@ from secfindings.sync._engine import (
 from secfindings.sync._model import _by_time, _State, run_kinds
 from secfindings.sync._scope import refuse_change, same_scope, scope_of
 from secfindings.sync._source import AsyncClientProtocol, AsyncSource, ClientSource, SyncClientProtocol
+
+if TYPE_CHECKING:
+    from secfindings._schema import Schema
 
 __all__ = [
     "COLLECTIONS",
@@ -216,7 +219,19 @@ def sync(
     options = _options(fields, lookback, reconcile, reconcile_every, page_size, progress, filters=filters)
     if options.scope is not None:
         check_values(client, options.scope.tree)
+        _check_against(client.schema(), options.scope.tree)
     return _run(ClientSource(client), target, options, _collections(collections))
+
+
+def _check_against(schema: Schema | None, tree: Any) -> None:
+    """Refuses a filter naming a field or a value the server's schema does not have, with a "did
+    you mean", before a destination's kept filter is compared with it (a misspelt value was
+    refused as another filter, and --reconcile then failed on it)."""
+    if schema is None:
+        return
+    problem = unknown_fields(tree, schema.fields("FindingsView")) or unknown_values(tree, schema.filter_enum)
+    if problem:
+        raise ValidationError(problem)
 
 
 @dataclass
@@ -283,6 +298,8 @@ def plan(
     each walk (one request each, see :meth:`~secfindings.Paginator.estimate`)."""
     target = parse_destination(dest)
     options = _options(fields, lookback, reconcile, reconcile_every, page_size, None, filters=filters)
+    if options.scope is not None:
+        _check_against(client.schema(), options.scope.tree)
     state = _State()
     # A file that does not exist yet is not created by a plan.
     exists = target.path is None or os.path.exists(os.path.expanduser(target.path))
