@@ -3,11 +3,11 @@ one request, ``p1: findings_view(first: 100, offset: 0) ... p10: findings_view(f
 offset: 900)``, so a walk under a request-counted limit costs a tenth of the requests.
 
 The batches are the Rust core's (``NativeClient.paginate_batched``): pages read by ``offset`` in
-id order (``sort: [ID_ASC]``), each batch checked by a one-row alias at the row before its start,
-so a finding removed behind the walk makes it read again from earlier, and only rows whose id is
-above the last one handed out are handed out: every row present at both ends of the walk once.
-A document the server refuses for its size is halved, and the size that worked is remembered per
-server for the process.
+id order (``sort: [ID_ASC]``), each batch after the first starting on the row before it (the last
+one handed out), so a finding removed behind the walk is seen and the walk reads again from
+earlier, and only rows whose id is above the last one handed out are handed out: every row
+present at both ends of the walk once. A document the server refuses for its size is made
+smaller, and the size that worked is remembered per server for the process.
 
 This module decides where batches are used (:func:`pages`, called by the live client when a
 typed ``findings_view`` walk is made): only where it is safe, else the walk reads one page per

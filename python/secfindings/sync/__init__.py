@@ -258,9 +258,9 @@ class SyncPlan:
         total = 0
         for part in (self.incremental, self.reconcile):
             if part is not None:
-                if part.requests is None:
+                if _asks(part) is None:
                     return None
-                total += part.requests + (1 if part is self.reconcile else 0)
+                total += _asks(part) + (1 if part is self.reconcile else 0)
         return total
 
     def __str__(self) -> str:
@@ -273,13 +273,20 @@ class SyncPlan:
         for name, part in (("incremental", self.incremental), (full, self.reconcile)):
             if part is not None:
                 rows = "? findings" if part.rows is None else _count(part.rows, "finding")
-                asks = "? requests" if part.requests is None else _count(part.requests, "request")
+                asks = "? requests" if _asks(part) is None else _count(_asks(part), "request")
                 when = "" if part.seconds is None else f", about {part.seconds:,.0f} s at the budget"
                 lines.append(f"  {name}: {rows}, {asks}{when}")
         total = "?" if self.requests is None else f"{self.requests:,}"
         unknown = " (a newest-first walk cannot be counted ahead: it stops where it meets the watermark)"
         lines.append(f"  requests in all: {total}{unknown if self.requests is None else ''}")
         return "\n".join(lines)
+
+
+def _asks(part: Any) -> Any:
+    """The requests of a walk of the run: in aliased page batches where the sync's walk will be
+    read in them (the reconcile's, by id; issue 37), else one page per request."""
+    batched = getattr(part, "batched_requests", None)
+    return part.requests if batched is None else batched
 
 
 def plan(
@@ -336,7 +343,7 @@ def plan(
         past = field("id").gte(after + 1) if ranged and after is not None else None
         scoped = past if options.scope is None else options.scope.with_(past)
         result.reconcile = client.findings_view(
-            fields="id_int", sort=["ID_ASC"], filters=scoped, page_size=page_size
+            fields=options.fields, sort=["ID_ASC"], filters=scoped, page_size=page_size
         ).estimate()
     return result
 
