@@ -245,14 +245,16 @@ def test_mcp_http_refuses_a_weak_key(how: str, emu: Emulator, tmp_path: Path) ->
     """A one-character $SECFINDINGS_MCP_KEY (the file's key had to have 16) and a key file
     other users can read (any local user can call every tool with it) served."""
     env = _env(emu, tmp_path)
-    key_file = tmp_path / "mcp.key"
+    args = [sys.executable, "-m", "secfindings", "mcp", "--http", "--port", "0"]
     if how == "short-env-key":
         env["SECFINDINGS_MCP_KEY"] = "a"
     else:
+        key_file = tmp_path / "mcp.key"
         key_file.write_text("k" * 40 + "\n", encoding="utf-8")
         key_file.chmod(0o644)
+        args += ["--key-file", str(key_file)]
     proc = subprocess.Popen(
-        [sys.executable, "-m", "secfindings", "mcp", "--http", "--port", "0", "--key-file", str(key_file)],
+        args,
         env=env,
         stdin=subprocess.DEVNULL,
         stdout=subprocess.DEVNULL,
@@ -261,9 +263,12 @@ def test_mcp_http_refuses_a_weak_key(how: str, emu: Emulator, tmp_path: Path) ->
     )
     assert proc.stderr is not None
     with proc.stderr:
-        first = proc.stderr.readline()  # the refusal, or the line of a server that listens
-        if "serving MCP" in first:
-            proc.kill()
+        first = ""
+        for line in proc.stderr:  # the refusal, or the line of a server that listens
+            first += line
+            if "serving MCP" in line:
+                proc.kill()
+                break
         code = proc.wait(timeout=120)
         rest = proc.stderr.read()
     assert code == 2, first
