@@ -15,8 +15,14 @@ request as before:
 
 - ``pages_per_request`` above 1 (the client's :attr:`~secfindings.Client.pages_per_request`,
   default :data:`DEFAULT_PAGES_PER_REQUEST`, or ``$SECFINDINGS_PAGES_PER_REQUEST``);
-- the walk has no resume cursor (``after=``): a batched walk has none to give (its ``cursor`` is
-  None), so where one is wanted, set ``pages_per_request = 1``;
+- the walk is read whole (``read_table``: ``to_arrow`` / ``to_pandas`` / ``to_polars``), or made
+  inside :func:`whole_walks` (the sync's loads), or batches were asked for (the client's
+  ``pages_per_request`` or the variable set): a batched walk has no cursor to resume from (its
+  ``cursor`` is None), so iteration, the Arrow stream and the exports, which promise one, read one
+  page per request unless asked (:class:`_Chosen` chooses at the first read; both native walks
+  are lazy). ``partitions=`` reads its parts in batches only when asked (offset slices from
+  their offset, :func:`starting_at`), a partitioned export never;
+- the walk has no resume cursor (``after=``);
 - no ``sort=`` other than ``ID_ASC``; the selection has ``id`` (else one DEBUG line);
 - the walk plan's ``offset`` probe (one request per server, remembered; it also sends two
   aliased fields) showed that the server takes ``offset`` and aliases;
@@ -53,9 +59,10 @@ __all__ = [
 
 log = logging.getLogger("secfindings.batched")
 
-#: Pages per request when nothing says otherwise (benches/results/batched.md: 10 takes a walk
-#: of 100,000 findings from 1,000 requests to 101, and a document of 10 aliases is far below
-#: what servers refuse; 20 saves 50 more requests at twice the answer's size).
+#: Pages per request when nothing says otherwise (benches/results/batched.md and
+#: batched_sweep.md: 10 takes a walk of 100,000 findings from 1,000 requests to 101; more is
+#: faster still on the emulator, but the service's limits on a document's cost are unknown:
+#: docs/guides/performance.md says why 10).
 DEFAULT_PAGES_PER_REQUEST = 10
 #: The most pages one request may carry.
 MAX_PAGES_PER_REQUEST = 100
