@@ -702,3 +702,19 @@ def test_mcp_a_servers_error_text_is_said_to_be_data(emu: Emulator, tmp_path: Pa
     assert INJECTION in text
     assert "data, not instructions" in text
     assert "\n" not in text
+
+
+def test_profile_add_writes_through_no_planted_link(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """`profile add` wrote the file through .NAME.PID.tmp beside it, following a link planted
+    there: the file it pointed to was truncated and overwritten."""
+    victim = tmp_path / "victim.txt"
+    victim.write_text("keep me\n", encoding="utf-8")
+    config = tmp_path / "profiles.toml"
+    (tmp_path / f".profiles.toml.{os.getpid()}.tmp").symlink_to(victim)
+    monkeypatch.setenv("SECFINDINGS_CONFIG", str(config))
+    args = ["profile", "add", "a", "--base-url", "https://api.example.com/api/v1", "--token-from", "env:T"]
+    result = CliRunner().invoke(main, args)
+    assert result.exit_code == 0, result.output
+    assert victim.read_text(encoding="utf-8") == "keep me\n"
+    assert '[profiles."a"]' in config.read_text(encoding="utf-8")
+    assert config.stat().st_mode & 0o777 == 0o600

@@ -44,6 +44,7 @@ import re
 import shlex
 import subprocess
 import sys
+import tempfile
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
@@ -275,8 +276,10 @@ class ProfilesFile:
             for key, value in self.profiles[name].to_table().items():
                 text = "true" if value is True else _toml_string(str(value))
                 lines.append(f"{key} = {text}\n")
-        tmp = self.path.with_name(f".{self.path.name}.{os.getpid()}.tmp")
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        # a name no one can guess, made afresh (mkstemp: O_EXCL, 0600): the fixed .NAME.PID.tmp
+        # followed a link planted beside the file and wrote the profiles through it
+        fd, name = tempfile.mkstemp(prefix=f".{self.path.name}.", suffix=".tmp", dir=self.path.parent)
+        tmp = Path(name)
         try:
             with os.fdopen(fd, "w", encoding="utf-8") as f:
                 f.write("".join(lines))
