@@ -242,3 +242,16 @@ async def test_the_async_client_falls_back_on_a_server_that_ignores_sort() -> No
             assert [f.id_int async for f in client.findings_view(fields="id id_int title")] == order
         finally:
             client.close()
+
+
+def test_a_server_that_ignores_offset_is_walked_one_page_per_request() -> None:
+    # The plan's offset probe sees it (the row at offset 1 is not the second): no batches.
+    with (
+        unsorted_server(1_500, offset=False, shuffled=False) as (server, order),
+        Client(make_api_token(), base_url=server.base_url, auth_url=server.auth_url) as client,
+    ):
+        table = client.findings_view(fields="id id_int title").to_arrow()
+        assert table.column("id_int").to_pylist() == order
+        sent = [r.json().get("operationName") for r in server.requests if not r.is_idp]
+        assert "findings_view_pages" not in sent
+        assert "probe_offset" in sent

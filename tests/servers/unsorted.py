@@ -48,9 +48,11 @@ def _node(ident: int, selection: Any) -> dict[str, Any]:
     return node
 
 
-def _connection(field: FieldNode, ids: list[int], variables: dict[str, Any]) -> dict[str, Any]:
+def _connection(
+    field: FieldNode, ids: list[int], variables: dict[str, Any], offset: bool = True
+) -> dict[str, Any]:
     args = {a.name.value: value_from_ast_untyped(a.value, variables) for a in field.arguments}
-    start = int(args.get("offset") or 0) + _start(args.get("after"))
+    start = (int(args.get("offset") or 0) if offset else 0) + _start(args.get("after"))
     first = int(args.get("first") or 100)
     rows = ids[start : start + first]
     out: dict[str, Any] = {}
@@ -76,22 +78,32 @@ def _connection(field: FieldNode, ids: list[int], variables: dict[str, Any]) -> 
 
 
 @contextmanager
-def unsorted_server(findings: int, seed: int = 3) -> Iterator[tuple[HostileServer, list[int]]]:
-    """The server and its rows' ids in the order it serves them (every walk, every sort)."""
+def unsorted_server(
+    findings: int, seed: int = 3, *, offset: bool = True, shuffled: bool = True, cap: int = 400
+) -> Iterator[tuple[HostileServer, list[int]]]:
+    """The server and its rows' ids in the order it serves them (every walk, every sort).
+    ``offset=False``: it ignores ``offset`` too (every aliased page starts at the walk's
+    cursor); ``shuffled=False``: its order is the id order. Past ``cap`` queries it answers
+    400, so a walk that never ends fails its test instead of hanging it."""
     ids = list(range(1, findings + 1))
-    random.Random(seed).shuffle(ids)
+    if shuffled:
+        random.Random(seed).shuffle(ids)
     schema = {"data": introspection_of(_native.builtin_sdl())}
     server = HostileServer()
+    served: list[int] = []
 
     def api(req: Request) -> Response:
         if is_introspection(req):
             return Response.of_json(schema)
+        served.append(1)
+        if len(served) > cap:
+            return Response.of_json({"errors": [{"message": "test server: request cap reached"}]}, 400)
         body = req.json()
         doc = parse(body["query"])
         variables = body.get("variables") or {}
         op = next(d for d in doc.definitions if isinstance(d, OperationDefinitionNode))
         data = {
-            (f.alias.value if f.alias else f.name.value): _connection(f, ids, variables)
+            (f.alias.value if f.alias else f.name.value): _connection(f, ids, variables, offset)
             for f in op.selection_set.selections
             if isinstance(f, FieldNode)
         }
