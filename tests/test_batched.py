@@ -255,3 +255,20 @@ def test_a_server_that_ignores_offset_is_walked_one_page_per_request() -> None:
         sent = [r.json().get("operationName") for r in server.requests if not r.is_idp]
         assert "findings_view_pages" not in sent
         assert "probe_offset" in sent
+
+
+def test_a_server_that_ignores_offset_past_a_remembered_probe_is_an_error_not_a_hang() -> None:
+    # A probe remembered from before (the server changed since, or a proxy) says offset holds:
+    # the batched walk must stop with an error, not send batches without end.
+    from secfindings import _probes
+    from secfindings._plan import OFFSET
+    from secfindings.errors import PaginationError
+
+    with (
+        unsorted_server(1_500, offset=False, shuffled=False) as (server, _order),
+        Client(make_api_token(), base_url=server.base_url, auth_url=server.auth_url) as client,
+    ):
+        _probes.remember(server.base_url, client.schema(), OFFSET, True)
+        with pytest.raises(PaginationError, match="does not page by offset"):
+            client.findings_view(fields="id id_int title").to_arrow()
+        assert len([r for r in server.requests if not r.is_idp]) < 20

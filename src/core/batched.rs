@@ -335,6 +335,7 @@ impl BatchWalker {
             .map_err(|e| Error::pagination(format!("the answer to a batched walk is not JSON: {e}")))?;
         let data = envelope.data.unwrap_or_default();
         let size = u64::from(self.spec.page_size);
+        let mut fresh = 0usize;
         for i in 0..pages {
             let alias = format!("p{i}");
             let raw = data.get(alias.as_str()).ok_or_else(|| {
@@ -353,7 +354,8 @@ impl BatchWalker {
                 // The batch starts at the last row handed out; a later row there means rows
                 // before it went, and rows moved back past the start: read again from earlier.
                 match keys.iter().flatten().next() {
-                    Some(first) if *first <= last => {}
+                    // At the list's start nothing can be before it: every row there is new.
+                    Some(first) if *first <= last || self.offset == 0 => {}
                     None if keys.is_empty() && self.offset == 0 => {
                         self.done = true;
                         return Ok(());
@@ -374,6 +376,7 @@ impl BatchWalker {
                 }
                 keep.push(at);
             }
+            fresh = fresh.saturating_add(keep.len());
             let remaining = self.spec.limit.map(|l| l.saturating_sub(self.yielded));
             let take =
                 remaining.map_or(keep.len(), |r| keep.len().min(usize::try_from(r).unwrap_or(usize::MAX)));
@@ -403,6 +406,14 @@ impl BatchWalker {
                 self.done = true;
                 return Ok(());
             }
+        }
+        if fresh == 0 && self.back == 0 {
+            // Full pages and not one row past the last handed out: the server does not skip to
+            // the offsets asked (it ignores `offset`), and the walk would go on for ever.
+            return Err(Error::pagination(
+                "the server answered a batch of full pages with no row past the last one handed \
+                 out: it does not page by offset; walk one page per request",
+            ));
         }
         self.back = 0;
         // The next batch starts at this one's last row: the overlap that shows a shift.

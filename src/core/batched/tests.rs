@@ -172,3 +172,37 @@ fn the_overlapping_row_is_dropped_without_decoding_the_nodes() {
     let body: Value = serde_json::from_slice(&kept(&raw, &[1, 2]).unwrap()).unwrap();
     assert_eq!(body["data"]["p"]["edges"], json!([node(2), node(3)]));
 }
+
+#[test]
+fn a_server_that_ignores_the_offset_is_an_error_not_a_walk_without_end() {
+    let rows: Vec<u64> = (1..=50).collect();
+    let mut w = walker(2, None);
+    let first_answer = |w: &BatchWalker| {
+        let edges: Vec<Value> = rows.iter().take(3).map(|k| node(*k)).collect();
+        let _ = w;
+        serde_json::to_vec(&json!({"data": {"p0": {"edges": edges}, "p1": {"edges": edges}}})).unwrap()
+    };
+    w.take(&first_answer(&w), 2).unwrap(); // the first batch: rows 1-3 (twice: the second copy dropped)
+    assert_eq!(handed_out(&mut w), vec![1, 2, 3]);
+    let again = first_answer(&w);
+    assert!(matches!(w.take(&again, 2), Err(Error::Pagination { .. })));
+}
+
+#[test]
+fn every_row_seen_removed_leaves_a_walk_that_starts_again_at_the_top() {
+    let mut rows: Vec<u64> = (1..=12).collect();
+    let mut w = walker(2, None);
+    let mut seen = Vec::new();
+    let mut step = 0;
+    while !w.done {
+        let body = answer(&w, &rows, 2);
+        w.take(&body, 2).unwrap();
+        seen.extend(handed_out(&mut w));
+        step += 1;
+        if step == 1 {
+            rows.retain(|k| *k > 6); // every row handed out so far goes
+        }
+        assert!(step < 20, "the walk does not end: {seen:?}");
+    }
+    assert_eq!(seen, (1..=12).collect::<Vec<_>>());
+}
