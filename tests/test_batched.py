@@ -135,6 +135,7 @@ def test_rows_added_and_removed_between_batches_come_once(profile: str) -> None:
         assert set(seen) <= before | added
 
 
+@pytest.mark.reliability_hostile
 def test_a_server_that_ignores_sort_is_walked_one_page_per_request() -> None:
     with (
         unsorted_server(2_500) as (server, order),
@@ -244,6 +245,7 @@ async def test_the_async_client_falls_back_on_a_server_that_ignores_sort() -> No
             client.close()
 
 
+@pytest.mark.reliability_hostile
 def test_a_server_that_ignores_offset_is_walked_one_page_per_request() -> None:
     # The plan's offset probe sees it (the row at offset 1 is not the second): no batches.
     with (
@@ -257,6 +259,7 @@ def test_a_server_that_ignores_offset_is_walked_one_page_per_request() -> None:
         assert "probe_offset" in sent
 
 
+@pytest.mark.reliability_hostile
 def test_a_server_that_ignores_offset_past_a_remembered_probe_is_an_error_not_a_hang() -> None:
     # A probe remembered from before (the server changed since, or a proxy) says offset holds:
     # the batched walk must stop with an error, not send batches without end.

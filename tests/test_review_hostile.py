@@ -37,6 +37,9 @@ from secfindings.testing import Emulator
 from secfindings.tickets import FindingTickets, GitHub, Jira, ServiceTicket, drift
 from secfindings.tickets._http import MAX_BODY
 
+# Hostile peers, files and finding text against the new layer (review): counted by make reliability.
+pytestmark = pytest.mark.reliability_hostile
+
 
 @pytest.fixture(scope="module")
 def emu() -> Iterator[Emulator]:
