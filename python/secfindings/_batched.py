@@ -209,9 +209,16 @@ class _Chosen:
     request."""
 
     def __init__(
-        self, batched: Any, plain: Callable[[], Any], always: bool, held: Callable[[], bool]
+        self,
+        batched: Any,
+        plain: Callable[[], Any],
+        always: bool,
+        held: Callable[[], bool],
+        empty: Callable[[], Any],
     ) -> None:
         self._batched: Any = batched
+        # The typed empty table of the selection (a plain walk of limit 0: no request).
+        self._empty = empty
         self._held = held
         self._plain_of: Callable[[], Any] | None = plain
         self._plain: Any = None
@@ -332,9 +339,6 @@ class _Chosen:
             return table
         return self._empty()
 
-    def _empty(self) -> Any:
-        raise NotImplementedError  # set by pages()
-
     def read_table(self, on_page: Callable[[int, int], object] | None = None) -> Any:
         inner = self._choose(True)
         if not self._can_swap():
@@ -427,6 +431,10 @@ def pages(
         log.debug("%s: one page per request (%s)", name, str(exc)[:200])
         return plain()
     always = bool(mode) or _asked_for(native)
-    chosen = _Chosen(batched, plain, always, lambda: _offset_held(native, name))
-    chosen._empty = lambda: native._n.paginate_prepared(prepared, page_size, 0).read_table()  # type: ignore[method-assign]
-    return chosen
+    return _Chosen(
+        batched,
+        plain,
+        always,
+        lambda: _offset_held(native, name),
+        lambda: native._n.paginate_prepared(prepared, page_size, 0).read_table(),
+    )
