@@ -1,8 +1,10 @@
 """Findings as a dask DataFrame: one walk split into partitions that dask runs in parallel.
 
     import secfindings, secfindings.dask
-    client = secfindings.Client(api_token, base_url=..., rate_limit=(50, 60.0))
-    frame = secfindings.dask.read_findings(client, partitions=8, fields="id id_int title score")
+    client = secfindings.Client(api_token, base_url=..., rate_limit=(180, 60.0))
+    frame = secfindings.dask.read_findings(
+        client, partitions=8, fields="id id_int title score", budget="redis://budget.internal:6379/0"
+    )
     frame.groupby("score").size().compute()
 
 Each partition is one task: a ``findings_view`` walk over one part of the findings, decoded into
@@ -13,20 +15,27 @@ server honours them; else slices by offset (the rows counted first); else one ta
 whole walk (one WARNING line). A task keeps only the rows of its own part, so a server that
 ignores a filter cannot give a row twice.
 
-The client travels to the workers pickled (its settings and API token, never a JWT or a
-connection); each worker process unpickles it once and every task there shares that client: one
-connection pool, one JWT and one ``rate_limit`` per process.
+The client travels to the workers pickled (its settings, its budget and API token, never a JWT
+or a connection); each worker process unpickles it once and every task there shares that client:
+one connection pool and one JWT per process.
 
-The API's rate limit is per token and holds across every worker. The client's ``rate_limit`` is
-enforced per worker process, so give each its share, with a margin: with a token limit of R
-requests per W seconds and P worker processes, ``rate_limit=(int(R * 0.9) // P, W)``. One task
-pages at roughly 20 to 50 pages per second (100 findings each), so a token limit of R per W
-seconds sustains about ``R / W / 20`` busy workers; more workers only wait.
+The API's rate limit is per token and holds across every worker, on every machine. Give the
+workers one shared budget: ``budget="redis://..."`` (or ``"postgresql://..."``, or a client made
+with it, or ``$SECFINDINGS_BUDGET`` on every worker) keeps the token's bookings and a server's
+``Retry-After`` in that store, so every worker paces by the same ``rate_limit`` (the token's
+limit with a margin, e.g. 90 %: ``rate_limit=(180, 60.0)`` for 200 per 60 s) and they all hold
+back together; docs/guides/many-workers.md has the figures. Workers on one machine share the
+file budget of that machine without a store. Only workers on several machines without a shared
+store need a share each: with a token limit of R requests per W seconds and M machines,
+``rate_limit=(int(R * 0.9) // M, W)``. One task pages at roughly 20 to 50 pages per second (100
+findings each), so a token limit of R per W seconds sustains about ``R / W / 20`` busy workers;
+more workers only wait.
 Needs ``pip install 'secfindings[dask]'``.
 """
 
 from __future__ import annotations
 
+import os
 from typing import TYPE_CHECKING, Any
 
 from secfindings import _plan
@@ -90,6 +99,24 @@ def _partition(
     return _pandas(table)
 
 
+def _on_budget(
+    client: Client, budget: bool | str | os.PathLike[str] | None, budget_required: bool | None
+) -> Client:
+    """``client`` with another budget: a copy made as a worker makes it (from the client's
+    pickled settings), so the driver and every worker book in the same place. One copy per
+    process and settings (the unpickling's own memory), not one per call."""
+    if budget is None and budget_required is None:
+        return client
+    rebuild, (cls, state) = client.__reduce__()
+    state = dict(state)
+    if budget is not None:
+        state["budget"] = os.fspath(budget) if isinstance(budget, os.PathLike) else budget
+    if budget_required is not None:
+        state["budget_required"] = budget_required
+    made: Client = rebuild(cls, state)
+    return made
+
+
 def read_findings(
     client: Client,
     *,
@@ -98,6 +125,8 @@ def read_findings(
     partitions: int = 8,
     page_size: int = 100,
     id_range: tuple[int, int] | None = None,
+    budget: bool | str | os.PathLike[str] | None = None,
+    budget_required: bool | None = None,
 ) -> Any:
     """``findings_view`` as a dask DataFrame of up to ``partitions`` parts.
 
@@ -105,9 +134,17 @@ def read_findings(
     id (it splits by id ranges, so the server must take them). Every finding the filters select
     lands in exactly one partition. Columns and types are those of
     :meth:`~secfindings.Paginator.to_pandas` for the same ``fields``.
+
+    ``budget`` is where the API token's request budget is kept, for the split's requests and
+    every worker's: ``"redis://host:6379/0"`` or ``"postgresql://..."`` share it across machines
+    (each worker paces by the client's whole ``rate_limit`` and honours a ``Retry-After`` any of
+    them got); ``True``, ``False`` or a folder as for :class:`~secfindings.Client`. None (the
+    default) keeps the client's own. ``budget_required=True`` makes a worker fail when the store
+    cannot be reached instead of falling back to its machine's file budget (one WARNING).
     """
     dd = need("dask.dataframe", "dask", "read_findings()")
     check_partitions(partitions)
+    client = _on_budget(client, budget, budget_required)
     bounds = None if id_range is None else _checked_range(id_range)
     meta = client.findings_view(filters=filters, fields=fields, limit=0).to_pandas()
     walk = _plan.Walk(client, "findings_view", {"filters": filters})
