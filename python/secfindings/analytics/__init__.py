@@ -26,6 +26,14 @@ several measures over one connection). Common terms:
   fixed in ``as_of - discovered_time``: it is *censored* there, not dropped, and not counted as
   fixed. A mean over fixed findings alone leaves out the slowest (the ones still open) and is
   biased short; the Kaplan-Meier estimate is not.
+- **groups** (``by=``): a column of ``findings``, a :class:`Tags`, or a list of them. A list
+  column (a finding's tags, ``datasource_tags_values``, synced with
+  ``fields="analyst datasource_tags_values"``) is unnested in the database: a finding counts
+  once in the group of each of its values (a finding with two teams counts in both, so the
+  groups' counts add up to more than the findings), and a finding with none is in the group
+  ``None``. ``Tags(values=..., prefix=...)`` keeps only some values (the teams).
+  The service has no scope column on findings (a scope is a filter, ``scopesid``): to measure
+  one scope, sync its findings with ``filters=`` into a destination of their own.
 
 Requires ``pip install 'secfindings[analytics]'`` (pandas; the charts of
 :mod:`secfindings.report` also take plotly) and the destination's driver extra.
@@ -40,6 +48,7 @@ from typing import Any
 
 from secfindings._shared import need
 from secfindings.analytics._db import Database, open_database
+from secfindings.analytics._groups import By, Grouping, Tags, grouping, names_of
 from secfindings.analytics._km import kaplan_meier, quantile
 from secfindings.errors import ConfigurationError, ValidationError
 from secfindings.sync._dest import Destination
@@ -47,6 +56,7 @@ from secfindings.sync._dest import Destination
 __all__ = [
     "AGE_BUCKETS",
     "Database",
+    "Tags",
     "as_of",
     "backlog",
     "escape_rate",
@@ -58,7 +68,6 @@ __all__ = [
 ]
 
 DB = str | os.PathLike[str] | Destination | Database
-By = str | Sequence[str] | None
 
 DAY = 86_400.0
 #: 1970-01-05 00:00 UTC, a Monday: weeks start on Mondays (UTC).
@@ -66,15 +75,6 @@ _MONDAY = 4 * DAY
 AGE_BUCKETS = (7, 30, 90, 180, 365)
 """The upper ends (days) of the age buckets of :func:`backlog`."""
 _FIXED_AT = ("auto", "reported", "history")
-
-
-def _by(db: Database, by: By) -> list[str]:
-    if by is None:
-        return []
-    names = [by] if isinstance(by, str) else list(by)
-    for name in names:
-        db.column(name)
-    return names
 
 
 def _select(names: list[str], prefix: str = "f.") -> str:
@@ -141,32 +141,34 @@ def _fix_seconds(db: Database, fixed_at: str) -> tuple[str, str]:
     return with_, expr
 
 
-def _spells(db: Database, names: list[str], fixed_at: str, at: dt.datetime) -> str:
-    """``WITH ...`` up to ``spells``: per open or fixed finding its group columns, ``start_s``,
-    ``end_s`` (the fix time, or ``as_of`` for an open one) and ``event`` (1 fixed, 0 open)."""
+def _spells(db: Database, groups: Grouping, fixed_at: str, at: dt.datetime) -> str:
+    """``WITH ...`` up to ``spells``: per open or fixed finding (and per group of a list
+    column) its group columns, ``start_s``, ``end_s`` (the fix time, or ``as_of`` for an open
+    one) and ``event`` (1 fixed, 0 open)."""
     with_, fix = _fix_seconds(db, fixed_at)
     join = "LEFT JOIN tr ON tr.id_int = f.id_int " if with_ else ""
     st = f"f.{_q(db.status)}"
     now = db.time_literal(at)
     return (
-        f"WITH {with_}spells AS (SELECT {_select(names)}"
+        f"WITH {with_}{groups.with_}spells AS (SELECT {groups.select()}"
         f"{db.seconds('f.discovered_time')} AS start_s, "
         f"CASE WHEN {st} = 'FIXED' THEN {fix} ELSE {now} END AS end_s, "
         f"CASE WHEN {st} = 'FIXED' THEN 1 ELSE 0 END AS event "
-        f"FROM findings f {join}"
+        f"FROM findings f {join}{groups.join}"
         f"WHERE f.discovered_time IS NOT NULL AND ({st} = 'OPEN' OR ({st} = 'FIXED' AND {fix} IS NOT NULL)))"
     )
 
 
-def _counts(db: Database, names: list[str], fixed_at: str, at: dt.datetime, resolution: float) -> Any:
+def _counts(db: Database, groups: Grouping, fixed_at: str, at: dt.datetime, resolution: float) -> Any:
     """Per group and time step: findings fixed (``fixed``) and still open (``censored``)."""
     if not resolution > 0:
         raise ValidationError("resolution must be a positive number of seconds")
+    names = groups.names
     dur = "CASE WHEN end_s > start_s THEN end_s - start_s ELSE 0 END"
     step = _floor(db, f"({dur}) / {float(resolution)!r}")
     group = "".join(f"{_q(n)}, " for n in names)
     sql = (
-        f"{_spells(db, names, fixed_at, at)} "
+        f"{_spells(db, groups, fixed_at, at)} "
         f"SELECT {group}{step} AS step, SUM(event) AS fixed, SUM(1 - event) AS censored "
         f"FROM spells GROUP BY {group}step ORDER BY {group}step"
     )
@@ -205,9 +207,10 @@ def survival_curve(
     pd_ = _pd()
     con, close = open_database(db)
     try:
-        names = _by(con, by)
+        groups = grouping(con, by)
+        names = groups.names
         at = _as_of(con, as_of)
-        counts = _counts(con, names, fixed_at, at, resolution)
+        counts = _counts(con, groups, fixed_at, at, resolution)
     finally:
         if close:
             con.close()
@@ -252,7 +255,7 @@ def time_to_remediate(
         if not 0 < p < 1:
             raise ValidationError(f"percentiles are shares between 0 and 1 (0.5 the median), got {p!r}")
     curve = survival_curve(db, by, fixed_at=fixed_at, as_of=as_of, alpha=alpha, resolution=resolution)
-    names = [] if by is None else ([by] if isinstance(by, str) else list(by))
+    names = names_of(by)
     rows = []
     for key, part in _groups(curve, names):
         times, surv = list(part["days"]), list(part["survival"])
@@ -298,22 +301,22 @@ def sla_adherence(
     """
     con, close = open_database(db)
     try:
-        names = _by(con, by)
+        groups = grouping(con, by)
+        names = groups.names
         con.column("due_date")
         at = _as_of(con, as_of)
         due = con.seconds("f.due_date")
         with_, fix = _fix_seconds(con, fixed_at)
-        join = "LEFT JOIN tr ON tr.id_int = f.id_int " if with_ else ""
+        join = ("LEFT JOIN tr ON tr.id_int = f.id_int " if with_ else "") + groups.join
+        with_ += groups.with_
         st = f"f.{_q(con.status)}"
-        group = ", ".join(f"f.{_q(n)}" for n in names)
         sql = (
-            f"{'WITH ' + with_.rstrip(', ') if with_ else ''} SELECT {_select(names)}"
+            f"{'WITH ' + with_.rstrip(', ') if with_ else ''} SELECT {groups.select()}"
             f"SUM(CASE WHEN {st} = 'FIXED' AND {fix} IS NOT NULL THEN 1 ELSE 0 END) AS fixed, "
             f"SUM(CASE WHEN {st} = 'FIXED' AND {fix} <= {due} THEN 1 ELSE 0 END) AS fixed_in_sla, "
             f"SUM(CASE WHEN {st} = 'OPEN' THEN 1 ELSE 0 END) AS open, "
             f"SUM(CASE WHEN {st} = 'OPEN' AND {due} < {con.time_literal(at)} THEN 1 ELSE 0 END) AS overdue "
-            f"FROM findings f {join}WHERE f.due_date IS NOT NULL "
-            f"{'GROUP BY ' + group + ' ORDER BY ' + group if names else ''}"
+            f"FROM findings f {join}WHERE f.due_date IS NOT NULL {groups.group_by()}"
         )
         frame = con.frame(sql)
     finally:
@@ -338,7 +341,8 @@ def backlog(db: DB, by: By = "severity", *, as_of: dt.datetime | None = None) ->
     """
     con, close = open_database(db)
     try:
-        names = _by(con, by)
+        groups = grouping(con, by)
+        names = groups.names
         at = _as_of(con, as_of)
         age = f"(({con.time_literal(at)} - {con.seconds('f.discovered_time')}) / {DAY!r})"
         days = _floor(con, age)
@@ -352,13 +356,12 @@ def backlog(db: DB, by: By = "severity", *, as_of: dt.datetime | None = None) ->
         buckets.append(
             f"SUM(CASE WHEN {days} > {AGE_BUCKETS[-1]} THEN 1 ELSE 0 END) AS {_q(f'>{AGE_BUCKETS[-1]}d')}"
         )
-        group = ", ".join(f"f.{_q(n)}" for n in names)
         st = f"f.{_q(con.status)}"
         sql = (
-            f"SELECT {_select(names)}COUNT(*) AS open, AVG({age}) AS mean_age_days, "
-            f"MAX({age}) AS max_age_days, "
-            f"{', '.join(buckets)} FROM findings f WHERE {st} = 'OPEN' AND f.discovered_time IS NOT NULL "
-            f"{'GROUP BY ' + group + ' ORDER BY ' + group if names else ''}"
+            f"{'WITH ' + groups.with_.rstrip(', ') if groups.with_ else ''} "
+            f"SELECT {groups.select()}COUNT(*) AS open, AVG({age}) AS mean_age_days, "
+            f"MAX({age}) AS max_age_days, {', '.join(buckets)} FROM findings f {groups.join}"
+            f"WHERE {st} = 'OPEN' AND f.discovered_time IS NOT NULL {groups.group_by()}"
         )
         frame = con.frame(sql)
     finally:
@@ -389,9 +392,10 @@ def weekly(
     pd_ = _pd()
     con, close = open_database(db)
     try:
-        names = _by(con, by)
+        groups = grouping(con, by)
+        names = groups.names
         at = _as_of(con, as_of)
-        spells = _spells(con, names, fixed_at, at)
+        spells = _spells(con, groups, fixed_at, at)
         group = "".join(f"{_q(n)}, " for n in names)
 
         def wk(e: str) -> str:
@@ -439,22 +443,20 @@ def escape_rate(db: DB, by: By = None) -> Any:
     """
     con, close = open_database(db)
     try:
-        names = _by(con, by)
+        groups = grouping(con, by)
         history = con.columns("findings_history")
         if history is None or con.status not in history:
             raise ConfigurationError(f"{con} has no findings_history with {con.status}: sync into it first")
         st = _q(con.status)
-        group = ", ".join(f"f.{_q(n)}" for n in names)
         sql = (
-            f"WITH v AS (SELECT id_int, {st} AS cat, "
+            f"WITH {groups.with_}v AS (SELECT id_int, {st} AS cat, "
             f"LAG({st}) OVER (PARTITION BY id_int ORDER BY valid_from) AS prev "
             "FROM findings_history), "
             "per AS (SELECT id_int, MAX(CASE WHEN cat = 'FIXED' THEN 1 ELSE 0 END) AS fixed_ever, "
             "MAX(CASE WHEN cat = 'OPEN' AND prev = 'FIXED' THEN 1 ELSE 0 END) AS reopened "
             "FROM v GROUP BY id_int) "
-            f"SELECT {_select(names)}SUM(per.fixed_ever) AS fixed_ever, SUM(per.reopened) AS reopened "
-            f"FROM per JOIN findings f ON f.id_int = per.id_int "
-            f"{'GROUP BY ' + group + ' ORDER BY ' + group if names else ''}"
+            f"SELECT {groups.select()}SUM(per.fixed_ever) AS fixed_ever, SUM(per.reopened) AS reopened "
+            f"FROM per JOIN findings f ON f.id_int = per.id_int {groups.join}{groups.group_by()}"
         )
         frame = con.frame(sql)
     finally:

@@ -121,6 +121,35 @@ class Database:
             )
         return quote(name)
 
+    def is_list(self, name: str, assume: bool = False) -> bool:
+        """Whether the column ``name`` of ``findings`` holds lists: DuckDB's ``X[]`` and
+        PostgreSQL's arrays by their type; in SQLite (lists as JSON text, the column's type
+        TEXT) where every value is a JSON array and, unless ``assume``, one value at least is
+        there."""
+        if self.scheme == "sqlite":
+            col = quote(name)
+            odd = self.rows(
+                f"SELECT 1 FROM findings WHERE {col} IS NOT NULL AND NOT "
+                f"(json_valid({col}) AND json_type({col}) = 'array') LIMIT 1"
+            )
+            if odd:
+                return False
+            return assume or bool(self.rows(f"SELECT 1 FROM findings WHERE {col} IS NOT NULL LIMIT 1"))
+        kind = self.rows(
+            "SELECT data_type FROM information_schema.columns "
+            f"WHERE table_name = 'findings' AND column_name = {literal(name)}"
+        )
+        text = str(kind[0][0]) if kind else ""
+        return text.upper() == "ARRAY" if self.scheme == "postgresql" else text.endswith("[]")
+
+    def unnest(self, name: str) -> str:
+        """A query of ``id_int`` and ``v``, a row per value of the list column ``name``."""
+        col = quote(name)
+        if self.scheme == "sqlite":
+            safe = f"CASE WHEN json_valid(f.{col}) AND json_type(f.{col}) = 'array' THEN f.{col} END"
+            return f"SELECT f.id_int AS id_int, j.value AS v FROM findings f, json_each({safe}) j"
+        return f"SELECT id_int, unnest({col}) AS v FROM findings"
+
     def seconds(self, expr: str) -> str:
         """``expr`` (a timestamp) as seconds since 1970-01-01 UTC, a double."""
         if self.scheme == "duckdb":

@@ -48,7 +48,7 @@ from secfindings.sync._engine import (
     budget,
     with_required,
 )
-from secfindings.sync._model import _by_time, _State, run_kinds
+from secfindings.sync._model import _by_time, _State, analyst_and, run_kinds
 from secfindings.sync._scope import refuse_change, same_scope, scope_of
 from secfindings.sync._source import AsyncClientProtocol, AsyncSource, ClientSource, SyncClientProtocol
 
@@ -343,7 +343,10 @@ def plan(
         past = field("id").gte(after + 1) if ranged and after is not None else None
         scoped = past if options.scope is None else options.scope.with_(past)
         result.reconcile = client.findings_view(
-            fields=options.fields, sort=["ID_ASC"], filters=scoped, page_size=page_size
+            fields=analyst_and(options.fields, client.schema()),
+            sort=["ID_ASC"],
+            filters=scoped,
+            page_size=page_size,
         ).estimate()
     return result
 

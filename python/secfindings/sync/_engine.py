@@ -30,6 +30,7 @@ from secfindings.sync._model import (
     _by_time,
     _now,
     _State,
+    analyst_and,
     budget,
     column_name,
     run_kinds,
@@ -638,9 +639,11 @@ class Engine(Tables):
         self.readable = _newer.has(schema, "FindingsView", _newer.KEY)
         if self.col is not FINDINGS:
             return schema
+        analyst = self.opt.fields.split(None, 1)[:1] == ["analyst"]
+        self.opt.fields = analyst_and(self.opt.fields, schema)
         if self.readable:
             self.opt.fields = with_required(self.opt.fields, [_newer.KEY])
-        if self.opt.fields.strip() == "analyst" and schema is not None:
+        if analyst and schema is not None:
             wanted = ANALYST["FindingsView"].replace("{", " ").replace("}", " ").split()
             have = set(schema.fields("FindingsView"))
             top = [w for w in wanted if w not in have and w not in _NESTED]

@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 from secfindings._newer import by_time
 from secfindings._plain import plural
+from secfindings._schema import ANALYST
 from secfindings.sync._names import column_name
 
 if TYPE_CHECKING:
@@ -25,8 +26,10 @@ __all__ = [
     "Options",
     "Source",
     "SyncResult",
+    "analyst_and",
     "budget",
     "column_name",
+    "expand_preset",
     "run_kinds",
     "with_required",
 ]
@@ -199,6 +202,42 @@ def with_required(fields: str, needed: Sequence[str]) -> str:
     have = set(text.replace("{", " ").replace("}", " ").split())
     missing = [f for f in needed if f not in have]
     return " ".join([text, *missing]) if missing else text
+
+
+def expand_preset(fields: str, preset: str | None) -> str:
+    """``"analyst datasource_tags_values"``: the preset's selection (``preset``, as the live
+    schema trims it) with the fields after its name added (a bare name the preset has already is
+    not repeated). Any other selection is returned as it is. A field added this way is asked for
+    as given: one the server lacks is the client's error (it is not trimmed like the preset's)."""
+    words = fields.split(None, 1)
+    if len(words) < 2 or words[0] != "analyst" or words[1].startswith("{") or preset is None:
+        return fields
+    have = {name for name, block in _items(preset)}
+    extra = [f"{name} {block}".strip() for name, block in _items(words[1]) if block or name not in have]
+    return " ".join([preset, *extra])
+
+
+def analyst_and(fields: str, schema: Any) -> str:
+    """``fields`` with ``"analyst <more fields>"`` spelt out for this server (see
+    :func:`expand_preset`): the preset as the live schema (None: the package's own) has it."""
+    if fields.split(None, 1)[:1] != ["analyst"] or fields.strip() == "analyst":
+        return fields
+    preset = schema.preset("FindingsView", "analyst") if schema is not None else None
+    return expand_preset(fields, preset or ANALYST["FindingsView"])
+
+
+def _items(selection: str) -> list[tuple[str, str]]:
+    """The top-level fields of a selection, each with its sub-selection (``"{ ... }"``, or "")."""
+    items: list[tuple[str, str]] = []
+    depth = 0
+    for token in selection.replace("{", " { ").replace("}", " } ").split():
+        if depth == 0 and token not in ("{", "}"):
+            items.append((token, ""))
+            continue
+        depth += (token == "{") - (token == "}")
+        if items:
+            items[-1] = (items[-1][0], f"{items[-1][1]} {token}".strip())
+    return items
 
 
 def run_kinds(state: _State, by_time: bool, now: dt.datetime, opt: Options) -> list[str]:
