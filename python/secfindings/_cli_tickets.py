@@ -21,9 +21,12 @@ def pull_command(dest: str) -> None:
     One walk of the findings with their tickets. Exit codes: 0 kept, 1 the API or the database
     failed, 2 bad usage, 3 authentication failed."""
     from secfindings.tickets import from_client, save  # noqa: PLC0415 - loads only for this command
+    from secfindings.tickets._source import check_synced  # noqa: PLC0415
 
-    with errors(), client_from_env() as client:
-        found = from_client(client)
+    with errors():
+        check_synced(dest)  # before the walk: a misspelt DEST costs no request and makes no file
+        with client_from_env() as client:
+            found = from_client(client)
         rows = save(found, dest)
     click.echo(f"kept {rows} tickets of {len(found)} findings in {dest}", err=True)
 

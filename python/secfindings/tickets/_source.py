@@ -4,43 +4,131 @@
 
 from __future__ import annotations
 
+import json
 import os
 from collections import defaultdict
 from typing import Any
 
-from secfindings.errors import ConfigurationError
+from secfindings.errors import ConfigurationError, PaginationError
 from secfindings.tickets._model import FindingTickets, ServiceTicket
 
-__all__ = ["TICKETS_TABLE", "from_client", "from_database", "save"]
+__all__ = ["TICKETS_PAGE", "TICKETS_TABLE", "check_synced", "from_client", "from_database", "save"]
 
 TICKETS_TABLE = "finding_tickets"
 
-_QUERY = """
+#: Tickets asked for per request of a finding's ``tickets`` connection (graphene-django's cap
+#: is 100; the walk asks again, past the last one, while the connection says there are more).
+TICKETS_PAGE = 50
+
+#: The ticket fields the facts confirm (service-facts §6.1: IT-FQ, IT-TQ), and the one taken
+#: where the server's live schema shows it (our schema models it; the facts do not).
+_CONFIRMED = ("external_id", "link", "status")
+_PROBED = ("provider_type",)
+
+_WALK = """
 query FindingTickets($first: Int, $after: String) {
   findings_view(first: $first, after: $after) {
     edges { node {
       id_int title actual_status { category } remediation_sub_phase
-      tickets(first: 50) { edges { node { external_id link status provider_type } } }
+      tickets(first: %(page)d) { edges { node { %(fields)s } } pageInfo { hasNextPage endCursor } }
     } }
     pageInfo { hasNextPage endCursor }
   }
 }
 """
 
+_MORE = """
+query FindingTicketsMore($filters: FiltersConfigInput, $after: String) {
+  findings_view(first: 1, filters_config: $filters) {
+    edges { node {
+      id_int
+      tickets(first: %(page)d, after: $after) {
+        edges { node { %(fields)s } } pageInfo { hasNextPage endCursor }
+      }
+    } }
+  }
+}
+"""
+
+
+def _ticket_fields(client: Any) -> str:
+    """The ticket fields to ask for: the confirmed ones, and ``provider_type`` where the live
+    schema's ``Ticket`` has it (a server without it would refuse the whole walk; with no live
+    schema to read, the facts alone)."""
+    schema = client.schema() if callable(getattr(client, "schema", None)) else None
+    have = set(schema.fields("Ticket")) if schema is not None else set()
+    return " ".join([*_CONFIRMED, *(f for f in _PROBED if f in have)])
+
+
+def _tickets(connection: Any) -> tuple[list[ServiceTicket], bool, str | None]:
+    """A page of a finding's ``tickets``: the tickets, whether there are more, the end cursor."""
+    connection = connection or {}
+    tickets = [
+        ServiceTicket(n.get("external_id"), n.get("link"), n.get("status"), n.get("provider_type"))
+        for e in (connection.get("edges") or [])
+        if (n := (e or {}).get("node"))
+    ]
+    info = connection.get("pageInfo") or {}
+    return tickets, bool(info.get("hasNextPage")), info.get("endCursor")
+
+
+def _rest(client: Any, finding: int, first: str | None, fields: str) -> list[ServiceTicket]:
+    """The tickets of ``finding`` past the cursor ``first`` (its first page came with the walk):
+    a request per page, by id (``filters_config``'s ``id in [...]``, a confirmed filter), until
+    the connection says there are no more. A cursor that does not move on (none, or one seen
+    before) is a :class:`PaginationError`: the rest cannot be read, and drift must not run on
+    part of a finding's tickets (it would call the missing ones closed or absent)."""
+    query = _MORE % {"page": TICKETS_PAGE, "fields": fields}
+    filters = {"filtersjson": json.dumps({"field": "id", "condition": "in", "value": [finding]})}
+    seen: set[str] = set()
+    after = first
+    out: list[ServiceTicket] = []
+    while True:
+        if after is None or after in seen:
+            raise PaginationError(
+                f"the tickets of finding {finding} cannot be read past {len(out) + TICKETS_PAGE}: the "
+                "server says there are more but gives "
+                + ("no end cursor" if after is None else f"the cursor {after!r} again")
+            )
+        seen.add(after)
+        data = client.execute(query, {"filters": filters, "after": after}) or {}
+        edges = ((data.get("findings_view") or {}).get("edges")) or []
+        node = next((e["node"] for e in edges if (e or {}).get("node")), None)
+        if node is None:
+            return out  # the finding is gone since the walk: the next run sees that
+        tickets, more, after = _tickets(node.get("tickets"))
+        out += tickets
+        if not more:
+            return out
+
+
+def _unique(tickets: list[ServiceTicket]) -> list[ServiceTicket]:
+    """Each ticket once (a list that shifted between two pages may show one twice)."""
+    seen: set[tuple[str | None, str | None]] = set()
+    out = []
+    for t in tickets:
+        key = (t.external_id, t.link)
+        if key not in seen:
+            seen.add(key)
+            out.append(t)
+    return out
+
 
 def from_client(client: Any, page_size: int = 100) -> list[FindingTickets]:
-    """Every finding with its tickets (the first 50 of each), in one walk."""
+    """Every finding with all its tickets: one walk of the findings with the first
+    :data:`TICKETS_PAGE` tickets of each, and for a finding with more, a request per further
+    page of its tickets."""
+    fields = _ticket_fields(client)
     out = []
-    for node in client.paginate(_QUERY, page_size=page_size):
-        tickets = [
-            ServiceTicket(n.get("external_id"), n.get("link"), n.get("status"), n.get("provider_type"))
-            for e in ((node.get("tickets") or {}).get("edges") or [])
-            if (n := (e or {}).get("node"))
-        ]
+    for node in client.paginate(_WALK % {"page": TICKETS_PAGE, "fields": fields}, page_size=page_size):
+        finding = int(node["id_int"])
+        tickets, more, after = _tickets(node.get("tickets"))
+        if more:
+            tickets = _unique(tickets + _rest(client, finding, after, fields))
         status = node.get("actual_status") or {}
         out.append(
             FindingTickets(
-                int(node["id_int"]),
+                finding,
                 node.get("title"),
                 status.get("category"),
                 node.get("remediation_sub_phase"),
@@ -72,14 +160,43 @@ def from_database(dest: str | os.PathLike[str]) -> list[FindingTickets]:
     return [FindingTickets(int(r[0]), r[1], r[2], r[3], tickets.get(int(r[0]), [])) for r in rows]
 
 
+def check_synced(dest: str | os.PathLike[str]) -> None:
+    """Refuses (:class:`ConfigurationError`) a destination that is not a synced one: a file
+    that is not there (a misspelt name would otherwise become a new database holding only
+    tickets, which drift cannot read), or a database without the sync's ``findings`` table.
+    Nothing is created."""
+    from secfindings.sync import database_errors  # noqa: PLC0415 - the sync's drivers, on use
+    from secfindings.sync._dest import connect, parse_destination  # noqa: PLC0415
+
+    where = parse_destination(dest)
+    if where.path is not None and not os.path.isfile(os.path.expanduser(where.path)):
+        raise ConfigurationError(
+            f"{where}: no such database file; keep the tickets beside a synced copy: "
+            f"secfindings sync {dest} first"
+        )
+    with database_errors(where):
+        db = connect(where)
+        try:
+            synced = db.columns("findings") is not None
+        finally:
+            db.close()
+    if not synced:
+        raise ConfigurationError(
+            f"{where} has no findings table: keep the tickets beside a synced copy "
+            f"(secfindings sync {dest} first)"
+        )
+
+
 def save(findings: list[FindingTickets], dest: str | os.PathLike[str]) -> int:
     """Keep the tickets of ``findings`` in the ``finding_tickets`` table of ``dest`` (a synced
-    destination: DuckDB, SQLite or PostgreSQL), replacing what it held, in one transaction; a
-    later drift can then read ``dest``. Returns the number of rows."""
+    destination: DuckDB, SQLite or PostgreSQL; another is refused, see :func:`check_synced`),
+    replacing what it held, in one transaction; a later drift can then read ``dest``. Returns
+    the number of rows."""
     from secfindings._shared import need  # noqa: PLC0415 - pyarrow: the database's extra
     from secfindings.sync import database_errors  # noqa: PLC0415 - the sync's drivers, on use
     from secfindings.sync._dest import connect, parse_destination  # noqa: PLC0415
 
+    check_synced(dest)
     pa = need("pyarrow", "arrow", "tickets.save()")
     rows = [(f.id_int, t) for f in findings for t in f.tickets]
     batch = pa.RecordBatch.from_arrays(
