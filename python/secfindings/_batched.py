@@ -25,13 +25,15 @@ request as before:
 - the walk has no resume cursor (``after=``);
 - no ``sort=`` other than ``ID_ASC``; the selection has ``id`` (else one DEBUG line);
 - the walk plan's ``offset`` probe (one request per server, remembered; it also sends two
-  aliased fields) showed that the server takes ``offset`` and aliases;
+  aliased fields) showed that the server takes ``offset`` and aliases (the async client asks
+  it in a thread, so its event loop goes on meanwhile);
 - the first batch does not fail with a :class:`~secfindings.PaginationError` (a server that does
   not order by id): then the walk starts again with one page per request (one INFO line).
 """
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import contextvars
 import importlib
@@ -48,6 +50,7 @@ from secfindings.errors import PaginationError, ValidationError
 
 __all__ = [
     "DEFAULT_PAGES_PER_REQUEST",
+    "asked_for",
     "check_pages_per_request",
     "estimated",
     "pages",
@@ -64,8 +67,9 @@ log = logging.getLogger("secfindings.batched")
 #: faster still on the emulator, but the service's limits on a document's cost are unknown:
 #: docs/guides/performance.md says why 10).
 DEFAULT_PAGES_PER_REQUEST = 10
-#: The most pages one request may carry.
-MAX_PAGES_PER_REQUEST = 100
+#: The most pages one request may carry (the core's own bound, src/core/batched.rs: above it
+#: the core refuses the walk, which would then read one page per request).
+MAX_PAGES_PER_REQUEST = 50
 _ENV = "SECFINDINGS_PAGES_PER_REQUEST"
 #: The operations read in batches (the connections whose offset the plan probes).
 _OPERATIONS = frozenset({"findings_view"})
@@ -93,7 +97,7 @@ def _from_env() -> int:
         ) from None
 
 
-def _asked_for(native: Any) -> bool:
+def asked_for(native: Any) -> bool:
     """Whether batches were asked for (the client's setting or the environment's), so every
     walk that allows them uses them, not only those read whole."""
     return getattr(native, "pages_per_request", None) is not None or bool(os.environ.get(_ENV, "").strip())
@@ -106,12 +110,21 @@ def setting(native: Any) -> int:
     return own if isinstance(own, int) else _from_env()
 
 
-def requests_for(rows: int, page_size: int, pages_per_request: int) -> int:
-    """The requests a walk of ``rows`` makes with batches (a walk of none still asks once; the
-    walk ends on a batch that comes back short, so a count that fills its last batch exactly
-    needs one more)."""
-    per = max(1, page_size) * max(1, pages_per_request)
-    return max(1, rows // per + 1) if pages_per_request > 1 else max(1, math.ceil(rows / max(1, page_size)))
+def requests_for(rows: int, page_size: int, pages_per_request: int, limited: bool = False) -> int:
+    """The requests a walk of ``rows`` makes, one page per request or in batches of
+    ``pages_per_request`` pages (``per`` rows). Every batch after the first starts on the last row
+    handed out (the overlap that shows a shift), so it brings ``per - 1`` new rows: batch ``k``
+    ends at row ``k * (per - 1) + per``. A walk that stops at its limit (``limited``: the server
+    has at least ``rows``) ends on the batch that hands out its last row; one read to the end
+    ends on the first batch that is not full, so rows that fill the last batch exactly take one
+    more (a walk of none still asks once)."""
+    size = max(1, page_size)
+    if pages_per_request <= 1:
+        return max(1, math.ceil(rows / size))
+    step = size * pages_per_request - 1
+    if limited:
+        return max(1, -(-(rows - 1) // step))
+    return max(1, (rows - 1) // step + 1)
 
 
 def _has_id(fields: Any) -> bool:
@@ -138,24 +151,20 @@ def estimated(
     page_size: int,
 ) -> int | None:
     """The requests of a ``findings_view`` walk read whole in batches (for ``estimate()``), its
-    ``parts`` given as (rows, whether the part stops at a limit): one part for a sequential
-    walk, more for ``partitions=``. None where it would not be read in batches."""
+    ``parts`` given as (rows, whether the part stops at its limit with rows to spare): one part
+    for a sequential walk, more for ``partitions=``. None where :func:`pages` would read it one
+    page per request."""
     n = setting(native)
     if _usable("findings_view", {**args, "after": cursor}, n) is not None or not _has_id(args.get("fields")):
         return None
-    if len(parts) > 1 and not _asked_for(native):
+    if len(parts) > 1 and not asked_for(native):
         return None  # partitions read their parts one page per request unless asked
-    if limit is not None and sum(rows for rows, _ in parts) == 0:
-        return 0
-    held = _probes.known(native.base_url, native.loaded_schema, _plan.OFFSET)
+    if limit == 0:
+        return 0  # a walk of limit 0 is a plain one that asks nothing
+    held = _probes.known(native.base_url, native.loaded_schema, _plan.offset_capability("findings_view"))
     if held is False:
         return None
-    per = max(1, page_size) * n
-    # A part that stops at its limit ends on its last row; one read to the end ends on a short
-    # batch (one more where its rows fill the last batch exactly).
-    total = sum(
-        max(1, -(-rows // per)) if limited else requests_for(rows, page_size, n) for rows, limited in parts
-    )
+    total = sum(requests_for(rows, page_size, n, limited) for rows, limited in parts)
     # The walk's first batch asks the offset probe first where it was not asked yet.
     return total + (1 if held is None else 0)
 
@@ -185,11 +194,13 @@ _PROBING = threading.Lock()
 
 
 def _offset_held(native: Any, name: str) -> bool:
-    """The walk plan's offset probe (one request per server, remembered; two aliased fields;
-    one at a time, so the parts of a partitioned walk ask it once)."""
+    """The walk plan's offset probe of connection ``name`` (one request per server and
+    connection, remembered; two aliased fields; one at a time, so the parts of a partitioned
+    walk ask it once). The async client asks it in a thread (:meth:`_Chosen._later`)."""
     try:
         with _PROBING:
-            steps = _plan.capability_steps(native.base_url, native.schema_sync(), _plan.OFFSET)
+            capability = _plan.offset_capability(name)
+            steps = _plan.capability_steps(native.base_url, native.schema_sync(), capability)
             held = _plan.drive(native, steps)
     except Exception as exc:  # a 429, a 5xx, the network: the probe is asked again next time
         log.debug("%s: one page per request (the offset probe failed: %s)", name, type(exc).__name__)
@@ -238,9 +249,13 @@ class _Chosen:
         # one's (a walk made without after= stands at its start either way).
         return getattr(self._idle(), name)
 
-    def _choose(self, whole: bool) -> Any:
+    def _wants_probe(self, whole: bool) -> bool:
+        """Whether choosing now asks the offset probe (a request where it is not known yet)."""
+        return self._inner is None and (self._always or whole)
+
+    def _choose(self, whole: bool, held: bool | None = None) -> Any:
         if self._inner is None:
-            if (self._always or whole) and self._held():
+            if (self._always or whole) and (self._held() if held is None else held):
                 self._inner = self._batched
             else:
                 self._inner = self._idle()
@@ -279,11 +294,14 @@ class _Chosen:
         self._started = True
         return got
 
-    def _later(self, name: str, *args: Any, whole: bool = False) -> Any:
-        inner = self._choose(whole)
+    async def _later(self, name: str, *args: Any, whole: bool = False) -> Any:
+        # The offset probe is a blocking request: asked in a thread, so the event loop (and
+        # every other task on it) goes on while the server answers it.
+        held = await asyncio.to_thread(self._held) if self._wants_probe(whole) else None
+        inner = self._choose(whole, held)
         if not self._can_swap():
-            return getattr(inner, name)(*args)
-        return self._call_async(name, *args)
+            return await getattr(inner, name)(*args)
+        return await self._call_async(name, *args)
 
     def _padded(self, raw: Any) -> Any:
         """A raw page with a cursor (None) for each node: a batched walk's pages carry no
@@ -296,6 +314,10 @@ class _Chosen:
         return nodes, info, [*cursors, *([None] * (len(nodes) - len(cursors)))]
 
     def try_next_page(self) -> Any:
+        if self._wants_probe(False):
+            # Not chosen yet, and choosing asks the offset probe: "not arrived", so the reader
+            # waits with next_page (sync) or next_page_async (the probe off the event loop).
+            return False
         return self._padded(self._call("try_next_page"))
 
     def next_page(self) -> Any:
@@ -430,7 +452,7 @@ def pages(
     except ValidationError as exc:  # the selection has no id, or another sort
         log.debug("%s: one page per request (%s)", name, str(exc)[:200])
         return plain()
-    always = bool(mode) or _asked_for(native)
+    always = bool(mode) or asked_for(native)
     return _Chosen(
         batched,
         plain,

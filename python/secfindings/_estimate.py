@@ -63,8 +63,14 @@ class Estimate:
             ``"offset_slices"``; see :mod:`secfindings._partitions`).
         batched_requests: the requests of the walk read in aliased batches of
             ``pages_per_request`` pages (``to_arrow()`` and the other walks read whole; see
-            :mod:`secfindings._batched`); None where batches do not apply.
+            :mod:`secfindings._batched`), the offset probe included where the walk would still
+            ask it; None where the walk would read one page per request.
         pages_per_request: the client's pages per request.
+        batched_seconds: ``seconds`` for ``batched_requests`` (None: no batches, or unknown).
+        batched_everywhere: whether iteration and a (sequential) export read in batches too
+            (``pages_per_request`` asked for: the client's setting or
+            ``$SECFINDINGS_PAGES_PER_REQUEST``); else only the walks read whole do, and
+            ``requests`` / ``seconds`` are those of iteration and the exports.
     """
 
     rows: int | None
@@ -83,6 +89,8 @@ class Estimate:
     strategy: str = "sequential"
     batched_requests: int | None = None
     pages_per_request: int = 1
+    batched_seconds: float | None = None
+    batched_everywhere: bool = False
 
     def rows_table(self) -> list[tuple[str, str]]:
         """The estimate as (name, value) lines, for a table or a terminal."""
@@ -93,7 +101,8 @@ class Estimate:
         lines = [("rows", num(self.rows)), ("requests", num(self.requests))]
         if self.batched_requests is not None:
             per = self.pages_per_request
-            shown = f"{num(self.batched_requests)} ({per} pages per request, read whole)"
+            reads = "every walk" if self.batched_everywhere else "read whole"
+            shown = f"{num(self.batched_requests)} ({per} pages per request, {reads})"
             lines.append(("requests in batches", shown))
         lines.append(("page size", str(self.page_size)))
         lines.append(("partitions", f"{self.partitions} ({self.strategy.replace('_', ' ')})"))
@@ -106,6 +115,9 @@ class Estimate:
             lines.append(("budget", f"{self.limit[0]:,} per {self.limit[1]:g} s{left}"))
         lines.append(("latency", "unknown" if self.latency is None else f"{self.latency * 1e3:.1f} ms"))
         lines.append(("time", "unknown" if self.seconds is None else _duration(self.seconds)))
+        if self.batched_requests is not None:
+            shown = "unknown" if self.batched_seconds is None else _duration(self.batched_seconds)
+            lines.append(("time in batches", shown))
         lines.append(("cost of this estimate", f"{self.cost} request" + ("" if self.cost == 1 else "s")))
         if self.probes:
             shown = f"{self.probes} request" + ("" if self.probes == 1 else "s")
@@ -308,7 +320,8 @@ def _work_out(
             rows = min(rows, int(walk._limit))
     requests = None
     if rows is not None:
-        requests = 0 if walk._limit is not None and rows == 0 else _pages(found, rows, page_size)
+        # Only a walk of limit 0 asks nothing: one of no rows still asks once.
+        requests = 0 if walk._limit == 0 else _pages(found, rows, page_size)
     counts, took = cost.of("findings_bounds")
     probe_seconds = cost.seconds - took
     latency = took if counts else None
@@ -316,10 +329,15 @@ def _work_out(
     seconds = None
     if requests is not None and (latency is not None or budget.limit is not None):
         seconds = schedule(requests, found.parts, latency or 0.0, budget)
-    batched = None
+    batched = batched_seconds = None
     if rows is not None:
-        parts = _parts_rows(found, rows, walk._limit is not None)
+        # A walk stops at its limit only where the server has that many rows to hand out.
+        limited = walk._limit is not None and rows >= int(walk._limit)
+        parts = _parts_rows(found, rows, limited)
         batched = _batched.estimated(client._native, args, walk._pages.cursor, walk._limit, parts, page_size)
+    if batched is not None and (latency is not None or budget.limit is not None):
+        batched_seconds = schedule(batched, found.parts, latency or 0.0, budget)
+    everywhere = batched is not None and found.parts == 1 and _batched.asked_for(client._native)
     return Estimate(
         rows,
         requests,
@@ -337,6 +355,8 @@ def _work_out(
         found.strategy,
         batched,
         _batched.setting(client._native),
+        batched_seconds,
+        everywhere,
     )
 
 

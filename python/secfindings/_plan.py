@@ -82,7 +82,7 @@ from secfindings.errors import (
     TransportError,
     ValidationError,
 )
-from secfindings.filters import Filter, Tree, all_of, filter_tree
+from secfindings.filters import Filter, Tree, _as_global_id, all_of, filter_tree
 from secfindings.filters import field as filter_field
 
 __all__ = [
@@ -395,6 +395,69 @@ def _probe_offset(schema: Any) -> Steps[bool]:
     return len(second) == 1 and _id_of(second[0]) == _id_of(two[1]) and _id_of(two[0]) != _id_of(two[1])
 
 
+def offset_capability(operation: str) -> str:
+    """The capability name of ``offset`` (with aliases and ``sort: [ID_ASC]``) on the connection
+    ``operation``: :data:`OFFSET` for ``findings_view`` (shared with partitions and estimates),
+    ``offset:NAME`` for another (aliased page batches, :mod:`secfindings._batched`)."""
+    return OFFSET if operation == "findings_view" else f"offset:{operation}"
+
+
+def _sort_values(schema: Any, operation: str) -> list[str] | None:
+    """The values of the enum of ``operation``'s ``sort`` argument (None: no schema to say)."""
+    if schema is None:
+        return None
+    try:
+        query = schema.graphql_schema.query_type
+        arg = query.fields[operation].args.get("sort") if query is not None else None
+        named: Any = None if arg is None else arg.type
+        while hasattr(named, "of_type"):  # [Enum!]! -> Enum
+            named = named.of_type
+        values = getattr(named, "values", None)
+    except Exception:
+        return None
+    return [] if values is None else list(values)
+
+
+def _key_of(edge: Mapping[str, Any]) -> int | None:
+    """The integer pk of an edge's node's global ``id`` (None: no id, or not one of an integer)."""
+    node = edge.get("node")
+    found = _as_global_id(node.get("id")) if isinstance(node, Mapping) else None
+    return None if found is None else found[1]
+
+
+def _probe_connection_offset(operation: str) -> Callable[[Any], Steps[bool]]:
+    """The offset probe of another connection than findings_view: it takes ``offset`` and
+    ``sort: [ID_ASC]`` on aliased fields (the row at offset 1 is the second of the same walk),
+    and its rows' global ids hold integer keys in ascending order (what a batched walk orders
+    and checks rows by)."""
+
+    def probe(schema: Any) -> Steps[bool]:
+        if not operation.isidentifier():
+            return False
+        args = _arguments(schema, operation)
+        if args is not None and not {"offset", "sort"} <= set(args):
+            return False
+        values = _sort_values(schema, operation)
+        if values is not None and "ID_ASC" not in values:
+            return False
+        rows = "{ edges { node { id } } }"
+        name = f"probe_offset_{operation}"
+        doc = (
+            f"query {name} {{ two: {operation}(first: 2, sort: [ID_ASC]) {rows}"
+            f" second: {operation}(first: 1, offset: 1, sort: [ID_ASC]) {rows} }}"
+        )
+        data = yield doc, None, name
+        two = [_key_of(e) for e in _edges(data, "two")]
+        after = [_key_of(e) for e in _edges(data, "second")]
+        if None in two or None in after:
+            return False
+        if len(two) < 2:
+            return not after
+        return after == [two[1]] and two[0] < two[1]  # type: ignore[operator]
+
+    return probe
+
+
 def _probe_total(schema: Any) -> Steps[bool]:
     if schema is not None:
         return TOTAL_COUNT in schema.fields("FindingConnection")
@@ -432,6 +495,8 @@ _PROBES: dict[str, Callable[[Any], Steps[bool]]] = {
 
 
 def _probe_of(name: str) -> Callable[[Any], Steps[bool]]:
+    if name.startswith("offset:"):
+        return _probe_connection_offset(name.split(":", 1)[1])
     if name.startswith("range:"):
         return _probe_time_range(name.split(":", 1)[1])
     return _PROBES[name]
