@@ -488,7 +488,8 @@ def _seconds(name: str, text: str) -> float:
     "--fields",
     default="analyst",
     show_default=True,
-    help="The columns of the findings table: GraphQL selection text, 'analyst' or '*'.",
+    help="The columns of the findings table: GraphQL selection text, 'analyst' or '*'; "
+    "'analyst datasource_tags_values' adds the tags to the analyst columns.",
 )
 @click.option("--lookback", default="15m", show_default=True, help="The overlap window behind the watermark.")
 @click.option(

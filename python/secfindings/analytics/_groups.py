@@ -52,6 +52,7 @@ class Tags:
 
     @property
     def label(self) -> str:
+        """The group column's name in a measure's result: ``name``, else ``column``."""
         return self.name or self.column
 
 

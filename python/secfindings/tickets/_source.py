@@ -171,8 +171,8 @@ def check_synced(dest: str | os.PathLike[str]) -> None:
     where = parse_destination(dest)
     if where.path is not None and not os.path.isfile(os.path.expanduser(where.path)):
         raise ConfigurationError(
-            f"{where}: no such database file; keep the tickets beside a synced copy: "
-            f"secfindings sync {dest} first"
+            f"{where}: no such database file; the tickets are kept beside a synced copy "
+            "(the DEST of secfindings sync)"
         )
     with database_errors(where):
         db = connect(where)
@@ -182,8 +182,8 @@ def check_synced(dest: str | os.PathLike[str]) -> None:
             db.close()
     if not synced:
         raise ConfigurationError(
-            f"{where} has no findings table: keep the tickets beside a synced copy "
-            f"(secfindings sync {dest} first)"
+            f"{where} has no findings table: the tickets are kept beside a synced copy "
+            "(the DEST of secfindings sync)"
         )
 
 
