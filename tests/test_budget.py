@@ -7,6 +7,7 @@ from __future__ import annotations
 import datetime as dt
 import json
 import logging
+import pickle
 import subprocess
 import sys
 import textwrap
@@ -265,7 +266,7 @@ def test_a_crashed_or_hung_lock_holder_does_not_stop_requests(
 
 
 def test_budget_argument_is_checked() -> None:
-    with pytest.raises(TypeError, match="budget must be True, False or a folder"):
+    with pytest.raises(TypeError, match="budget must be True, False, a folder"):
         secfindings.Client("x", base_url="http://127.0.0.1:9/api/v1", budget=3)  # type: ignore[arg-type]
     with pytest.raises(ValueError, match="empty"):
         secfindings.Client("x", base_url="http://127.0.0.1:9/api/v1", budget=" ")
@@ -279,3 +280,47 @@ def test_a_pickled_client_keeps_its_budget_folder(emu: Emulator, tmp_path: Path)
     copy.finding(1)
     assert client.budget().used == 1
     assert any(p.suffix == ".json" for p in _files(tmp_path))
+
+
+def test_a_store_url_is_checked_before_any_request(emu: Emulator) -> None:
+    """budget= takes a redis:// or postgresql:// URL; what cannot work is refused at once."""
+    with pytest.raises(secfindings.ConfigurationError, match="rediss://"):
+        emu.client(budget="rediss://127.0.0.1:6379/0")
+    with pytest.raises(secfindings.ConfigurationError, match="sslmode"):
+        emu.client(budget="postgresql://u@127.0.0.1/db?sslmode=require")
+    with pytest.raises(secfindings.ConfigurationError, match="ftp://"):
+        emu.client(budget="ftp://127.0.0.1/")
+    with pytest.raises(secfindings.ConfigurationError, match="budget_required=True needs a shared store"):
+        emu.client(budget_required=True)
+    with pytest.raises(TypeError, match="budget_required"):
+        emu.client(budget_required="yes")  # type: ignore[arg-type]
+
+
+def test_a_store_password_is_never_shown(emu: Emulator, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The store's password stays out of settings shown, budget(), errors and warnings; a pickled
+    client keeps it (it must book in the same store), as it keeps the API token."""
+    monkeypatch.delenv("SECFINDINGS_BUDGET", raising=False)
+    url = "redis://:hunter2-store@127.0.0.1:9/0"
+    client = emu.client(budget=url, budget_required=True)
+    shown = client.budget()
+    assert shown.store is None or "hunter2" not in str(shown)
+    assert shown.error is not None
+    assert "hunter2" not in shown.error
+    assert "***" in shown.error
+    with pytest.raises(secfindings.TransportError) as raised:
+        client.execute("{ __typename }")
+    assert "hunter2" not in str(raised.value)
+    assert "budget_required=True" in str(raised.value)
+    copy = pickle.loads(pickle.dumps(client))
+    assert copy.budget().error is not None
+    assert "hunter2" not in str(copy.budget())
+
+
+def test_the_environment_names_the_store(emu: Emulator, monkeypatch: pytest.MonkeyPatch) -> None:
+    """$SECFINDINGS_BUDGET is the default of budget=; budget=False still turns it off."""
+    monkeypatch.setenv("SECFINDINGS_BUDGET", "redis://127.0.0.1:9/0")
+    client = emu.client(budget_required=True)
+    assert "redis://127.0.0.1:9/0" in (client.budget().error or "")
+    off = emu.client(budget=False)
+    assert off.budget().store is None
+    assert off.budget().error is None

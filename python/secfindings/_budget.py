@@ -12,7 +12,7 @@ import os
 from dataclasses import dataclass
 from typing import Any
 
-__all__ = ["Budget", "budget_setting"]
+__all__ = ["Budget", "budget_required_setting", "budget_setting"]
 
 
 def _when(ts: Any) -> dt.datetime | None:
@@ -30,7 +30,10 @@ class Budget:
         remaining: how many more may go now (None without a limit).
         resets_at: when the oldest request of the window leaves it (None when none was booked).
         blocked_until: until when a server's ``Retry-After`` holds every client of the token back.
-        shared: whether the budget is shared through a file (``budget=False`` turns it off).
+        shared: whether the budget is shared (``budget=False`` turns it off).
+        store: where it is kept: ``"redis"``, ``"postgresql"``, ``"file"``, or None (not shared).
+        location: the store's URL (without its password) or the file's path.
+        error: why the store of ``budget=`` could not be read (the figures are then the file's).
     """
 
     limit: int | None
@@ -40,6 +43,9 @@ class Budget:
     resets_at: dt.datetime | None
     blocked_until: dt.datetime | None
     shared: bool
+    store: str | None = None
+    location: str | None = None
+    error: str | None = None
 
     @classmethod
     def from_native(cls, raw: dict[str, Any]) -> Budget:
@@ -50,7 +56,10 @@ class Budget:
             remaining=raw["remaining"],
             resets_at=_when(raw["resets_at"]),
             blocked_until=_when(raw["blocked_until"]),
-            shared=bool(raw["shared"]),
+            shared=bool(raw["shared"]) or raw.get("store") is not None,
+            store=raw.get("store"),
+            location=raw.get("location"),
+            error=raw.get("error"),
         )
 
     def __str__(self) -> str:
@@ -62,12 +71,23 @@ class Budget:
             head += f", resets at {self.resets_at:%H:%M:%S} UTC"
         if self.blocked_until is not None:
             head += f"; the server asked to wait until {self.blocked_until:%H:%M:%S} UTC"
+        if self.store in ("redis", "postgresql"):
+            head += f" (kept in {self.location})"
+        if self.error is not None:
+            head += f" (the store is not used: {self.error})"
         return head
 
 
+def budget_required_setting(required: object) -> bool:
+    """``budget_required``, checked: a bool."""
+    if not isinstance(required, bool):
+        raise TypeError(f"budget_required must be True or False, got {type(required).__name__}")
+    return required
+
+
 def budget_setting(budget: bool | str | os.PathLike[str]) -> str | None:
-    """The native client's ``budget`` argument: None for the default folder, ``"off"``, or a
-    folder."""
+    """The native client's ``budget`` argument: None for the default (``$SECFINDINGS_BUDGET``,
+    else the default folder), ``"off"``, a folder, or a ``redis://`` / ``postgresql://`` URL."""
     if budget is True:
         return None
     if budget is False:
@@ -75,6 +95,9 @@ def budget_setting(budget: bool | str | os.PathLike[str]) -> str | None:
     if isinstance(budget, (str, os.PathLike)):
         text = os.fspath(budget)
         if not text.strip():
-            raise ValueError("budget must be True, False or a folder; got an empty string")
+            raise ValueError("budget must be True, False, a folder or a store's URL; got an empty string")
         return text
-    raise TypeError(f"budget must be True, False or a folder (str or path), got {type(budget).__name__}")
+    raise TypeError(
+        "budget must be True, False, a folder (str or path) or a redis:// or postgresql:// URL, "
+        f"got {type(budget).__name__}"
+    )

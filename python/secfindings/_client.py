@@ -11,7 +11,7 @@ from types import TracebackType
 from typing import TYPE_CHECKING, Any, Literal, NoReturn, cast, overload
 
 from secfindings import _batched, _logging, _lookup
-from secfindings._budget import Budget, budget_setting
+from secfindings._budget import Budget, budget_required_setting, budget_setting
 from secfindings._lookup import AsyncBatch, Batch, LookupNative, Missing
 from secfindings._native import NativeClient, NativePages
 from secfindings._operations import AsyncOperations, SyncOperations
@@ -53,6 +53,7 @@ class _Base:
         rate_limit: tuple[int, float] | None = None,
         schema: str = "live",
         budget: bool | str | os.PathLike[str] = True,
+        budget_required: bool = False,
     ) -> None:
         _logging.sync_levels()
         native = NativeClient(
@@ -71,6 +72,7 @@ class _Base:
             max_response_bytes=max_response_bytes,
             rate_limit=rate_limit,
             budget=budget_setting(budget),
+            budget_required=budget_required_setting(budget_required),
         )
         # The typed methods and paginators call the native client through this client's live
         # schema: its selections and checks sit in front of the calls, and it types the models.
@@ -115,9 +117,11 @@ class _Base:
 
     def budget(self) -> Budget:
         """The request budget of this client's API token, shared by every client, thread and
-        process of it on this machine: ``limit`` (this client's ``rate_limit``), ``used``,
+        process of it on this machine (or on every machine, with a ``redis://`` or
+        ``postgresql://`` budget): ``limit`` (this client's ``rate_limit``), ``used``,
         ``remaining``, ``resets_at``, and ``blocked_until`` when a server's ``Retry-After``
-        holds them all back. Reads a small file; sends nothing."""
+        holds them all back; ``store`` and ``location`` say where it is kept. Reads a small file,
+        or asks the store once; sends nothing to the API."""
         return Budget.from_native(self._native.budget())
 
     def __reduce__(self) -> tuple[Any, tuple[type[_Base], dict[str, Any]]]:
@@ -224,8 +228,13 @@ class Client(_Base, SyncOperations):
             thread and process of the API token on this machine.
         schema: ``"live"`` (learn the server's schema and check against it), ``"builtin"``
             (the package's schema, no introspection) or ``"off"`` (no checks).
-        budget: where the API token's shared request budget is kept: True (the default
-            folder), False (none) or a folder.
+        budget: where the API token's shared request budget is kept: True (the default:
+            ``$SECFINDINGS_BUDGET``, else a folder of this machine), False (none), a folder, or
+            a store shared by every machine: ``"redis://host:6379/0"`` or
+            ``"postgresql://user@host/db"`` (docs/guides/many-workers.md). When the store cannot
+            be reached, the client books in the folder instead, with one WARNING.
+        budget_required: with a store, fail a request (``TransportError``) when the store
+            cannot be used, instead of falling back to the folder.
     """
 
     def execute(

@@ -50,6 +50,7 @@ class NativeClient:
         max_response_bytes: int | None = None,
         rate_limit: tuple[int, float] | None = None,
         budget: str | None = None,
+        budget_required: bool = False,
     ) -> NativeClient: ...
     @property
     def base_url(self) -> str: ...

@@ -100,7 +100,7 @@ impl CoreClient {
     }
 
     /// The shared request budget of this client's token, as `client.budget()` shows it.
-    pub(crate) fn budget(&self) -> super::budget::View {
-        self.transport.budget().view()
+    pub(crate) async fn budget(&self) -> super::budget::View {
+        self.transport.budget().view_now().await
     }
 }

@@ -34,9 +34,12 @@ pub struct SettingsInput {
     pub max_response_bytes: Option<i64>,
     /// A client-side limit: at most this many requests per this many seconds.
     pub rate_limit: Option<(i64, f64)>,
-    /// The shared request budget's folder: `None` the default (see `budget::default_dir`),
-    /// `"off"` none (the client paces itself alone).
+    /// The shared request budget: a folder, `"off"` (the client paces itself alone), a
+    /// `redis://` or `postgresql://` URL (see `budget_store`); `None` the default
+    /// (`$SECFINDINGS_BUDGET`, else the folder of `budget::default_dir`).
     pub budget: Option<String>,
+    /// Fail a request when the budget's store cannot be used, instead of falling back to the file.
+    pub(crate) budget_required: bool,
 }
 
 /// How the client gets its bearer token.
@@ -71,6 +74,9 @@ pub struct Settings {
     /// token. Not for a loopback server with the user's default folder: a test's mock server on
     /// a fixed port would stall every later run of the user's suite for as long as it asked.
     pub budget_shares_waits: bool,
+    /// The store past one machine (`budget="redis://..."`); the folder above is its fallback.
+    pub(crate) budget_store: Option<super::budget_store::StoreUrl>,
+    pub(crate) budget_required: bool,
     pub redactor: Redactor,
 }
 
@@ -227,10 +233,25 @@ impl Settings {
             }
         };
 
+        // `budget=`, else $SECFINDINGS_BUDGET: a store's URL, a folder, or "off".
+        let asked =
+            input.budget.clone().or_else(|| env("SECFINDINGS_BUDGET").filter(|v| !v.trim().is_empty()));
+        let budget_store = match asked.as_deref().and_then(super::budget_store::parse) {
+            None => None,
+            Some(Ok(url)) => Some(url),
+            Some(Err(why)) => return Err(Error::config(why)),
+        };
+        if input.budget_required && budget_store.is_none() {
+            return Err(Error::config(
+                "budget_required=True needs a shared store: budget=\"redis://host:6379/0\" or \
+                 \"postgresql://user@host/db\" (or $SECFINDINGS_BUDGET)",
+            ));
+        }
         let chosen_dir =
-            input.budget.is_some() || env("SECFINDINGS_BUDGET_DIR").is_some_and(|d| !d.trim().is_empty());
+            asked.is_some() || env("SECFINDINGS_BUDGET_DIR").is_some_and(|d| !d.trim().is_empty());
         let budget_shares_waits = chosen_dir || !is_loopback(&base_url);
-        let budget_dir = match input.budget.as_deref().map(str::trim) {
+        let folder = if budget_store.is_some() { None } else { asked.as_deref().map(str::trim) };
+        let budget_dir = match folder {
             None => super::budget::default_dir(env),
             Some("off") => None,
             Some("") => {
@@ -240,6 +261,9 @@ impl Settings {
         };
 
         let mut redactor = Redactor::default();
+        if let Some(p) = budget_store.as_ref().and_then(|s| s.password.clone()).filter(|p| !p.is_empty()) {
+            redactor.add(Secret::new(p));
+        }
         match &credential {
             Credential::ApiToken(t) => t.secrets().cloned().for_each(|s| redactor.add(s)),
             Credential::Jwt(j) => redactor.add(j.clone()),
@@ -261,6 +285,8 @@ impl Settings {
             rate_limit,
             budget_dir,
             budget_shares_waits,
+            budget_store,
+            budget_required: input.budget_required,
             redactor,
         })
     }

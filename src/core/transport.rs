@@ -9,6 +9,7 @@ use reqwest::header::{HeaderMap, AUTHORIZATION, CONTENT_TYPE, RETRY_AFTER};
 
 use super::auth::{CachedToken, TokenProvider};
 use super::budget::{Booking, Budget};
+use super::budget_store::Shared;
 use super::config::{Credential, Settings};
 use super::error::{secs, Error, Result};
 use super::graphql::{decode_response, PreparedRequest};
@@ -169,13 +170,13 @@ impl Transport {
             Credential::ApiToken(t) => t.expose_text().as_bytes(),
             Credential::Jwt(j) => j.expose().as_bytes(),
         };
-        let budget = Budget::new(
-            settings.budget_dir.clone(),
-            super::budget::key(settings.base_url.as_str(), credential),
-            settings.rate_limit,
-            settings.max_retry_wait,
-        )
-        .sharing_waits(settings.budget_shares_waits);
+        let key = super::budget::key(settings.base_url.as_str(), credential);
+        let shared =
+            settings.budget_store.clone().map(|url| Shared::new(url, key.clone(), settings.budget_required));
+        let budget =
+            Budget::new(settings.budget_dir.clone(), key, settings.rate_limit, settings.max_retry_wait)
+                .sharing_waits(settings.budget_shares_waits)
+                .with_store(shared);
         Ok(Self {
             http,
             tls,
@@ -266,15 +267,12 @@ impl Transport {
         Error::RateLimit {
             status: 429,
             message: format!(
-                "the request budget of this API token (shared by every client of it on this machine) \
-                 allows the next request in {wait:.0}s, longer than max_retry_wait ({}); see \
-                 client.budget(). A wait a server asked for is kept in {}: delete it, or pass \
-                 budget=False, to stop honouring it",
+                "the request budget of this API token (shared by every client of it) allows the \
+                 next request in {wait:.0}s, longer than max_retry_wait ({}); see client.budget(). \
+                 A wait a server asked for is kept in {}: delete it, or pass budget=False, to stop \
+                 honouring it",
                 super::retry::seconds(self.policy.max_retry_wait.as_secs_f64()),
-                self.budget
-                    .view()
-                    .path
-                    .map_or_else(|| "the budget file".to_string(), |p| p.display().to_string())
+                self.budget.kept_in()
             ),
             body: String::new(),
             headers: Vec::new(),
@@ -316,6 +314,7 @@ impl Transport {
     async fn wait_turn(&self) -> Result<()> {
         let waited = match self.budget.reserve().await {
             Booking::TooLong(wait) => return Err(self.budget_spent(wait)),
+            Booking::Unavailable(why) => return Err(Error::Transport(why)),
             Booking::Booked(wait) => {
                 if !wait.is_zero() {
                     tokio::time::sleep(wait).await;

@@ -45,7 +45,7 @@ impl NativeClient {
         api_token=None, *, base_url=None, region=None, auth_url=None, jwt=None, timeout=None,
         max_retries=None, max_retry_wait=None, proxy=None, ca_bundle=None,
         refresh_advisory=None, refresh_mandatory=None, max_response_bytes=None, rate_limit=None,
-        budget=None
+        budget=None, budget_required=false
     ))]
     #[allow(clippy::too_many_arguments)]
     fn new(
@@ -64,6 +64,7 @@ impl NativeClient {
         max_response_bytes: Option<Bound<'_, PyAny>>,
         rate_limit: Option<Bound<'_, PyAny>>,
         budget: Option<String>,
+        budget_required: bool,
     ) -> PyResult<Self> {
         let config = |m: String| err(Error::Configuration(m));
         let rate_limit = match rate_limit.filter(|r| !r.is_none()) {
@@ -95,6 +96,7 @@ impl NativeClient {
             max_response_bytes,
             rate_limit,
             budget,
+            budget_required,
         };
         let rt = runtime().map_err(err)?;
         // reqwest's connector belongs to the runtime it is built in.
@@ -189,10 +191,14 @@ impl NativeClient {
         d.set_item("refresh_mandatory", s.refresh_mandatory.as_secs_f64())?;
         d.set_item("max_response_bytes", s.max_response_bytes)?;
         d.set_item("rate_limit", s.rate_limit.map(|(n, per)| (n, per.as_secs_f64())))?;
-        d.set_item(
-            "budget",
-            s.budget_dir.as_ref().map_or_else(|| "off".to_string(), |p| p.display().to_string()),
-        )?;
+        let budget = match (&s.budget_store, &s.budget_dir) {
+            // The whole URL (its password too), as the API token travels: the copy must book there.
+            (Some(store), _) => store.expose_url().to_string(),
+            (None, Some(dir)) => dir.display().to_string(),
+            (None, None) => "off".to_string(),
+        };
+        d.set_item("budget", budget)?;
+        d.set_item("budget_required", s.budget_required)?;
         Ok(d)
     }
 
@@ -314,7 +320,8 @@ impl NativeClient {
 
     /// The request budget this client's token shares on this machine.
     fn budget<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
-        let v = self.core.budget();
+        let core = self.core.clone();
+        let v = block_on(py, async move { core.budget().await })?;
         let d = PyDict::new(py);
         d.set_item("limit", v.limit.map(|(n, _)| n))?;
         d.set_item("window", v.limit.map(|(_, w)| w))?;
@@ -324,6 +331,9 @@ impl NativeClient {
         d.set_item("blocked_until", v.blocked_until)?;
         d.set_item("shared", v.path.is_some())?;
         d.set_item("path", v.path.map(|p| p.display().to_string()))?;
+        d.set_item("store", v.store)?;
+        d.set_item("location", v.location)?;
+        d.set_item("error", v.error)?;
         Ok(d)
     }
 
