@@ -10,7 +10,7 @@ present at both ends of the walk once. A document the server refuses for its siz
 smaller, and the size that worked is remembered per server for the process.
 
 This module decides where batches are used (:func:`pages`, called by the live client when a
-typed ``findings_view`` walk is made): only where it is safe, else the walk reads one page per
+typed walk of a connection is made): only where it is safe, else the walk reads one page per
 request as before:
 
 - ``pages_per_request`` above 1 (the client's :attr:`~secfindings.Client.pages_per_request`,
@@ -24,9 +24,14 @@ request as before:
   their offset, :func:`starting_at`), a partitioned export never;
 - the walk has no resume cursor (``after=``);
 - no ``sort=`` other than ``ID_ASC``; the selection has ``id`` (else one DEBUG line);
-- the walk plan's ``offset`` probe (one request per server, remembered; it also sends two
-  aliased fields) showed that the server takes ``offset`` and aliases (the async client asks
-  it in a thread, so its event loop goes on meanwhile);
+- the walk plan's ``offset`` probe (one request per server and connection, remembered; it also
+  sends two aliased fields) showed that the server takes ``offset`` and aliases (the async
+  client asks it in a thread, so its event loop goes on meanwhile). Every catalog connection
+  may be read so (graphene-django's ``DjangoConnectionField`` gives each ``offset``,
+  service-facts §5.3): ``findings_view`` with the plan's :data:`~secfindings._plan.OFFSET`
+  probe, another (``get_resources_ch``, ``finding_filters``, ...) with its own
+  (``offset:NAME``), which also needs ``sort: [ID_ASC]`` (not ``status_rules``: no sort) and
+  global ids of integer keys. Only ``findings_view`` has an ``estimate()``;
 - the first batch does not fail with a :class:`~secfindings.PaginationError` (a server that does
   not order by id): then the walk starts again with one page per request (one INFO line).
 """
@@ -45,7 +50,7 @@ import threading
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any
 
-from secfindings import _plan, _probes
+from secfindings import _native, _plan, _probes
 from secfindings.errors import PaginationError, ValidationError
 
 __all__ = [
@@ -71,8 +76,12 @@ DEFAULT_PAGES_PER_REQUEST = 10
 #: the core refuses the walk, which would then read one page per request).
 MAX_PAGES_PER_REQUEST = 50
 _ENV = "SECFINDINGS_PAGES_PER_REQUEST"
-#: The operations read in batches (the connections whose offset the plan probes).
-_OPERATIONS = frozenset({"findings_view"})
+#: The operations that may be read in batches: the catalog's connections (queries), each where
+#: its own offset probe holds (``findings_view``'s is the plan's :data:`~secfindings._plan.OFFSET`;
+#: another's ``offset:NAME`` also needs ``sort: [ID_ASC]`` and global ids of integer keys).
+_OPERATIONS = frozenset(
+    op["name"] for op in _native.catalog() if op["returns"] == "connection" and op["kind"] == "query"
+)
 
 
 def check_pages_per_request(value: object) -> int:
@@ -190,7 +199,15 @@ def _usable(name: str, args: Mapping[str, Any], n: int) -> str | None:
     return None
 
 
-_PROBING = threading.Lock()
+#: One lock per server and connection: the parts of a partitioned walk ask the probe once,
+#: while a server slow to answer it holds back no walk of another server.
+_PROBING: dict[tuple[str, str], threading.Lock] = {}
+_PROBING_GUARD = threading.Lock()
+
+
+def _probing(base_url: str, capability: str) -> threading.Lock:
+    with _PROBING_GUARD:
+        return _PROBING.setdefault((base_url, capability), threading.Lock())
 
 
 def _offset_held(native: Any, name: str) -> bool:
@@ -198,8 +215,8 @@ def _offset_held(native: Any, name: str) -> bool:
     connection, remembered; two aliased fields; one at a time, so the parts of a partitioned
     walk ask it once). The async client asks it in a thread (:meth:`_Chosen._later`)."""
     try:
-        with _PROBING:
-            capability = _plan.offset_capability(name)
+        capability = _plan.offset_capability(name)
+        with _probing(native.base_url, capability):
             steps = _plan.capability_steps(native.base_url, native.schema_sync(), capability)
             held = _plan.drive(native, steps)
     except Exception as exc:  # a 429, a 5xx, the network: the probe is asked again next time

@@ -1,0 +1,72 @@
+"""Batched walks (issue 37) against servers of the tests' own on loopback: a server slow to answer
+the offset probe holds back no walk of another server (the probe's lock is per server)."""
+
+from __future__ import annotations
+
+import threading
+from pathlib import Path
+
+import pytest
+from tests.servers.http import Request, Response, make_api_token
+from tests.servers.schema import is_introspection
+from tests.servers.unsorted import unsorted_server
+
+from secfindings import Client, _plan
+
+pytest.importorskip("pyarrow")
+
+#: How long a server holds the probe at most: only a walk that cannot go on without it reaches
+#: it (the test then fails on what the server saw); a working client lets it go at once.
+DEADLOCK = 20.0
+
+
+@pytest.fixture(autouse=True)
+def fresh_probes(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("SECFINDINGS_SCHEMA_CACHE", str(tmp_path / "cache"))
+    monkeypatch.delenv("SECFINDINGS_PAGES_PER_REQUEST", raising=False)
+    _plan.forget()
+
+
+@pytest.mark.reliability_hostile
+def test_a_server_slow_to_answer_the_probe_holds_back_no_walk_of_another() -> None:
+    with (
+        unsorted_server(300, shuffled=False) as (slow, slow_order),
+        unsorted_server(500, shuffled=False) as (fast, fast_order),
+    ):
+        inner = slow.api
+        asked, let_go = threading.Event(), threading.Event()
+        held: list[bool] = []
+
+        def gated(req: Request) -> Response:
+            if not is_introspection(req) and req.json().get("operationName") == "probe_offset":
+                asked.set()
+                held.append(let_go.wait(DEADLOCK))  # True: let go by the other server's walk
+            return inner(req)
+
+        slow.api = gated
+        token = make_api_token()
+        got: list[list[int]] = []
+        with (
+            Client(token, base_url=slow.base_url, auth_url=slow.auth_url) as slow_client,
+            Client(token, base_url=fast.base_url, auth_url=fast.auth_url) as fast_client,
+        ):
+
+            def walk_slow() -> None:
+                table = slow_client.findings_view(fields="id id_int title").to_arrow()
+                got.append(table.column("id_int").to_pylist())
+
+            thread = threading.Thread(target=walk_slow)
+            thread.start()
+            try:
+                assert asked.wait(DEADLOCK)
+                # The other server's walk, while the first server holds its probe.
+                table = fast_client.findings_view(fields="id id_int title").to_arrow()
+                let_go.set()
+            finally:
+                let_go.set()
+                thread.join()
+        assert held == [True], "the other server's walk waited for this server's probe"
+        assert table.column("id_int").to_pylist() == fast_order
+        assert got == [slow_order]
+        sent = [r.json().get("operationName") for r in fast.requests if not r.is_idp]
+        assert "findings_view_pages" in sent
