@@ -18,15 +18,15 @@ def tickets_group() -> None:
 def pull_command(dest: str) -> None:
     """Keep the findings' tickets, as the service lists them, in the finding_tickets table of
     DEST (a synced destination; what it held is replaced), for a later 'tickets drift DEST'.
-    One walk of the findings with their tickets. Exit codes: 0 kept, 1 the API or the database
-    failed, 2 bad usage, 3 authentication failed."""
+    One walk of the findings with their tickets (those the copy's sync filter keeps). Exit codes:
+    0 kept, 1 the API or the database failed, 2 bad usage, 3 authentication failed."""
     from secfindings.tickets import from_client, save  # noqa: PLC0415 - loads only for this command
-    from secfindings.tickets._source import check_synced  # noqa: PLC0415
+    from secfindings.tickets._source import check_synced, copy_filter  # noqa: PLC0415
 
     with errors():
         check_synced(dest)  # before the walk: a misspelt DEST costs no request and makes no file
         with client_from_env() as client:
-            found = from_client(client)
+            found = from_client(client, filters=copy_filter(dest))  # the copy's findings only
         rows = save(found, dest)
     click.echo(f"kept {rows} tickets of {len(found)} findings in {dest}", err=True)
 

@@ -47,7 +47,7 @@ from secfindings.tickets._model import (
     TicketSystem,
     finding_label,
 )
-from secfindings.tickets._source import from_client, from_database, save
+from secfindings.tickets._source import copy_filter, from_client, from_database, save
 
 __all__ = [
     "LABEL",
@@ -151,16 +151,27 @@ def drift(
     """Compare the findings of ``source`` (a :class:`secfindings.Client`, a synced destination
     with a ``finding_tickets`` table, or an iterable of :class:`FindingTickets`) with
     ``system``. See the module's docstring for what is reported."""
+    partial = False
     if isinstance(source, (str, os.PathLike)):
         findings = from_database(source)
+        partial = copy_filter(source) is not None
     elif hasattr(source, "paginate"):
         findings = from_client(source)
     else:
         findings = list(source)
-    return compare(findings, system, close_fixed=close_fixed)
+    return compare(findings, system, close_fixed=close_fixed, partial=partial)
 
 
-def compare(findings: Iterable[FindingTickets], system: TicketSystem, *, close_fixed: bool = False) -> Drift:
+def compare(
+    findings: Iterable[FindingTickets],
+    system: TicketSystem,
+    *,
+    close_fixed: bool = False,
+    partial: bool = False,
+) -> Drift:
+    """The report of ``findings`` against ``system`` (see :func:`drift`). ``partial``: the
+    findings are some of the service's only (a copy synced with a filter), so a ticket naming
+    another finding is not known to be an orphan: it is counted in a note instead."""
     by_id = {f.id_int: f for f in findings}
     # the keys of this system the service lists, per finding, and its findings per key
     listed: dict[int, set[str]] = defaultdict(set)
@@ -188,9 +199,18 @@ def compare(findings: Iterable[FindingTickets], system: TicketSystem, *, close_f
         out.notes.append(
             "the findings have no remediation phase: findings in a queue without a ticket not checked"
         )
+    outside = 0
     for k, fids in sorted(owners.items()):
         if known[k].open and any(fid not in by_id for fid in fids):
+            if partial:
+                outside += 1
+                continue
             out.orphans += [(fid, k) for fid in sorted(fids) if fid not in by_id]
+    if outside:
+        out.notes.append(
+            f"{outside} open ticket{'s' if outside != 1 else ''} name findings outside this copy's "
+            "filter: not judged as orphans (drift live judges them)"
+        )
     for fid, f in sorted(by_id.items()):
         keys = per_finding.get(fid, set())
         open_keys = sorted(k for k in keys if known[k].open)

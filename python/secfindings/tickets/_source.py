@@ -12,7 +12,15 @@ from typing import Any
 from secfindings.errors import ConfigurationError, PaginationError
 from secfindings.tickets._model import FindingTickets, ServiceTicket
 
-__all__ = ["TICKETS_PAGE", "TICKETS_TABLE", "check_synced", "from_client", "from_database", "save"]
+__all__ = [
+    "TICKETS_PAGE",
+    "TICKETS_TABLE",
+    "check_synced",
+    "copy_filter",
+    "from_client",
+    "from_database",
+    "save",
+]
 
 TICKETS_TABLE = "finding_tickets"
 
@@ -26,8 +34,8 @@ _CONFIRMED = ("external_id", "link", "status")
 _PROBED = ("provider_type",)
 
 _WALK = """
-query FindingTickets($first: Int, $after: String) {
-  findings_view(first: $first, after: $after) {
+query FindingTickets($first: Int, $after: String%(declare)s) {
+  findings_view(first: $first, after: $after%(filter)s) {
     edges { node {
       id_int title actual_status { category } remediation_sub_phase
       tickets(first: %(page)d) { edges { node { %(fields)s } } pageInfo { hasNextPage endCursor } }
@@ -114,13 +122,21 @@ def _unique(tickets: list[ServiceTicket]) -> list[ServiceTicket]:
     return out
 
 
-def from_client(client: Any, page_size: int = 100) -> list[FindingTickets]:
-    """Every finding with all its tickets: one walk of the findings with the first
-    :data:`TICKETS_PAGE` tickets of each, and for a finding with more, a request per further
-    page of its tickets."""
+def from_client(client: Any, page_size: int = 100, filters: str | None = None) -> list[FindingTickets]:
+    """Every finding (``filters``: a filter's JSON text, those that match it) with all its
+    tickets: one walk of the findings with the first :data:`TICKETS_PAGE` tickets of each, and
+    for a finding with more, a request per further page of its tickets."""
     fields = _ticket_fields(client)
+    scoped = filters is not None
+    query = _WALK % {
+        "page": TICKETS_PAGE,
+        "fields": fields,
+        "declare": ", $filters: FiltersConfigInput" if scoped else "",
+        "filter": ", filters_config: $filters" if scoped else "",
+    }
+    variables = {"filters": {"filtersjson": filters}} if scoped else None
     out = []
-    for node in client.paginate(_WALK % {"page": TICKETS_PAGE, "fields": fields}, page_size=page_size):
+    for node in client.paginate(query, variables, page_size=page_size):
         finding = int(node["id_int"])
         tickets, more, after = _tickets(node.get("tickets"))
         if more:
@@ -158,6 +174,24 @@ def from_database(dest: str | os.PathLike[str]) -> list[FindingTickets]:
         ):
             tickets[int(fid)].append(ServiceTicket(ext, link, status, provider))
     return [FindingTickets(int(r[0]), r[1], r[2], r[3], tickets.get(int(r[0]), [])) for r in rows]
+
+
+def copy_filter(dest: str | os.PathLike[str]) -> str | None:
+    """The filter a synced destination's findings match (the JSON text its sync kept in
+    ``sync_state``), or None: every finding."""
+    from secfindings.sync import database_errors  # noqa: PLC0415 - the sync's drivers, on use
+    from secfindings.sync._dest import connect, literal, parse_destination  # noqa: PLC0415
+
+    where = parse_destination(dest)
+    with database_errors(where):
+        db = connect(where)
+        try:
+            if "filters" not in (db.columns("sync_state") or []):
+                return None
+            rows = db.query(f"SELECT filters FROM sync_state WHERE collection = {literal('findings')}")
+        finally:
+            db.close()
+    return str(rows[0][0]) if rows and rows[0][0] is not None else None
 
 
 def check_synced(dest: str | os.PathLike[str]) -> None:
