@@ -155,6 +155,9 @@ def test_sla_and_escape_by_team(synced: str, truth: list[dict[str, Any]]) -> Non
         assert row["fixed"] == len(fixed)
         in_sla = sum(_time(r["last_reported_time"]) <= _time(r["due_date"]) for r in fixed)
         assert row["fixed_in_sla"] == in_sla
+    # fixed_at="auto" (the history's CTEs beside the groups'): one version each, the same answer
+    auto = sa.sla_adherence(synced, by=sa.Tags(values=TEAMS, name="team"), as_of=at)
+    assert auto.fillna(-1).to_dict("records") == sla.fillna(-1).to_dict("records")
     escape = sa.escape_rate(synced, by=sa.Tags(values=TEAMS, name="team"))
     fixed_per = Counter(t for r in truth if _status(r) == "FIXED" for t in _groups(r, TEAMS))
     got = {
