@@ -194,7 +194,9 @@ def survival_curve(
     resolution: float = 3600.0,
 ) -> Any:
     """The Kaplan-Meier curve of time to remediate, per group of ``by`` (a column of
-    ``findings`` or a list of them; None for one curve).
+    ``findings``, a :class:`Tags`, or a list of them; None for one curve). A list column (the
+    tags) gives a curve per value, a finding in each of its values' curves (see *groups* in the
+    module's docstring); every measure's ``by=`` takes the same.
 
     Columns: the ``by`` columns; ``days`` (time since discovery, in steps of ``resolution``
     seconds, a step's upper end); ``at_risk`` (findings neither fixed nor censored before that
