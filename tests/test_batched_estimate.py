@@ -179,3 +179,33 @@ def test_export_dry_run_shows_both_figures_and_the_export_spends_its_own(
     else:
         assert "findings_view_pages" not in sent
         assert abs(len([s for s in sent if s == "findings_view"]) - 30) <= 1
+
+
+@pytest.mark.parametrize("fields", ["id: id_int title", "ident: id title"])
+def test_a_selection_whose_id_is_aliased_is_counted_one_page_per_request(emu: Emulator, fields: str) -> None:
+    # The core orders rows by the field `id` itself: an alias of another field named id, or id
+    # under another name, walks one page per request, and the estimate must say so.
+    with emu.client() as client:
+        client.schema()
+        pager = client.findings_view(fields=fields, page_size=10)
+        estimate = pager.estimate()
+        emu.clear_request_log()
+        assert pager.to_arrow().num_rows == N
+        assert "findings_view_pages" not in spent(emu)
+        assert estimate.batched_requests is None
+
+
+def test_the_estimate_counts_the_pages_per_request_the_walk_was_made_with(emu: Emulator) -> None:
+    with emu.client() as client:
+        client.schema()
+        pager = client.findings_view(fields="id id_int", page_size=10)  # 10 pages a request
+        client.pages_per_request = 2  # for the walks made from now on
+        estimate = pager.estimate()
+        emu.clear_request_log()
+        assert pager.to_arrow().num_rows == N
+        assert max(r["aliases"] for r in emu.request_log()) == 10
+        assert len(spent(emu)) == estimate.batched_requests
+        assert estimate.pages_per_request == 10
+        assert not estimate.batched_everywhere  # made before batches were asked for
+        later = client.findings_view(fields="id id_int", page_size=10).estimate()
+        assert (later.pages_per_request, later.batched_everywhere) == (2, True)

@@ -45,7 +45,6 @@ import importlib
 import logging
 import math
 import os
-import re
 import threading
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any
@@ -136,46 +135,32 @@ def requests_for(rows: int, page_size: int, pages_per_request: int, limited: boo
     return max(1, (rows - 1) // step + 1)
 
 
-def _has_id(fields: Any) -> bool:
-    """Whether a walk's ``fields=`` select ``id`` (the default selection and the presets do)."""
-    if fields is None:
-        return True
-    text = fields if isinstance(fields, str) else " ".join(str(f) for f in fields)
-    if text.strip() in ("*", "analyst"):
-        return True
-    depth, top = 0, []
-    for token in re.findall(r"[{}]|[A-Za-z_][A-Za-z0-9_]*", text):
-        depth += {"{": 1, "}": -1}.get(token, 0)
-        if depth == 0 and token not in "{}":
-            top.append(token)
-    return "id" in top
-
-
 def estimated(
     native: Any,
-    args: Mapping[str, Any],
-    cursor: str | None,
+    walk: Any,
     limit: int | None,
     parts: Sequence[tuple[int, bool]],
     page_size: int,
-) -> int | None:
-    """The requests of a ``findings_view`` walk read whole in batches (for ``estimate()``), its
-    ``parts`` given as (rows, whether the part stops at its limit with rows to spare): one part
-    for a sequential walk, more for ``partitions=``. None where :func:`pages` would read it one
-    page per request."""
-    n = setting(native)
-    if _usable("findings_view", {**args, "after": cursor}, n) is not None or not _has_id(args.get("fields")):
+) -> tuple[int, bool] | None:
+    """The requests of a ``findings_view`` walk (``walk``: its native walk, as :func:`pages`
+    made it) read in batches, for ``estimate()``, and whether every reading uses them (else only
+    a walk read whole does). ``parts``: (rows, whether the part stops at its limit with rows to
+    spare), one for a sequential walk, more for ``partitions=``. None where the walk reads one
+    page per request: :func:`pages` made it so (``after=``, another sort, a selection without
+    ``id``, ``pages_per_request`` 1, a limit of 0: the same checks, the core's own included, as
+    it was made), it was read one page per request already, or the offset probe said no."""
+    if not isinstance(walk, _Chosen) or (walk._inner is not None and walk._inner is not walk._batched):
         return None
     if len(parts) > 1 and not asked_for(native):
         return None  # partitions read their parts one page per request unless asked
-    if limit == 0:
-        return 0  # a walk of limit 0 is a plain one that asks nothing
     held = _probes.known(native.base_url, native.loaded_schema, _plan.offset_capability("findings_view"))
     if held is False:
         return None
+    n = walk.pages_per_request
     total = sum(requests_for(rows, page_size, n, limited) for rows, limited in parts)
     # The walk's first batch asks the offset probe first where it was not asked yet.
-    return total + (1 if held is None else 0)
+    probe = 1 if held is None and walk._inner is None else 0
+    return total + probe, walk._always and len(parts) == 1
 
 
 def _id_sorted(sort: Any) -> bool:
@@ -243,8 +228,11 @@ class _Chosen:
         always: bool,
         held: Callable[[], bool],
         empty: Callable[[], Any],
+        pages_per_request: int,
     ) -> None:
         self._batched: Any = batched
+        #: The pages a request of the batched walk asks for (for estimate()).
+        self.pages_per_request = pages_per_request
         # The typed empty table of the selection (a plain walk of limit 0: no request).
         self._empty = empty
         self._held = held
@@ -476,4 +464,5 @@ def pages(
         always,
         lambda: _offset_held(native, name),
         lambda: native._n.paginate_prepared(prepared, page_size, 0).read_table(),
+        n,
     )

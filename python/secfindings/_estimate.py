@@ -330,14 +330,16 @@ def _work_out(
     if requests is not None and (latency is not None or budget.limit is not None):
         seconds = schedule(requests, found.parts, latency or 0.0, budget)
     batched = batched_seconds = None
+    everywhere = False
     if rows is not None:
         # A walk stops at its limit only where the server has that many rows to hand out.
         limited = walk._limit is not None and rows >= int(walk._limit)
         parts = _parts_rows(found, rows, limited)
-        batched = _batched.estimated(client._native, args, walk._pages.cursor, walk._limit, parts, page_size)
+        counted = _batched.estimated(client._native, walk._pages, walk._limit, parts, page_size)
+        if counted is not None:
+            batched, everywhere = counted
     if batched is not None and (latency is not None or budget.limit is not None):
         batched_seconds = schedule(batched, found.parts, latency or 0.0, budget)
-    everywhere = batched is not None and found.parts == 1 and _batched.asked_for(client._native)
     return Estimate(
         rows,
         requests,
@@ -354,7 +356,7 @@ def _work_out(
         probe_seconds,
         found.strategy,
         batched,
-        _batched.setting(client._native),
+        walk._pages.pages_per_request if batched is not None else _batched.setting(client._native),
         batched_seconds,
         everywhere,
     )
