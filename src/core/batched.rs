@@ -14,6 +14,12 @@
 //! its first row is one already seen. So every row present at both ends of the walk is handed
 //! out exactly once; a row added or removed meanwhile may or may not be.
 //!
+//! Resumable. Every row handed out carries a cursor of the walk's own, `sfb1:<offset>:<key>`
+//! (the row's offset in id order and its key), set as the edge's `cursor` and the page's end
+//! cursor: a walk given it back (`BatchSpec::resume`) starts at that offset with that key as the
+//! last handed out, so the overlap check above holds across the pause too. The server never sees
+//! it: only a batched walk takes it.
+//!
 //! A server that refuses a document for its size (too many aliases, too large, too deep or
 //! complex) gets fewer pages per request: as many as a limit its message names (`limit 4`),
 //! else half as many; the size that worked is remembered per server for the process, as batched
@@ -79,6 +85,26 @@ pub(crate) struct BatchSpec {
     /// The offset of the first row to read.
     pub start: u64,
     pub limit: Option<u64>,
+    /// The key of the last row handed out before the walk starts (a resumed walk).
+    pub last: Option<u64>,
+}
+
+/// The prefix of a batched walk's own cursors.
+pub(crate) const CURSOR_PREFIX: &str = "sfb1:";
+
+/// The cursor of the row at `offset` whose key is `key`.
+fn cursor_of(offset: u64, key: u64) -> String {
+    format!("{CURSOR_PREFIX}{offset}:{key}")
+}
+
+/// Where a batched walk's cursor resumes: `(offset, key)`; `None` when `text` is not one.
+pub(crate) fn parse_cursor(text: &str) -> Option<(u64, u64)> {
+    let (offset, key) = text.strip_prefix(CURSOR_PREFIX)?.split_once(':')?;
+    let digits = |s: &str| !s.is_empty() && s.len() <= 20 && s.bytes().all(|b| b.is_ascii_digit());
+    if !digits(offset) || !digits(key) {
+        return None;
+    }
+    Some((offset.parse().ok()?, key.parse().ok()?))
 }
 
 /// The stepping of a batched walk, without I/O: the documents to send and what answers mean.
@@ -108,6 +134,8 @@ pub(crate) struct BatchStream {
     transport: Arc<Transport>,
     server: String,
     walker: BatchWalker,
+    /// The end cursor of the last page returned.
+    cursor: Option<String>,
 }
 
 #[derive(Deserialize)]
@@ -180,19 +208,34 @@ struct RawEdges<'a> {
     edges: Vec<&'a RawValue>,
 }
 
-/// The page `raw` with only the edges at `keep`: the kept edges' text joined as it came, no
-/// node decoded (the first page of every batch drops the row it overlaps with).
-fn kept(raw: &RawValue, keep: &[usize]) -> Result<Bytes> {
+/// The page `raw` with only the edges at `keep`, each given its cursor (`cursors`, one per kept
+/// edge): the edges' text as it came, no node decoded (the first page of every batch drops the
+/// row it overlaps with).
+fn kept(raw: &RawValue, keep: &[usize], cursors: &[String]) -> Result<Bytes> {
     let page: RawEdges<'_> = serde_json::from_str(raw.get())
         .map_err(|e| Error::pagination(format!("a page of a batched walk is not a connection: {e}")))?;
-    let mut text = String::with_capacity(raw.get().len());
+    let mut text = String::with_capacity(raw.get().len() + keep.len() * 40);
     text.push_str(r#"{"edges":["#);
-    for (n, at) in keep.iter().enumerate() {
+    for (n, (at, cursor)) in keep.iter().zip(cursors).enumerate() {
         let edge = page.edges.get(*at).ok_or_else(|| Error::pagination("a kept row is not in its page"))?;
         if n > 0 {
             text.push(',');
         }
-        text.push_str(edge.get());
+        // An edge is an object (`{"node": ...}`; `null` was refused by `keys`): the cursor goes
+        // first in it. The cursor is digits and a prefix, nothing to escape.
+        match edge.get().strip_prefix('{') {
+            None if edge.get() == "null" => text.push_str("null"),
+            Some(rest) => {
+                text.push_str(r#"{"cursor":""#);
+                text.push_str(cursor);
+                text.push('"');
+                if !rest.trim_start().starts_with('}') {
+                    text.push(',');
+                }
+                text.push_str(rest);
+            }
+            None => return Err(Error::pagination("an edge of a batched walk is not an object")),
+        }
     }
     text.push_str("]}");
     Ok(wrap(&text))
@@ -273,7 +316,7 @@ impl BatchWalker {
             passed.push(format!("{name}: ${name}"));
             variables.insert(name.clone(), value.clone());
         }
-        let offset = spec.start;
+        let (offset, last) = (spec.start, spec.last);
         Ok(Self {
             op,
             node: (op.returns.type_name().to_string(), selection),
@@ -282,7 +325,7 @@ impl BatchWalker {
             variables,
             spec,
             offset,
-            last: None,
+            last,
             back: 0,
             yielded: 0,
             done: false,
@@ -367,7 +410,9 @@ impl BatchWalker {
                 }
             }
             let mut keep = Vec::with_capacity(keys.len());
+            let mut cursors = Vec::with_capacity(keys.len());
             let mut previous = self.last;
+            let page_at = self.offset.saturating_add(u64::from(i).saturating_mul(size));
             for (at, key) in keys.iter().enumerate() {
                 match (key, previous) {
                     (Some(k), Some(p)) if *k <= p => continue,
@@ -375,6 +420,8 @@ impl BatchWalker {
                     (None, _) => {}
                 }
                 keep.push(at);
+                // A null node resumes where the row before it would.
+                cursors.push(cursor_of(page_at.saturating_add(at as u64), previous.unwrap_or(0)));
             }
             fresh = fresh.saturating_add(keep.len());
             let remaining = self.spec.limit.map(|l| l.saturating_sub(self.yielded));
@@ -383,7 +430,8 @@ impl BatchWalker {
             let full = keys.len() as u64 >= size;
             self.last = previous;
             if take > 0 {
-                let body = if keep.len() == keys.len() { wrap(raw.get()) } else { kept(raw, &keep)? };
+                let body = kept(raw, &keep, &cursors)?;
+                let end_cursor = take.checked_sub(1).and_then(|last| cursors.get(last)).cloned();
                 self.yielded = self.yielded.saturating_add(take as u64);
                 let reached = self.spec.limit.is_some_and(|l| self.yielded >= l);
                 self.ready.push_back(RawPage {
@@ -392,8 +440,8 @@ impl BatchWalker {
                     info: PageInfo {
                         has_next_page: full && !reached,
                         has_previous_page: false,
-                        start_cursor: None,
-                        end_cursor: None,
+                        start_cursor: cursors.first().cloned(),
+                        end_cursor,
                     },
                     path: Some(Arc::from(vec![PAGE_ALIAS.to_string()])),
                 });
@@ -433,7 +481,7 @@ impl BatchWalker {
 impl BatchStream {
     pub(crate) fn new(transport: Arc<Transport>, prepared: &Prepared, spec: BatchSpec) -> Result<Self> {
         let server = transport.settings().base_url.to_string();
-        Ok(Self { transport, server, walker: BatchWalker::new(prepared, spec)? })
+        Ok(Self { transport, server, walker: BatchWalker::new(prepared, spec)?, cursor: None })
     }
 
     /// The node's type and selection (the columns' layout).
@@ -446,11 +494,23 @@ impl BatchStream {
         &self.transport
     }
 
+    /// The end cursor of the last page returned (the walk's own: see the module's text).
+    pub(crate) fn cursor(&self) -> Option<&str> {
+        self.cursor.as_deref()
+    }
+
+    fn returned(&mut self, page: RawPage) -> RawPage {
+        if page.info.end_cursor.is_some() {
+            self.cursor.clone_from(&page.info.end_cursor);
+        }
+        page
+    }
+
     /// The next page, or `None` at the end.
     pub(crate) async fn next_page(&mut self) -> Result<Option<RawPage>> {
         loop {
             if let Some(page) = self.walker.pop() {
-                return Ok(Some(page));
+                return Ok(Some(self.returned(page)));
             }
             if self.walker.done {
                 return Ok(None);
@@ -462,7 +522,7 @@ impl BatchStream {
     /// The next page if no request is needed for it.
     pub(crate) fn try_next_page(&mut self) -> Option<Result<Option<RawPage>>> {
         match self.walker.pop() {
-            Some(page) => Some(Ok(Some(page))),
+            Some(page) => Some(Ok(Some(self.returned(page)))),
             None if self.walker.done => Some(Ok(None)),
             None => None,
         }

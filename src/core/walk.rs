@@ -30,11 +30,12 @@ impl Walk {
         }
     }
 
-    /// The cursor to resume after the last page given; a batched walk has none.
+    /// The cursor to resume after the last page given (a batched walk's is its own, and resumes
+    /// only a batched walk).
     pub(crate) fn cursor(&self) -> Option<&str> {
         match self {
             Self::Pages(s) => s.cursor(),
-            Self::Batches(_) => None,
+            Self::Batches(s) => s.cursor(),
         }
     }
 

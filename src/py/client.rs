@@ -357,7 +357,7 @@ impl NativeClient {
     /// `pages_per_request` pages of `page_size` rows per request, from offset `start`, in id
     /// order, each row once (see `core::batched`). The connection must take `offset` and the
     /// selection must hold `id`.
-    #[pyo3(signature = (prepared, page_size=None, limit=None, pages_per_request=10, start=0))]
+    #[pyo3(signature = (prepared, page_size=None, limit=None, pages_per_request=10, start=0, resume=None))]
     fn paginate_batched(
         &self,
         prepared: &PreparedOperation,
@@ -365,10 +365,23 @@ impl NativeClient {
         limit: Option<Bound<'_, PyAny>>,
         pages_per_request: u32,
         start: u64,
+        resume: Option<&str>,
     ) -> PyResult<NativePages> {
         let core = self.check()?.clone();
         let (page_size, limit) = page_bounds(page_size.as_ref(), limit.as_ref())?;
-        let spec = crate::core::batched::BatchSpec { page_size, pages_per_request, start, limit };
+        // A batched walk's own cursor (`sfb1:<offset>:<key>`): it starts there, past that key.
+        let (start, last) = match resume {
+            None => (start, None),
+            Some(text) => match crate::core::batched::parse_cursor(text) {
+                Some((offset, key)) => (offset, Some(key)),
+                None => {
+                    return Err(err(crate::core::Error::Validation(
+                        "resume is not a cursor of a batched walk (sfb1:...)".into(),
+                    )))
+                }
+            },
+        };
+        let spec = crate::core::batched::BatchSpec { page_size, pages_per_request, start, limit, last };
         let stream =
             crate::core::batched::BatchStream::new(Arc::clone(core.transport()), &prepared.inner, spec)
                 .map_err(err)?;

@@ -67,3 +67,9 @@ pub(crate) fn prepare_operation(
 pub(crate) fn forget_batch_sizes(base_url: &str) {
     crate::core::batched::forget(base_url);
 }
+
+/// Whether `cursor` is a batched walk's own (`sfb1:...`): only a batched walk resumes from it.
+#[pyfunction]
+pub(crate) fn is_batch_cursor(cursor: &str) -> bool {
+    crate::core::batched::parse_cursor(cursor).is_some()
+}

@@ -11,8 +11,11 @@ fn walker(pages: u32, limit: Option<u64>) -> BatchWalker {
         json!({"filtersjson": {"field": "severity", "condition": "in", "value": ["5"]}}),
     );
     let prepared = prepare_operation("findings_view", args, Some("id title")).unwrap();
-    BatchWalker::new(&prepared, BatchSpec { page_size: 3, pages_per_request: pages, start: 0, limit })
-        .unwrap()
+    BatchWalker::new(
+        &prepared,
+        BatchSpec { page_size: 3, pages_per_request: pages, start: 0, limit, last: None },
+    )
+    .unwrap()
 }
 
 fn node(k: u64) -> Value {
@@ -140,7 +143,7 @@ fn a_server_that_ignores_the_order_is_an_error_and_bad_specs_are_refused() {
     let body = serde_json::to_vec(&json!({"data": {"p0": {"edges": [node(3), node(1), node(2)]}}})).unwrap();
     assert!(matches!(w.take(&body, 1), Err(Error::Pagination { .. })));
     let prepared = prepare_operation("findings_view", Map::new(), Some("title")).unwrap();
-    let spec = BatchSpec { page_size: 3, pages_per_request: 2, start: 0, limit: None };
+    let spec = BatchSpec { page_size: 3, pages_per_request: 2, start: 0, limit: None, last: None };
     assert!(BatchWalker::new(&prepared, spec.clone()).is_err(), "no id in the selection");
     let mut args = Map::new();
     args.insert("sort".into(), json!(["SEVERITY_DESC"]));
@@ -169,8 +172,13 @@ fn the_overlapping_row_is_dropped_without_decoding_the_nodes() {
         serde_json::to_string(&json!({"edges": [node(1), node(2), node(3)]})).unwrap(),
     )
     .unwrap();
-    let body: Value = serde_json::from_slice(&kept(&raw, &[1, 2]).unwrap()).unwrap();
-    assert_eq!(body["data"]["p"]["edges"], json!([node(2), node(3)]));
+    let cursors = ["sfb1:1:2".to_string(), "sfb1:2:3".to_string()];
+    let body: Value = serde_json::from_slice(&kept(&raw, &[1, 2], &cursors).unwrap()).unwrap();
+    let mut two = node(2);
+    two["cursor"] = json!("sfb1:1:2");
+    let mut three = node(3);
+    three["cursor"] = json!("sfb1:2:3");
+    assert_eq!(body["data"]["p"]["edges"], json!([two, three]));
 }
 
 #[test]
@@ -205,4 +213,69 @@ fn every_row_seen_removed_leaves_a_walk_that_starts_again_at_the_top() {
         assert!(step < 20, "the walk does not end: {seen:?}");
     }
     assert_eq!(seen, (1..=12).collect::<Vec<_>>());
+}
+
+/// A walk's own cursors: each row's offset and key, on the edge and as the page's end cursor.
+fn cursors_of(w: &mut BatchWalker) -> Vec<(u64, Option<String>)> {
+    let mut out = Vec::new();
+    while let Some(page) = w.pop() {
+        let body: Value = serde_json::from_slice(&page.body).unwrap();
+        let edges = body["data"]["p"]["edges"].as_array().unwrap().clone();
+        for edge in edges.iter().take(page.take) {
+            let id = edge["node"]["id"].as_str().unwrap();
+            let key: u64 = from_global_id(id).unwrap().1.parse().unwrap();
+            out.push((key, edge["cursor"].as_str().map(str::to_string)));
+        }
+        let last = edges.iter().take(page.take).last().unwrap();
+        assert_eq!(page.info.end_cursor.as_deref(), last["cursor"].as_str());
+    }
+    out
+}
+
+#[test]
+fn a_walk_paused_at_a_cursor_resumes_there_once_under_change() {
+    let mut rows: Vec<u64> = (1..=40).collect();
+    let mut w = walker(2, None);
+    let body = answer(&w, &rows, 2);
+    w.take(&body, 2).unwrap();
+    let first = cursors_of(&mut w);
+    assert_eq!(first.iter().map(|r| r.0).collect::<Vec<_>>(), (1..=6).collect::<Vec<_>>());
+    // Paused after the fourth row: its cursor is its offset in id order and its key.
+    let (paused_key, cursor) = first[3].clone();
+    let cursor = cursor.unwrap();
+    assert_eq!(cursor, "sfb1:3:4");
+    assert_eq!(parse_cursor(&cursor), Some((3, 4)));
+    // Meanwhile rows before the pause go, and one comes after it.
+    rows.retain(|k| ![1, 2, 3].contains(k));
+    rows.push(41);
+    let (start, last) = parse_cursor(&cursor).unwrap();
+    let prepared = prepare_operation("findings_view", Map::new(), Some("id title")).unwrap();
+    let spec = BatchSpec { page_size: 3, pages_per_request: 2, start, limit: None, last: Some(last) };
+    let mut again = BatchWalker::new(&prepared, spec).unwrap();
+    let mut seen = Vec::new();
+    let mut requests = 0;
+    while !again.done && requests < 50 {
+        let body = answer(&again, &rows, 2);
+        again.take(&body, 2).unwrap();
+        requests += 1;
+        seen.extend(handed_out(&mut again));
+    }
+    let expected: Vec<u64> = rows.iter().copied().filter(|k| *k > paused_key).collect();
+    assert_eq!(seen, expected, "every row after the pause once, none before it");
+}
+
+#[test]
+fn only_a_walks_own_cursor_is_taken() {
+    assert_eq!(parse_cursor("sfb1:0:7"), Some((0, 7)));
+    for bad in [
+        "",
+        "sfb1:",
+        "sfb1:1",
+        "sfb1:-1:2",
+        "sfb1:1:2:3",
+        "YXJyYXljb25uZWN0aW9uOjk=",
+        "sfb1:1:99999999999999999999999",
+    ] {
+        assert_eq!(parse_cursor(bad), None, "{bad}");
+    }
 }

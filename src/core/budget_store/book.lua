@@ -14,6 +14,9 @@ local MAX_BLOCK = 6 * 3600
 local MAX_KEEP = 86400
 local MAX_SENDS = 20000
 
+-- Redis before 5 replicates scripts whole, refusing writes after TIME; effects are replicated since.
+if redis.replicate_commands then redis.replicate_commands() end
+
 local op = ARGV[1]
 local n = tonumber(ARGV[2]) or 0
 local window = tonumber(ARGV[3]) or 0
