@@ -226,7 +226,7 @@ fn cursors_of(w: &mut BatchWalker) -> Vec<(u64, Option<String>)> {
             let key: u64 = from_global_id(id).unwrap().1.parse().unwrap();
             out.push((key, edge["cursor"].as_str().map(str::to_string)));
         }
-        let last = edges.iter().take(page.take).last().unwrap();
+        let last = edges.iter().take(page.take).next_back().unwrap();
         assert_eq!(page.info.end_cursor.as_deref(), last["cursor"].as_str());
     }
     out
