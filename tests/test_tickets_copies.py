@@ -77,6 +77,11 @@ def test_an_unfiltered_copy_still_reports_orphans(emu: Emulator, tmp_path: Path)
     dest = str(tmp_path / "all.duckdb")
     with emu.client() as client:
         client.sync(dest)
+    # drift before the pull: the error says what to run (it said only: compare live instead)
+    env = {**_env(emu), "JIRA_EMAIL": "me@acme.test", "JIRA_API_TOKEN": SECRET}
+    early = CliRunner().invoke(main, ["tickets", "drift", dest, "--jira", "http://127.0.0.1:9"], env=env)
+    assert early.exit_code == 2
+    assert f"secfindings tickets pull {dest}" in early.output
     got = CliRunner().invoke(main, ["tickets", "pull", dest], env=_env(emu))
     assert got.exit_code == 0, got.output
     with TicketServer(

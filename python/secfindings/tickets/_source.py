@@ -163,7 +163,8 @@ def from_database(dest: str | os.PathLike[str]) -> list[FindingTickets]:
         if db.columns(TICKETS_TABLE) is None:
             raise ConfigurationError(
                 f"{db} has no {TICKETS_TABLE} table (id_int, external_id, link, status, provider_type): "
-                "compare against the live API (SOURCE 'live') instead"
+                f"keep the tickets there first (secfindings tickets pull {dest}), or compare against "
+                "the live API (SOURCE 'live')"
             )
         phase = "remediation_sub_phase" if db.has("remediation_sub_phase") else "NULL"
         title = "title" if db.has("title") else "NULL"
