@@ -209,3 +209,17 @@ def test_the_estimate_counts_the_pages_per_request_the_walk_was_made_with(emu: E
         assert not estimate.batched_everywhere  # made before batches were asked for
         later = client.findings_view(fields="id id_int", page_size=10).estimate()
         assert (later.pages_per_request, later.batched_everywhere) == (2, True)
+
+
+@pytest.mark.asyncio
+async def test_the_async_estimate_counts_what_the_async_walk_spends(emu: Emulator) -> None:
+    client = emu.async_client()
+    try:
+        await client.schema()
+        pager = client.findings_view(fields="id id_int", page_size=10, limit=200)
+        estimate = await pager.estimate()
+        emu.clear_request_log()
+        assert (await pager.to_arrow()).num_rows == 200
+        assert len(spent(emu)) == estimate.batched_requests == (4 if emu.profile == "default" else 3)
+    finally:
+        client.close()

@@ -16,6 +16,11 @@ sends its next page when the one before is answered, and a send waits for room i
 sliding window of ``limit`` requests per ``window`` seconds (``client.budget()`` says what is
 booked in it already; with only ``rate_limit=`` known, it is taken as empty), after any wait a
 server's ``Retry-After`` imposed.
+
+Where the walk would read in aliased page batches (:mod:`secfindings._batched`; the estimate
+asks the walk's own native walk, as it was made), the requests in batches are counted too,
+request for request (the offset probe included where the walk would still ask it), and their
+time worked out the same way (``batched_requests``, ``batched_seconds``).
 """
 
 from __future__ import annotations
