@@ -70,3 +70,42 @@ def test_a_server_slow_to_answer_the_probe_holds_back_no_walk_of_another() -> No
         assert got == [slow_order]
         sent = [r.json().get("operationName") for r in fast.requests if not r.is_idp]
         assert "findings_view_pages" in sent
+
+
+@pytest.mark.reliability_hostile
+@pytest.mark.parametrize("findings", [1_500, 0])
+def test_the_arrow_stream_of_a_server_that_ignores_sort_falls_back(findings: int) -> None:
+    # Batches asked for: the Arrow stream (polars.DataFrame(p), duckdb, pyarrow) reads in them,
+    # and a server that does not order by id must get one page per request, each row once, as
+    # every other reading does; it raised the first batch's PaginationError instead.
+    import pyarrow as pa
+
+    with (
+        unsorted_server(findings) as (server, order),
+        Client(make_api_token(), base_url=server.base_url, auth_url=server.auth_url) as client,
+    ):
+        client.pages_per_request = 10
+        pager = client.findings_view(fields="id id_int title")
+        table = pa.RecordBatchReader.from_stream(pager).read_all()
+        assert table.column("id_int").to_pylist() == order
+        assert table.column_names == ["id", "id_int", "title"]
+        assert str(table.schema.field("id_int").type) == "int64"
+
+
+def test_the_arrow_stream_in_batches_hands_out_every_row_once() -> None:
+    import pyarrow as pa
+
+    from secfindings import field
+    from secfindings.testing import Emulator
+
+    with Emulator(findings=3_000) as emu, emu.client() as client:
+        client.pages_per_request = 10
+        client.schema()
+        emu.clear_request_log()
+        table = pa.RecordBatchReader.from_stream(client.findings_view(fields="id id_int title")).read_all()
+        assert table.column("id_int").to_pylist() == list(range(1, 3_001))
+        sent = [r["operation_name"] for r in emu.request_log()]
+        assert sent == ["probe_offset"] + ["findings_view_pages"] * 4
+        nothing = client.findings_view(fields="id id_int title", filters=field("id").in_([10_000_001]))
+        empty = pa.RecordBatchReader.from_stream(nothing).read_all()
+        assert (empty.num_rows, empty.column_names) == (0, ["id", "id_int", "title"])
