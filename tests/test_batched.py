@@ -112,9 +112,16 @@ def test_rows_added_and_removed_between_batches_come_once(profile: str) -> None:
         removed: set[int] = set()
         added: set[int] = set()
         order = sorted(before)
+        emu.clear_request_log()
+        changed_after = 0  # the batches asked for when the store was last changed
+        rounds = 0
         for page in client.findings_view(fields="id id_int").pages():
             seen.extend(f.id_int for f in page.items)
-            if len(seen) % 500 == 0 and len(seen) < 2_500:
+            asked = sum(1 for r in emu.request_log() if r["operation_name"] == "findings_view_pages")
+            # Between every two batches (a page of a batch not asked for before): a change.
+            if asked > changed_after and len(seen) < 2_500:
+                changed_after = asked
+                rounds += 1
                 last = seen[-1]
                 # one behind the walk, one just ahead, one far ahead; and two new findings
                 for victim in (last - 3, last + 1, last + 700):
@@ -126,6 +133,7 @@ def test_rows_added_and_removed_between_batches_come_once(profile: str) -> None:
                     added.add(ident)
         counts = Counter(seen)
         assert max(counts.values()) == 1, "a row was handed out twice"
+        assert rounds >= 4  # the store changed between batches, not once
         after = {f.id_int for f in client.findings_view(fields="id id_int")}
         both = before & after
         assert removed
