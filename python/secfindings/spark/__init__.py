@@ -40,8 +40,10 @@ on, load the DataFrame again for each query. :func:`register` with ``pushdown=Tr
 ``auth_url``, ``budget`` (each else ``$SECFINDINGS_API_TOKEN``, ``$SECFINDINGS_BASE_URL``,
 ``$SECFINDINGS_REGION``, ``$SECFINDINGS_AUTH_URL``, ``$SECFINDINGS_BUDGET`` of the Python
 process that plans the read, on the driver's machine), ``timeout``, ``max_retries``,
-``max_retry_wait``, ``proxy``, ``ca_bundle``, ``rate_limit`` (``"50/60"``), ``schema`` and
-``budget_required`` are the :class:`~secfindings.Client`'s arguments. The settings travel to
+``max_retry_wait``, ``proxy``, ``ca_bundle``, ``rate_limit`` (``"50/60"``: the token's
+client-side limit, shared by every worker process of a machine, or of every machine with a
+shared budget store), ``schema`` and ``budget_required`` are the :class:`~secfindings.Client`'s
+arguments. The settings travel to
 the tasks with the read (as a pickled dask client does); every worker process builds one client
 from them. ``budget`` puts every worker on the token's shared request budget. The token is
 never logged and never in a message or a ``repr``.
@@ -65,6 +67,7 @@ from secfindings.spark import _options, _pushdown
 from secfindings.spark._options import ReadOptions
 
 try:
+    from pyspark.sql import DataFrame, SparkSession
     from pyspark.sql.datasource import DataSource, DataSourceReader, InputPartition
     from pyspark.sql.pandas.types import from_arrow_schema, to_arrow_schema
     from pyspark.sql.types import StructType
@@ -81,7 +84,7 @@ FORMAT = "secfindings"
 PUSHDOWN_CONF = "spark.sql.python.filterPushdown.enabled"
 
 
-def register(spark: Any, *, pushdown: bool = False) -> None:
+def register(spark: SparkSession, *, pushdown: bool = False) -> None:
     """Register the ``secfindings`` format with a SparkSession (``spark.read.format("secfindings")``
     then works); with ``pushdown=True`` also turn on Spark's filter pushdown for Python data
     sources (``spark.sql.python.filterPushdown.enabled``), which ``option("pushdown", "true")``
@@ -91,7 +94,7 @@ def register(spark: Any, *, pushdown: bool = False) -> None:
         spark.conf.set(PUSHDOWN_CONF, "true")
 
 
-def read(spark: Any, **options: Any) -> Any:
+def read(spark: SparkSession, **options: Any) -> DataFrame:
     """``spark.read.format("secfindings").options(**options).load()`` from this process: the
     settings not given (``api_token``, ``base_url``, ...) are taken from this process's
     environment (``$SECFINDINGS_API_TOKEN``, ...) and handed to Spark as options, and every
@@ -101,7 +104,8 @@ def read(spark: Any, **options: Any) -> Any:
     text = _options.with_environment({k: v if isinstance(v, str) else str(v) for k, v in options.items()})
     _options.parse(text)
     register(spark, pushdown=_options._bool("pushdown", text.get("pushdown", "false")))
-    return spark.read.format(FORMAT).options(**text).load()
+    frame: DataFrame = spark.read.format(FORMAT).options(**text).load()
+    return frame
 
 
 def _selection_of(schema: StructType) -> str:
