@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from tests.servers.redis import redis_server
 
 import secfindings
 from secfindings import field
@@ -320,6 +321,35 @@ def test_every_worker_books_on_the_budget_it_is_given(spark: Any, small: Emulato
     ).budget()
     assert made > 0
     assert budget.used == made  # the planner's and every task's requests, booked in the one budget
+
+
+def test_every_worker_books_on_a_shared_redis_budget(spark: Any, small: Emulator) -> None:
+    """``budget="redis://..."`` with ``budget_required``: the planner and every task book their
+    requests in the one store (the key a hash, never the token; the URL's password shown nowhere)."""
+    password = "s3cret-Spark-pw"
+    with redis_server(password) as redis:
+        options = connection(
+            small,
+            budget=redis.url,
+            budget_required="true",
+            rate_limit="1000/60",
+            partitions="4",
+            select="id_int",
+        )
+        small.clear_request_log()
+        small.reset_stats()
+        frame = spark.read.format("secfindings").options(**options).load()
+        assert sorted(r["id_int"] for r in frame.collect()) == list(range(1, 2_001))
+        made = len(small.request_log())
+        sends = [k for k in redis.keys() if k.endswith(":sends")]  # noqa: SIM118 - not a dict
+        assert len(sends) == 1
+        assert int(redis.cli("ZCARD", sends[0])) == made
+        assert small.stats()["rate_limited"] == 0
+        held = redis.dump()
+        assert options["api_token"] not in held
+        plan = frame._jdf.queryExecution().toString()
+        assert password not in plan
+        assert options["api_token"] not in plan
 
 
 def test_budget_required_is_passed_on_or_refused_plainly(small: Emulator) -> None:
