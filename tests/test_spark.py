@@ -405,6 +405,17 @@ def test_a_bad_option_is_one_readable_line_without_the_token(
         assert token not in str(caught.value)
 
 
+def test_a_selection_the_server_lacks_is_one_line_before_spark_runs(spark: Any, small: Emulator) -> None:
+    options = connection(small, select="id_int nosuch")
+    with pytest.raises(ValidationError) as direct:
+        sfs.read(spark, **options)
+    assert "Cannot query field 'nosuch' on type 'FindingsView'" in str(direct.value)
+    assert "\n" not in str(direct.value)
+    with pytest.raises(PySparkException) as caught:  # the same inside Spark's error
+        spark.read.format("secfindings").options(**options).load()
+    assert "Cannot query field 'nosuch' on type 'FindingsView'" in str(caught.value)
+
+
 def test_a_revoked_token_fails_without_showing_it(spark: Any, small: Emulator) -> None:
     options = connection(small)
     small.revoke_api_token(options["api_token"])

@@ -98,13 +98,14 @@ def read(spark: SparkSession, **options: Any) -> DataFrame:
     """``spark.read.format("secfindings").options(**options).load()`` from this process: the
     settings not given (``api_token``, ``base_url``, ...) are taken from this process's
     environment (``$SECFINDINGS_API_TOKEN``, ...) and handed to Spark as options, and every
-    option is checked here first, so a bad one is a :class:`~secfindings.errors.ValidationError`
-    of one line (missing credentials: a :class:`~secfindings.errors.ConfigurationError`), not an
+    option is checked here first, and the schema is read here (the selection checked against
+    the server's live schema), so a mistake is a :class:`~secfindings.errors.ValidationError` of
+    one line (missing credentials: a :class:`~secfindings.errors.ConfigurationError`), not an
     error inside Spark's. Registers the format on the session (:func:`register`)."""
     text = _options.with_environment({k: v if isinstance(v, str) else str(v) for k, v in options.items()})
-    _options.parse(text)
+    schema = SecFindingsDataSource(text).schema()
     register(spark, pushdown=_options._bool("pushdown", text.get("pushdown", "false")))
-    frame: DataFrame = spark.read.format(FORMAT).options(**text).load()
+    frame: DataFrame = spark.read.format(FORMAT).schema(schema).options(**text).load()
     return frame
 
 
