@@ -461,7 +461,7 @@ def _block_and_output(marker: str) -> tuple[str, str]:
 def test_the_guide_prints_what_it_shows(
     spark: Any, small: Emulator, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """printed: spark guide (the credentials from this process's environment, as read() takes them)"""
+    """The guide's <!-- printed: spark guide --> block (credentials from this environment)."""
     code, shown = _block_and_output("secfindings.spark.register(spark)")
     for name, value in connection(small).items():
         monkeypatch.setenv(f"SECFINDINGS_{name.upper()}", value)
