@@ -82,11 +82,8 @@ def walks(emu: Emulator) -> list[dict[str, Any]]:
 
 
 def sent_filters(emu: Emulator) -> list[str]:
-    out = []
-    for r in walks(emu):
-        text = json.dumps(r["variables"])
-        out.append(text)
-    return out
+    """The variables of each findings_view request, as JSON text (the filtersjson inside escaped)."""
+    return [json.dumps(r["variables"]) for r in walks(emu)]
 
 
 # ------------------------------------------------------------------------------ the whole walk
@@ -106,9 +103,11 @@ def test_100000_findings_in_4_partitions_equal_the_clients_walk(spark: Any, big:
     assert mine.equals(walked.sort_by("id_int"))
     # planned as the client plans its partitioned walks: four id ranges
     ranges = {
-        t
-        for t in sent_filters(big)
-        for t in re.findall(r'\\"field\\":\\"id\\",\\"condition\\":\\"(?:gte|lte)\\",\\"value\\":\d+', t)
+        condition
+        for text in sent_filters(big)
+        for condition in re.findall(
+            r'\\"field\\":\\"id\\",\\"condition\\":\\"(?:gte|lte)\\",\\"value\\":\d+', text
+        )
     }
     assert len(ranges) == 6  # 3 inner bounds, each as the end of one range and the start of the next
 
