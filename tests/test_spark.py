@@ -236,6 +236,18 @@ def test_pysparks_pushed_reader_is_reused_by_a_later_query(spark: Any, small: Em
     assert again.count() == 2_000  # a DataFrame loaded again is whole
 
 
+def test_pushdown_asked_for_with_spark_s_pushdown_off_names_the_setting(spark: Any, small: Emulator) -> None:
+    options = connection(small, select="id_int", pushdown="true")
+    spark.conf.set(sfs.PUSHDOWN_CONF, "false")
+    try:
+        with pytest.raises(PySparkException) as caught:
+            spark.read.format("secfindings").options(**options).load().count()
+    finally:
+        spark.conf.set(sfs.PUSHDOWN_CONF, "true")
+    assert "spark.sql.python.filterPushdown.enabled" in str(caught.value)
+    assert options["api_token"] not in str(caught.value)
+
+
 def test_filters_map_as_the_table_says() -> None:
     types = {
         "id": "StringType",
