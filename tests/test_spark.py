@@ -215,6 +215,18 @@ def test_what_maps_is_sent_and_spark_checks_every_filter(spark: Any, small: Emul
     assert sorted(got.column("id_int").to_pylist()) == sorted(expected)
 
 
+def test_the_filters_option_is_the_walks_own_filter(spark: Any, small: Emulator) -> None:
+    critical = field("severity").in_(["5"]) & field("cloud_provider").equals("AWS")
+    options = connection(small, filters=critical.to_json(), columns="id_int", partitions="3")
+    small.clear_request_log()
+    got = sorted(r["id_int"] for r in spark.read.format("secfindings").options(**options).load().collect())
+    with small.client() as client:
+        walked = sorted(f.id_int for f in client.findings_view(filters=critical, fields="id_int"))
+    assert 0 < len(got) < 2_000
+    assert got == walked
+    assert all('\\"cloud_provider\\"' in s for s in sent_filters(small))
+
+
 def test_by_default_no_filter_is_sent_and_a_frame_serves_every_query(spark: Any, small: Emulator) -> None:
     frame = spark.read.format("secfindings").options(**connection(small, select="id_int severity")).load()
     small.clear_request_log()
