@@ -211,6 +211,10 @@ GARBAGE = {
     "deep nesting": b"*1\r\n" * 100_000,
     "NOSCRIPT every time": b"-NOSCRIPT No matching script. Please use EVAL.\r\n",
     "a closed connection": CLOSE,
+    "MOVED (a cluster)": b"-MOVED 3999 127.0.0.1:1\r\n",
+    "LOADING": b"-LOADING Redis is loading the dataset in memory\r\n",
+    "BUSY": b"-BUSY Redis is busy running a script\r\n",
+    "READONLY (a replica)": b"-READONLY You can't write against a read only replica.\r\n",
 }
 
 
@@ -720,3 +724,129 @@ def test_a_password_in_the_postgres_query_string_is_never_shown(
     assert "budget_required=True" in failed
     for text in [shown, failed, *_warnings(caplog)]:
         assert PASSWORD not in text, text
+
+
+@contextlib.contextmanager
+def _held_row(url: str) -> Iterator[None]:
+    """Another session holding the token's row (a stuck transaction) for a ``with`` block."""
+    import adbc_driver_postgresql.dbapi as dbapi
+
+    with dbapi.connect(url) as conn, conn.cursor() as cur:
+        cur.execute("SELECT * FROM secfindings_budget FOR UPDATE")
+        cur.fetchall()
+        try:
+            yield
+        finally:
+            conn.rollback()
+
+
+def test_a_row_held_by_a_stuck_session_costs_one_patience_and_loses_nothing(
+    pg: str, emu: Emulator, token: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.WARNING, logger="secfindings")
+    _booked_once(emu, token, pg)
+    emu.reset_stats()
+    with _held_row(pg):
+        client = _client(emu, token, _with_password(pg), rate_limit=MINUTE)
+        assert _outcomes(client, 3) == ["sent"] * 3
+    (warning,) = _warnings(caplog)
+    assert "2s" in warning
+    assert PASSWORD not in warning
+    assert emu.stats()["api_requests"] == 3
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="budget_store/postgres.rs run: at the 2 s patience the client drops its connection, "
+    "but the server's backend keeps waiting for the row lock (no lock_timeout or "
+    "statement_timeout, no cancel request): every try after the cooldown, of every client, adds "
+    "a backend stuck in the lock queue until the holder ends, up to max_connections; set "
+    "statement_timeout/lock_timeout (e.g. 'SET lock_timeout = 1900' at open) or send "
+    "cancel_token().cancel_query on the timeout",
+)
+def test_a_booking_given_up_leaves_no_backend_waiting_on_the_server(
+    pg: str, emu: Emulator, token: str
+) -> None:
+    import time
+
+    _booked_once(emu, token, pg)
+    waiting = (
+        "SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock' "
+        "AND query LIKE '%secfindings_budget%FOR UPDATE%'"
+    )
+    with _held_row(pg):
+        for _ in range(2):
+            assert _outcomes(_client(emu, token, pg, rate_limit=MINUTE), 1) == ["sent"]
+        # A watchdog for a server that cancels a moment after the client gave up, not a measure.
+        deadline = time.monotonic() + 3.0
+        while (left := _sql(pg, waiting)[0][0]) and time.monotonic() < deadline:
+            time.sleep(0.05)
+    assert left == 0, f"{left} backends still wait for the row the clients gave up on"
+
+
+@pytest.mark.parametrize(
+    "url",
+    [
+        f"redis://:{PASSWORD}@127.0.0.1:99999/0",
+        f"redis://:{PASSWORD}@[::1/0",
+        f"redis://:{PASSWORD}@127.0.0.1:6379/not-a-db",
+        f"postgresql://u:{PASSWORD}@/db",
+        f"postgresql://u:{PASSWORD}@127.0.0.1:1/db?connect_timeout=soon",
+        f"rediss://:{PASSWORD}@127.0.0.1:6379/0",
+        f"mysql://u:{PASSWORD}@127.0.0.1/db",
+    ],
+)
+@pytest.mark.parametrize("where", ["argument", "environment"])
+def test_a_malformed_store_url_is_one_clear_line_without_its_password(
+    url: str, where: str, emu: Emulator, token: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    if where == "environment":
+        monkeypatch.setenv("SECFINDINGS_BUDGET", url)
+    budget = url if where == "argument" else True
+    try:
+        client = secfindings.Client(
+            token,
+            base_url=emu.base_url,
+            auth_url=emu.auth_url,
+            schema="off",
+            budget=budget,
+            budget_required=True,
+        )
+    except secfindings.ConfigurationError as e:
+        message = str(e)
+    else:
+        (message,) = _outcomes(client, 1)
+        assert message.startswith("TransportError"), message
+        assert emu.stats()["api_requests"] == 0
+    assert PASSWORD not in message
+    assert "\n" not in message
+
+
+def test_the_async_client_falls_back_or_fails_as_the_sync_one(emu: Emulator, token: str) -> None:
+    import asyncio
+
+    async def run(url: str, required: bool) -> str:
+        client = secfindings.AsyncClient(
+            token,
+            base_url=emu.base_url,
+            auth_url=emu.auth_url,
+            schema="off",
+            budget=url,
+            rate_limit=MINUTE,
+            budget_required=required,
+        )
+        try:
+            await client.execute(QUERY)
+            return "sent"
+        except secfindings.SecFindingsError as e:
+            return f"{type(e).__name__}: {e}"
+        finally:
+            await client.aclose()
+
+    with fake_redis(script_answering(b"-ERR boom\r\n")) as server:
+        assert asyncio.run(run(server.url(PASSWORD), False)) == "sent"
+        failed = asyncio.run(run(server.url(PASSWORD), True))
+    assert failed.startswith("TransportError"), failed
+    assert "budget_required=True" in failed
+    assert PASSWORD not in failed
+    assert emu.stats()["api_requests"] == 1
