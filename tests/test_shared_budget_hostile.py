@@ -870,3 +870,19 @@ def test_a_role_granted_the_table_but_not_create_uses_the_store(
     client = _client(emu, token, app, rate_limit=MINUTE, budget_required=True)
     assert _outcomes(client, 1) == ["sent"]
     assert _sql(pg, "SELECT count(*) FROM secfindings_budget")[0][0] == 1
+
+
+@pytest.mark.parametrize(
+    "header", [b"*2147483647\r\n", b"*2\r\n$99999999999\r\n"], ids=["a 2^31 array", "a 100 GB string"]
+)
+def test_a_huge_answer_announced_is_no_allocation_and_one_patience(
+    header: bytes, emu: Emulator, token: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The driver does not reserve what the header announces: the answer never comes, the
+    booking times out once and the requests go on the file budget."""
+    caplog.set_level(logging.WARNING, logger="secfindings")
+    with fake_redis(script_answering(header + HANG)) as server:
+        client = _client(emu, token, server.url(), rate_limit=MINUTE)
+        assert _outcomes(client, 2) == ["sent"] * 2
+    assert len(server.scripts()) == 1
+    assert len(_warnings(caplog)) == 1
