@@ -17,12 +17,15 @@ request as before:
   default :data:`DEFAULT_PAGES_PER_REQUEST`, or ``$SECFINDINGS_PAGES_PER_REQUEST``);
 - the walk is read whole (``read_table``: ``to_arrow`` / ``to_pandas`` / ``to_polars``), or made
   inside :func:`whole_walks` (the sync's loads), or batches were asked for (the client's
-  ``pages_per_request`` or the variable set): a batched walk has no cursor to resume from (its
-  ``cursor`` is None), so iteration, the Arrow stream and the exports, which promise one, read one
-  page per request unless asked (:class:`_Chosen` chooses at the first read; both native walks
-  are lazy). ``partitions=`` reads its parts in batches only when asked (offset slices from
-  their offset, :func:`starting_at`), a partitioned export never;
-- the walk has no resume cursor (``after=``);
+  ``pages_per_request`` or the variable set): then iteration, the Arrow stream and the exports
+  read in batches too. Each row a batched walk hands out carries the walk's own cursor
+  (``sfb1:<offset>:<key>``, the row's offset in id order and its key) on its edge and as
+  ``paginator.cursor``, and ``after=`` that cursor resumes a batched walk there
+  (:func:`_resumed`; the server never sees it), the overlap check holding across the pause.
+  :class:`_Chosen` chooses at the first read (both native walks are lazy). ``partitions=``
+  reads its parts in batches only when asked (offset slices from their offset,
+  :func:`starting_at`), a partitioned export never (inside ``whole_walks(False)``);
+- the walk has no resume cursor of the server's (``after=``);
 - no ``sort=`` other than ``ID_ASC``; the selection has ``id`` (else one DEBUG line);
 - the walk plan's ``offset`` probe (one request per server and connection, remembered; it also
   sends two aliased fields) showed that the server takes ``offset`` and aliases (the async
@@ -173,6 +176,29 @@ def _id_sorted(sort: Any) -> bool:
     return names in ([], ["ID_ASC"])
 
 
+def _resumed(
+    native: Any,
+    name: str,
+    args: Mapping[str, Any],
+    page_size: Any,
+    limit: Any,
+    fields: str | None,
+    cursor: str,
+) -> Any:
+    """A walk resumed from a batched walk's own cursor (``sfb1:<offset>:<key>``): only a batched
+    walk reads it (the server never sees it), with ``pages_per_request`` pages per request (one,
+    if it is 1)."""
+    given = {**args, "after": None}
+    why = _usable(name, given, 2)
+    if why is not None:
+        raise ValidationError(
+            f"after={cursor!r} is the cursor of a batched walk, which resumes only a batched walk; "
+            f"this one cannot be batched ({why})"
+        )
+    sent = native._prepare(native.schema_sync(), name, given, fields)
+    return native._n.paginate_batched(sent, page_size, limit, max(setting(native), 1), 0, cursor)
+
+
 def _usable(name: str, args: Mapping[str, Any], n: int) -> str | None:
     """Why a walk is not read in batches (None: it may be)."""
     if n <= 1:
@@ -215,13 +241,11 @@ def _offset_held(native: Any, name: str) -> bool:
 
 
 class _Chosen:
-    """A findings walk whose reading chooses its requests: in batches when it is read whole
-    (``read_table``: ``to_arrow`` / ``to_pandas`` / ``to_polars``, where no cursor is wanted
-    half-way) or when batches were asked for (the client's ``pages_per_request`` set, or
-    :func:`whole_walks`); else one page per request, so that ``cursor`` resumes the walk. Both
-    native walks are lazy (no request until read). A batched walk whose first batch fails with a
-    PaginationError (a server that does not order by id) starts again with one page per
-    request."""
+    """A findings walk whose reading chooses its requests at the first read: in batches where the
+    server takes them (the offset probe; ``always``, else only when read whole), else one page
+    per request. Both native walks are lazy (no request until read). A batched walk whose first
+    batch fails with a PaginationError (a server that does not order by id) starts again with
+    one page per request."""
 
     def __init__(
         self,
@@ -459,6 +483,9 @@ def pages(
     def plain() -> Any:
         return native._n.paginate_prepared(prepared, page_size, limit)
 
+    after = args.get("after")
+    if isinstance(after, str) and _native.is_batch_cursor(after):
+        return _resumed(native, name, args, page_size, limit, fields, after)
     mode = _WHOLE.get()
     if mode is False or limit == 0:
         return plain()
@@ -478,6 +505,9 @@ def pages(
     except ValidationError as exc:  # the selection has no id, or another sort
         log.debug("%s: one page per request (%s)", name, str(exc)[:200])
         return plain()
+    # Walks read whole use batches by default; iteration, the Arrow stream and the exports when
+    # batches were asked for (each row a batched walk hands out carries the walk's own cursor,
+    # sfb1:..., so they resume from it).
     always = bool(mode) or asked_for(native)
     return _Chosen(
         batched,

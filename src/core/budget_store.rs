@@ -13,7 +13,7 @@
 //! - Redis: one Lua script per booking (`book.lua`), atomic by Redis's design. PostgreSQL: one row
 //!   per token (`secfindings_budget`, made on first use), a transaction per booking holding the
 //!   row's lock (`SELECT ... FOR UPDATE`).
-//! - A store that cannot be reached (connect or answer within [`PATIENCE`]): the client falls
+//! - A store that cannot be reached (connect or answer within [`wire::PATIENCE`]): the client falls
 //!   back to the file budget with one WARNING and tries the store again after [`COOLDOWN`]; with
 //!   `budget_required=True` the request fails instead, naming the store (never its password).
 //!
@@ -24,6 +24,7 @@
 
 mod postgres;
 mod redis;
+mod wire;
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Mutex;
@@ -31,8 +32,9 @@ use std::time::Duration;
 
 use url::Url;
 
-/// How long a store may take to connect, or to answer one booking, before it counts as down.
-pub(crate) const PATIENCE: Duration = Duration::from_secs(2);
+pub(crate) use wire::{Answer, Figures};
+use wire::{Op, Reply};
+
 /// After the store failed, the client uses the file budget this long before it tries again.
 pub(crate) const COOLDOWN: Duration = Duration::from_secs(10);
 
@@ -124,27 +126,6 @@ pub(crate) fn parse(text: &str) -> Option<Result<StoreUrl, String>> {
     Some(Ok(StoreUrl { kind, url: text.to_string(), shown: shown.to_string(), password }))
 }
 
-/// What a store answered about a booking: waits in seconds.
-#[derive(Debug, Clone, Copy, PartialEq)]
-pub(crate) enum Answer {
-    /// Booked: go after this wait.
-    Booked(f64),
-    /// Not booked (no limit): only a server's wait, this long.
-    Unbooked(f64),
-    /// The wait would be longer than the longest taken.
-    TooLong(f64),
-}
-
-/// What `client.budget()` shows, by the store's clock (`now` is the store's).
-#[derive(Debug, Clone, Copy, PartialEq)]
-pub(crate) struct Figures {
-    pub(crate) now: f64,
-    pub(crate) blocked_until: f64,
-    pub(crate) in_window: u32,
-    pub(crate) used: u32,
-    pub(crate) first_used: Option<f64>,
-}
-
 /// What came of asking the store.
 #[derive(Debug)]
 pub(crate) enum Outcome<T> {
@@ -175,18 +156,6 @@ impl std::fmt::Debug for Shared {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Shared").field("url", &self.url).field("required", &self.required).finish()
     }
-}
-
-enum Op {
-    Book { limit: Option<(u32, f64)>, max_wait: f64 },
-    Block(f64),
-    View(f64),
-}
-
-enum Reply {
-    Answer(Answer),
-    Figures(Figures),
-    Blocked,
 }
 
 impl Shared {
@@ -316,15 +285,6 @@ impl Shared {
     }
 }
 
-/// A number a store sent back as text; a non-number or a non-finite one is refused.
-fn number(text: &str) -> Result<f64, String> {
-    text.trim()
-        .parse::<f64>()
-        .ok()
-        .filter(|x| x.is_finite())
-        .ok_or_else(|| "a non-number in the store's answer".into())
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -349,6 +309,7 @@ mod tests {
 
     #[test]
     fn numbers_from_a_store_are_checked() {
+        use super::wire::number;
         assert_eq!(number(" 1.5 "), Ok(1.5));
         assert!(number("nan").is_err());
         assert!(number("inf").is_err());

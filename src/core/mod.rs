@@ -5,6 +5,7 @@ pub(crate) mod auth;
 pub(crate) mod batched;
 pub(crate) mod batches;
 pub(crate) mod budget;
+pub(crate) mod budget_rule;
 pub(crate) mod budget_store;
 pub(crate) mod client;
 #[cfg(feature = "arrow")]

@@ -1,6 +1,7 @@
 //! The budget's unit tests: the pure rule, and the file under real locks.
 
 use super::*;
+use crate::core::budget_rule::{slack, FORMAT};
 
 fn state(sends: &[f64]) -> State {
     State { v: FORMAT, sends: sends.to_vec(), blocked_until: 0.0, keep: 0.0, written: 0.0 }

@@ -3,8 +3,8 @@
 
 use tokio_postgres::{Client, NoTls};
 
-use super::{Answer, Figures, Op, Reply, PATIENCE};
-use crate::core::budget::{slot, State, MAX_BLOCK};
+use super::wire::{Answer, Figures, Op, Reply, PATIENCE};
+use crate::core::budget_rule::{slot, State, MAX_BLOCK, MAX_KEEP};
 
 const TABLE: &str = "CREATE TABLE IF NOT EXISTS secfindings_budget (
     key text PRIMARY KEY,
@@ -135,7 +135,7 @@ fn read(row: Option<&tokio_postgres::Row>) -> Result<State, String> {
 fn figures_or_wait(op: &Op, mut state: State, now: f64) -> Reply {
     match op {
         Op::View(window) => {
-            state.sanitize(now, window.min(86_400.0));
+            state.sanitize(now, window.min(MAX_KEEP));
             let in_window: Vec<f64> = state.sends.iter().copied().filter(|t| *t > now - window).collect();
             let used: Vec<f64> = in_window.iter().copied().filter(|t| *t <= now).collect();
             Reply::Figures(Figures {

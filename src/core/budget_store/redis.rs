@@ -3,7 +3,7 @@
 use redis::aio::MultiplexedConnection;
 use redis::{AsyncConnectionConfig, Client, Script};
 
-use super::{number, Answer, Figures, Op, Reply, PATIENCE};
+use super::wire::{number, Answer, Figures, Op, Reply, PATIENCE};
 
 /// The script, loaded once per connection (`EVALSHA`, with `EVAL` when the server lost it).
 static SCRIPT: &str = include_str!("book.lua");
