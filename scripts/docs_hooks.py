@@ -27,6 +27,7 @@ PUBLIC_MODULES = (
     "secfindings.testing",
     "secfindings.testing.control",
     "secfindings.dask",
+    "secfindings.spark",
     "secfindings.sync",
     "secfindings.rules",
     "secfindings.gate",
