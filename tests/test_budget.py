@@ -287,7 +287,9 @@ def test_a_store_url_is_checked_before_any_request(emu: Emulator) -> None:
     with pytest.raises(secfindings.ConfigurationError, match="rediss://"):
         emu.client(budget="rediss://127.0.0.1:6379/0")
     with pytest.raises(secfindings.ConfigurationError, match="sslmode"):
-        emu.client(budget="postgresql://u@127.0.0.1/db?sslmode=require")
+        emu.client(budget="postgresql://u@127.0.0.1/db?sslmode=sometimes")
+    with pytest.raises(secfindings.ConfigurationError, match="budget_required=True books every request"):
+        emu.client(budget="redis://127.0.0.1:9/0", budget_required=True, rate_limit=(30_000, 60.0))
     with pytest.raises(secfindings.ConfigurationError, match="ftp://"):
         emu.client(budget="ftp://127.0.0.1/")
     with pytest.raises(secfindings.ConfigurationError, match="budget_required=True needs a shared store"):

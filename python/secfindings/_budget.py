@@ -16,7 +16,13 @@ __all__ = ["Budget", "budget_required_setting", "budget_setting"]
 
 
 def _when(ts: Any) -> dt.datetime | None:
-    return None if ts is None else dt.datetime.fromtimestamp(float(ts), tz=dt.timezone.utc)
+    """A unix time as a datetime; None for none, or for one no datetime holds (a hostile store's)."""
+    if ts is None:
+        return None
+    try:
+        return dt.datetime.fromtimestamp(float(ts), tz=dt.timezone.utc)
+    except (OverflowError, OSError, ValueError):
+        return None
 
 
 @dataclass(frozen=True)

@@ -208,9 +208,18 @@ impl Budget {
     /// process's lock at most [`LOCK_PATIENCE`], awaiting between tries.
     pub async fn reserve(&self) -> Booking {
         if let Some(shared) = &self.shared {
-            match shared.book(self.limit, self.max_wait.as_secs_f64()).await {
-                Outcome::Done(Answer::Booked(w)) => return Booking::Booked(Duration::from_secs_f64(w)),
-                Outcome::Done(Answer::Unbooked(w)) => return Booking::Unbooked(Duration::from_secs_f64(w)),
+            let max_wait = self.max_wait.as_secs_f64();
+            // A wait longer than max_retry_wait is refused, not slept, whoever asked for it (a
+            // server's Retry-After kept in the store, or a hostile store's answer).
+            let go = |w: f64| Duration::try_from_secs_f64(w).unwrap_or(Duration::MAX);
+            match shared.book(self.limit, max_wait).await {
+                Outcome::Done(Answer::Booked(w) | Answer::Unbooked(w) | Answer::TooLong(w))
+                    if w > max_wait =>
+                {
+                    return Booking::TooLong(w)
+                }
+                Outcome::Done(Answer::Booked(w)) => return Booking::Booked(go(w)),
+                Outcome::Done(Answer::Unbooked(w)) => return Booking::Unbooked(go(w)),
                 Outcome::Done(Answer::TooLong(w)) => return Booking::TooLong(w),
                 Outcome::Failed(why) => return Booking::Unavailable(why),
                 Outcome::Fallback => {}
@@ -308,8 +317,14 @@ impl Budget {
                     limit: self.asked,
                     used: f.used,
                     remaining: self.asked.map(|(n, _)| n.saturating_sub(f.in_window)),
-                    resets_at: self.asked.and(f.first_used).map(|t| t + window + ahead),
-                    blocked_until: (f.blocked_until > f.now).then_some(f.blocked_until + ahead),
+                    // What a store says is believed only within what a booking can be.
+                    resets_at: self
+                        .asked
+                        .and(f.first_used)
+                        .filter(|t| *t > f.now - window && *t <= f.now)
+                        .map(|t| t + window + ahead),
+                    blocked_until: (f.blocked_until > f.now && f.blocked_until <= f.now + MAX_BLOCK)
+                        .then_some(f.blocked_until + ahead),
                     path: None,
                     store: Some(shared.kind().name()),
                     location: Some(shared.shown().to_string()),

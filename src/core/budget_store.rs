@@ -27,7 +27,7 @@ mod redis;
 mod wire;
 
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use url::Url;
@@ -105,16 +105,29 @@ pub(crate) fn parse(text: &str) -> Option<Result<StoreUrl, String>> {
     if parsed.host_str().is_none_or(str::is_empty) {
         return Some(Err(format!("budget: the {} URL names no host", kind.name())));
     }
+    let mut url = parsed.clone();
     if kind == Kind::Postgres {
-        let tls = parsed
-            .query_pairs()
-            .any(|(k, v)| k == "sslmode" && matches!(v.as_ref(), "require" | "verify-ca" | "verify-full"));
-        if tls {
-            return Some(Err(
-                "budget: PostgreSQL over TLS (sslmode=require or verify-*) is not supported yet; \
-                 use a trusted network, or a Redis store"
-                    .into(),
-            ));
+        // libpq's sslmode: our TLS always checks the certificate's chain and name (the client's
+        // verifier and `ca_bundle`), so verify-ca and verify-full are `require` to the driver,
+        // which knows only disable, prefer and require.
+        let pairs: Vec<(String, String)> = parsed.query_pairs().into_owned().collect();
+        if let Some((_, mode)) = pairs.iter().find(|(k, _)| k == "sslmode") {
+            if !matches!(
+                mode.as_str(),
+                "disable" | "allow" | "prefer" | "require" | "verify-ca" | "verify-full"
+            ) {
+                return Some(Err(format!("budget: sslmode={mode:.20} is not a PostgreSQL sslmode")));
+            }
+            let mut query = url.query_pairs_mut();
+            query.clear();
+            for (k, v) in &pairs {
+                let v = match (k.as_str(), v.as_str()) {
+                    ("sslmode", "verify-ca" | "verify-full") => "require",
+                    ("sslmode", "allow") => "prefer",
+                    _ => v.as_str(),
+                };
+                query.append_pair(k, v);
+            }
         }
     }
     let password =
@@ -123,7 +136,19 @@ pub(crate) fn parse(text: &str) -> Option<Result<StoreUrl, String>> {
     if password.is_some() {
         let _ = shown.set_password(Some("***"));
     }
-    Some(Ok(StoreUrl { kind, url: text.to_string(), shown: shown.to_string(), password }))
+    // libpq also takes the password as a parameter (`?password=...`): masked the same way.
+    let in_query = parsed.query_pairs().find(|(k, _)| k == "password").map(|(_, v)| v.into_owned());
+    let password = password.or(in_query.clone());
+    if in_query.is_some() {
+        let pairs: Vec<(String, String)> = parsed.query_pairs().into_owned().collect();
+        let mut query = shown.query_pairs_mut();
+        query.clear();
+        for (k, v) in &pairs {
+            query.append_pair(k, if k == "password" { "***" } else { v });
+        }
+    }
+    let url = if kind == Kind::Postgres { url.to_string() } else { text.to_string() };
+    Some(Ok(StoreUrl { kind, url, shown: shown.to_string(), password }))
 }
 
 /// What came of asking the store.
@@ -145,6 +170,8 @@ enum Backend {
 /// [`COOLDOWN`]) or in a child process after `fork()`.
 pub(crate) struct Shared {
     url: StoreUrl,
+    /// The client's TLS configuration, for a PostgreSQL store that asks for TLS.
+    tls: Arc<rustls::ClientConfig>,
     key: String,
     required: bool,
     backend: tokio::sync::Mutex<Option<(u32, Backend)>>,
@@ -159,9 +186,10 @@ impl std::fmt::Debug for Shared {
 }
 
 impl Shared {
-    pub(crate) fn new(url: StoreUrl, key: String, required: bool) -> Self {
+    pub(crate) fn new(url: StoreUrl, key: String, required: bool, tls: Arc<rustls::ClientConfig>) -> Self {
         Self {
             url,
+            tls,
             key,
             required,
             backend: tokio::sync::Mutex::new(None),
@@ -181,8 +209,13 @@ impl Shared {
     /// Books a send (or, without a limit, reads a server's wait).
     pub(crate) async fn book(&self, limit: Option<(u32, f64)>, max_wait: f64) -> Outcome<Answer> {
         match self.run(Op::Book { limit, max_wait }).await {
+            // A booking asked with a limit must be booked (or refused as too long): a store that
+            // answers "not booked" would let the request go unbooked.
+            Outcome::Done(Reply::Answer(Answer::Unbooked(_))) if limit.is_some() => {
+                self.failed("the store answered a booking without booking it".into())
+            }
             Outcome::Done(Reply::Answer(a)) => Outcome::Done(a),
-            Outcome::Done(_) => Outcome::Fallback,
+            Outcome::Done(_) => self.failed("the store answered another question".into()),
             Outcome::Fallback => Outcome::Fallback,
             Outcome::Failed(why) => Outcome::Failed(why),
         }
@@ -201,7 +234,7 @@ impl Shared {
     pub(crate) async fn figures(&self, window: f64) -> Outcome<Figures> {
         match self.run(Op::View(window)).await {
             Outcome::Done(Reply::Figures(f)) => Outcome::Done(f),
-            Outcome::Done(_) => Outcome::Fallback,
+            Outcome::Done(_) => self.failed("the store answered another question".into()),
             Outcome::Fallback => Outcome::Fallback,
             Outcome::Failed(why) => Outcome::Failed(why),
         }
@@ -244,11 +277,18 @@ impl Shared {
         }
         let pid = std::process::id();
         let mut guard = self.backend.lock().await;
+        // While this request waited for the connection, the one before may have found the store
+        // down: one patience spent, not one per queued request.
+        if let Some(why) = self.down_reason() {
+            return self.gave_up(why);
+        }
         if guard.as_ref().is_none_or(|(p, _)| *p != pid) {
             *guard = None;
             let made = match self.url.kind {
                 Kind::Redis => redis::Connection::open(&self.url.url).await.map(Backend::Redis),
-                Kind::Postgres => postgres::Connection::open(&self.url.url).await.map(Backend::Postgres),
+                Kind::Postgres => {
+                    postgres::Connection::open(&self.url.url, &self.tls).await.map(Backend::Postgres)
+                }
             };
             match made {
                 Ok(b) => *guard = Some((pid, b)),
@@ -302,7 +342,15 @@ mod tests {
         let p = parse("postgres://me:pw@db.example:5432/x").unwrap().unwrap();
         assert_eq!(p.kind, Kind::Postgres);
         assert!(matches!(parse("rediss://h:1/0"), Some(Err(_))));
-        assert!(matches!(parse("postgresql://h/db?sslmode=require"), Some(Err(_))));
+        let tls = parse("postgresql://u:pw@h/db?sslmode=verify-full&application_name=x").unwrap().unwrap();
+        assert!(tls.url.contains("sslmode=require"), "{}", tls.url);
+        assert!(tls.url.contains("application_name=x"), "{}", tls.url);
+        assert!(tls.shown.contains("sslmode=verify-full"), "{}", tls.shown);
+        assert!(matches!(parse("postgresql://h/db?sslmode=sometimes"), Some(Err(_))));
+        let q = parse("postgresql://u@h/db?password=s3cr%3Dt&sslmode=disable").unwrap().unwrap();
+        assert_eq!(q.password.as_deref(), Some("s3cr=t"));
+        assert!(!q.shown.contains("s3cr"), "{}", q.shown);
+        assert!(q.shown.contains("password=***") || q.shown.contains("password=%2A%2A%2A"), "{}", q.shown);
         assert!(matches!(parse("ftp://h/"), Some(Err(_))));
         assert!(matches!(parse("redis:///0"), Some(Err(_))));
     }

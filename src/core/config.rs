@@ -247,6 +247,17 @@ impl Settings {
                  \"postgresql://user@host/db\" (or $SECFINDINGS_BUDGET)",
             ));
         }
+        if let (true, Some((n, per))) = (input.budget_required && budget_store.is_some(), rate_limit) {
+            let (most, day) = (super::budget_rule::MAX_SENDS, super::budget_rule::MAX_KEEP);
+            if usize::try_from(n).map_or(true, |n| n > most) || per.as_secs_f64() > day {
+                return Err(Error::config(format!(
+                    "budget_required=True books every request in the store, which keeps at most \
+                     {most} sends over at most a day; rate_limit {n} per {}s is larger (pace by a \
+                     shorter window, or drop budget_required)",
+                    per.as_secs_f64()
+                )));
+            }
+        }
         let chosen_dir =
             asked.is_some() || env("SECFINDINGS_BUDGET_DIR").is_some_and(|d| !d.trim().is_empty());
         let budget_shares_waits = chosen_dir || !is_loopback(&base_url);

@@ -1,7 +1,8 @@
 //! The PostgreSQL store: one row per token in `secfindings_budget` (made on first use), a
 //! transaction per booking that holds the row's lock, by the server's clock.
 
-use tokio_postgres::{Client, NoTls};
+use tokio_postgres::Client;
+use tokio_postgres_rustls::MakeRustlsConnect;
 
 use super::wire::{Answer, Figures, Op, Reply, PATIENCE};
 use crate::core::budget_rule::{slot, State, MAX_BLOCK, MAX_KEEP};
@@ -18,13 +19,21 @@ pub(super) struct Connection {
     client: Client,
 }
 
+/// A driver's error as a line: the server's own code and message where it sent one (the
+/// driver's text is only "db error" then).
 fn failed(what: &str) -> impl Fn(tokio_postgres::Error) -> String + '_ {
-    move |e| format!("{what}: {e}")
+    move |e| match e.as_db_error() {
+        Some(db) => format!("{what}: {} ({})", db.message(), db.code().code()),
+        None => format!("{what}: {e}"),
+    }
 }
 
 impl Connection {
-    pub(super) async fn open(url: &str) -> Result<Self, String> {
-        let (client, connection) = tokio::time::timeout(PATIENCE, tokio_postgres::connect(url, NoTls))
+    /// Connects; over TLS (`tls`, the client's configuration) when the URL's `sslmode` asks for
+    /// it, or offers it (`prefer`, the default) and the server takes it.
+    pub(super) async fn open(url: &str, tls: &rustls::ClientConfig) -> Result<Self, String> {
+        let connector = MakeRustlsConnect::new(tls.clone());
+        let (client, connection) = tokio::time::timeout(PATIENCE, tokio_postgres::connect(url, connector))
             .await
             .map_err(|_| format!("no connection within {PATIENCE:?}"))?
             .map_err(failed("cannot connect"))?;
@@ -33,18 +42,33 @@ impl Connection {
                 log::debug!("request budget: the PostgreSQL connection ended: {e}");
             }
         });
-        let made = tokio::time::timeout(PATIENCE, client.batch_execute(TABLE))
+        tokio::time::timeout(PATIENCE, Self::prepare(&client))
             .await
-            .map_err(|_| format!("no answer within {PATIENCE:?}"))?;
-        if made.is_err() {
+            .map_err(|_| format!("no answer within {PATIENCE:?}"))??;
+        Ok(Self { client })
+    }
+
+    /// The session's limits (a booking that waits for a row's lock gives up on the server too,
+    /// not only here), and the table, made only when it is missing: a role granted the table
+    /// but not the right to make one in the schema uses it.
+    async fn prepare(client: &Client) -> Result<(), String> {
+        client
+            .batch_execute("SET lock_timeout = 1500; SET statement_timeout = 1900")
+            .await
+            .map_err(failed("cannot set the session's time limits"))?;
+        let found = client
+            .query_one("SELECT to_regclass('secfindings_budget') IS NOT NULL", &[])
+            .await
+            .map_err(failed("cannot look for the table secfindings_budget"))?;
+        if found.try_get::<_, bool>(0).unwrap_or(false) {
+            return Ok(());
+        }
+        if client.batch_execute(TABLE).await.is_err() {
             // Two clients making the table at once: one of them is told the type exists; the
             // table is there for the second try.
-            tokio::time::timeout(PATIENCE, client.batch_execute(TABLE))
-                .await
-                .map_err(|_| format!("no answer within {PATIENCE:?}"))?
-                .map_err(failed("cannot make the table secfindings_budget"))?;
+            client.batch_execute(TABLE).await.map_err(failed("cannot make the table secfindings_budget"))?;
         }
-        Ok(Self { client })
+        Ok(())
     }
 
     pub(super) async fn run(&mut self, key: &str, op: &Op) -> Result<Reply, String> {
@@ -59,8 +83,10 @@ impl Connection {
                 let wait = wait.clamp(0.0, MAX_BLOCK);
                 let sql = format!(
                     "INSERT INTO secfindings_budget AS b (key, blocked_until) VALUES ($1, {NOW} + $2) \
-                     ON CONFLICT (key) DO UPDATE SET blocked_until = \
-                     GREATEST(b.blocked_until, EXCLUDED.blocked_until)"
+                     ON CONFLICT (key) DO UPDATE SET blocked_until = CASE \
+                     WHEN b.blocked_until = 'NaN' OR b.blocked_until < EXCLUDED.blocked_until \
+                     OR b.blocked_until > {NOW} + {MAX_BLOCK} THEN EXCLUDED.blocked_until \
+                     ELSE b.blocked_until END"
                 );
                 self.client.execute(&sql, &[&key, &wait]).await.map_err(failed("the wait was not kept"))?;
                 Ok(Reply::Blocked)
