@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from tests.servers.redis import RedisServer, redis_server
 
 import secfindings
 from secfindings.testing import Emulator
@@ -37,6 +38,12 @@ def emu() -> Iterator[Emulator]:
         yield e
 
 
+@pytest.fixture(scope="module")
+def redis() -> Iterator[RedisServer]:
+    with redis_server() as server:
+        yield server
+
+
 def _client(emu: Emulator, token: str, **kw: Any) -> secfindings.Client:
     return secfindings.Client(token, base_url=emu.base_url, auth_url=emu.auth_url, schema="builtin", **kw)
 
@@ -54,6 +61,26 @@ def test_every_worker_books_in_the_budget_given(emu: Emulator, cluster: Any, tmp
     assert _client(emu, token, rate_limit=(1000, 60.0), budget=tmp_path).budget().used == sent
     # ... and none in the machine's own budget, where the client would have booked alone.
     assert _client(emu, token, rate_limit=(1000, 60.0)).budget().used == 0
+
+
+def test_every_worker_books_in_redis_and_none_gets_a_429(
+    emu: Emulator, cluster: Any, redis: RedisServer
+) -> None:
+    # The token's limit is 20 per 60 s; each worker paces at 18 (90 %), the split's requests and
+    # the workers' are booked in Redis together.
+    token = emu.create_api_token()
+    emu.set_rate_limit("token", (20, 60.0))
+    try:
+        client = _client(emu, token, rate_limit=(18, 60.0), max_retry_wait=1.0)
+        emu.reset_stats()
+        frame = sfd.read_findings(client, partitions=4, fields="id_int", budget=redis.url)
+        assert sorted(frame.compute()["id_int"].tolist()) == list(range(1, 901))
+    finally:
+        emu.set_rate_limit("token", None)
+    assert emu.stats()["rate_limited"] == 0
+    seen = _client(emu, token, rate_limit=(18, 60.0), budget=redis.url).budget()
+    assert seen.store == "redis"
+    assert seen.used == emu.stats()["api_requests"]
 
 
 def test_without_a_budget_the_clients_own_is_kept(emu: Emulator, cluster: Any, tmp_path: Path) -> None:
