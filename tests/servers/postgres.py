@@ -53,7 +53,9 @@ class PostgresServer:
     """One running cluster; ``url`` is a ``postgresql://`` URL of its ``postgres`` database
     (trust authentication on 127.0.0.1, so no password)."""
 
-    def __init__(self) -> None:
+    def __init__(self, options: str = "") -> None:
+        #: More ``-c name=value`` settings for the server (e.g. TLS).
+        self.options = options
         self.owner = "postgres" if os.geteuid() == 0 else None
         self.folder = Path(tempfile.mkdtemp(prefix="secfindings-pg-"))
         self.data = self.folder / "data"
@@ -77,6 +79,7 @@ class PostgresServer:
         options = (
             f"-c listen_addresses=127.0.0.1 -c port={self.port} -c unix_socket_directories={self.folder} "
             "-c fsync=off -c synchronous_commit=off -c full_page_writes=off -c max_connections=50"
+            f" {self.options}"
         )
         log = self.folder / "server.log"
         ctl = str(PG_BIN / "pg_ctl")
@@ -88,6 +91,13 @@ class PostgresServer:
                 return
             time.sleep(0.05)
         raise RuntimeError(f"PostgreSQL did not listen on port {self.port}")
+
+    def own(self, path: Path, mode: int = 0o600) -> Path:
+        """``path`` (under :attr:`folder`) made the server's, e.g. its TLS key."""
+        os.chmod(path, mode)
+        if self.owner:
+            shutil.chown(path, self.owner, self.owner)
+        return path
 
     def create_database(self, name: str) -> str:
         """A new empty database; returns its URL."""

@@ -24,7 +24,17 @@ pub(super) struct Connection {
 fn failed(what: &str) -> impl Fn(tokio_postgres::Error) -> String + '_ {
     move |e| match e.as_db_error() {
         Some(db) => format!("{what}: {} ({})", db.message(), db.code().code()),
-        None => format!("{what}: {e}"),
+        None => {
+            // The driver's text names the step ("error performing TLS handshake"); its sources
+            // say why ("invalid peer certificate: UnknownIssuer").
+            let mut text = format!("{what}: {e}");
+            let mut source = std::error::Error::source(&e);
+            while let Some(cause) = source {
+                text.push_str(&format!(": {cause}"));
+                source = cause.source();
+            }
+            text
+        }
     }
 }
 
