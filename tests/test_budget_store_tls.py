@@ -10,10 +10,10 @@ from pathlib import Path
 
 import pytest
 import trustme
+from tests.servers.postgres import PG_BIN, PostgresServer, available
 
 import secfindings
 from secfindings.testing import Emulator
-from tests.servers.postgres import PG_BIN, PostgresServer, available
 
 
 @pytest.fixture(scope="module")
@@ -80,7 +80,9 @@ def test_verify_full_books_over_tls_with_the_clients_ca_bundle(tls_pg: tuple[Pos
 def test_a_certificate_the_client_does_not_trust_is_not_used(tls_pg: tuple[PostgresServer, Path]) -> None:
     server, _ = tls_pg
     with Emulator(findings=5) as emu:
-        client = emu.client(budget=f"{server.url}?sslmode=require", budget_required=True, rate_limit=(50, 60.0))
+        client = emu.client(
+            budget=f"{server.url}?sslmode=require", budget_required=True, rate_limit=(50, 60.0)
+        )
         with pytest.raises(secfindings.TransportError, match="budget_required=True") as raised:
             client.execute("{ __typename }")
         assert "certificate" in str(raised.value).lower() or "unknownissuer" in str(raised.value).lower()
