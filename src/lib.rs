@@ -37,6 +37,7 @@ fn _native(m: &pyo3::Bound<'_, pyo3::types::PyModule>) -> pyo3::PyResult<()> {
     m.add_class::<py::prepared::PreparedOperation>()?;
     m.add_function(wrap_pyfunction!(py::prepared::forget_batch_sizes, m)?)?;
     m.add_function(wrap_pyfunction!(py::prepared::is_batch_cursor, m)?)?;
+    m.add_function(wrap_pyfunction!(py::prepared::batch_pages_for, m)?)?;
     m.add_function(wrap_pyfunction!(py::operations::to_global_id, m)?)?;
     m.add_function(wrap_pyfunction!(py::operations::from_global_id, m)?)?;
     m.add_function(wrap_pyfunction!(py::observe::observe_attempts, m)?)?;

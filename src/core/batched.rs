@@ -68,6 +68,13 @@ fn refused(server: &str, size: u32) {
     }
 }
 
+/// The pages per request the server at `base_url` took after refusing more, if it refused.
+pub(crate) fn remembered_for(base_url: &str) -> Option<u32> {
+    let key = url::Url::parse(base_url).map_or_else(|_| base_url.to_string(), |u| u.to_string());
+    let sizes = remembered().lock().ok()?;
+    sizes.get(&key).or_else(|| sizes.get(base_url)).copied()
+}
+
 /// Forgets the size that worked for the server at `base_url` (a new server answers there).
 pub(crate) fn forget(base_url: &str) {
     let key = url::Url::parse(base_url).map_or_else(|_| base_url.to_string(), |u| u.to_string());

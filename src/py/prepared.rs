@@ -68,6 +68,13 @@ pub(crate) fn forget_batch_sizes(base_url: &str) {
     crate::core::batched::forget(base_url);
 }
 
+/// The pages per request the server at `base_url` took after refusing more (None: it refused
+/// none in this process), for `estimate()`.
+#[pyfunction]
+pub(crate) fn batch_pages_for(base_url: &str) -> Option<u32> {
+    crate::core::batched::remembered_for(base_url)
+}
+
 /// Whether `cursor` is a batched walk's own (`sfb1:...`): only a batched walk resumes from it.
 #[pyfunction]
 pub(crate) fn is_batch_cursor(cursor: &str) -> bool {
