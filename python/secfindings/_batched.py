@@ -62,6 +62,7 @@ __all__ = [
     "estimated",
     "pages",
     "requests_for",
+    "resumed_offset",
     "setting",
     "starting_at",
     "whole_walks",
@@ -152,6 +153,12 @@ def estimated(
     page per request: :func:`pages` made it so (``after=``, another sort, a selection without
     ``id``, ``pages_per_request`` 1, a limit of 0: the same checks, the core's own included, as
     it was made), it was read one page per request already, or the offset probe said no."""
+    if isinstance(walk, _Resumed):
+        # Every batch of a resumed walk starts on the last row handed out (the cursor's row
+        # first): each brings one row fewer than it reads; no offset probe.
+        step = max(1, max(1, page_size) * walk.pages_per_request - 1)
+        counts = [max(1, -(-rows // step)) if limited else rows // step + 1 for rows, limited in parts]
+        return sum(counts), True
     if not isinstance(walk, _Chosen) or (walk._inner is not None and walk._inner is not walk._batched):
         return None
     if len(parts) > 1 and not walk._always:
@@ -196,7 +203,36 @@ def _resumed(
             f"this one cannot be batched ({why})"
         )
     sent = native._prepare(native.schema_sync(), name, given, fields)
-    return native._n.paginate_batched(sent, page_size, limit, max(setting(native), 1), 0, cursor)
+    n = max(setting(native), 1)
+    return _Resumed(native._n.paginate_batched(sent, page_size, limit, n, 0, cursor), cursor, n)
+
+
+def resumed_offset(cursor: object) -> int | None:
+    """The offset of the row a batched walk's own cursor (``sfb1:<offset>:<key>``) names, the
+    last one handed out before it (None: not such a cursor)."""
+    if not isinstance(cursor, str) or not _native.is_batch_cursor(cursor):
+        return None
+    return int(cursor.split(":")[1])
+
+
+class _Resumed:
+    """A batched walk resumed from its own cursor: the native walk, which stands at that cursor
+    (``cursor``) until it hands out a row, as a walk of the server's cursor stands at its
+    ``after=``."""
+
+    def __init__(self, inner: Any, cursor: str, pages_per_request: int) -> None:
+        self._inner = inner
+        self._from = cursor
+        #: The pages a request of the walk asks for (for estimate()).
+        self.pages_per_request = pages_per_request
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._inner, name)
+
+    @property
+    def cursor(self) -> str | None:
+        got = self._inner.cursor
+        return self._from if got is None else got
 
 
 def _usable(name: str, args: Mapping[str, Any], n: int) -> str | None:
@@ -391,6 +427,10 @@ class _Chosen:
         if table.num_rows or table.num_columns:
             return table
         return self._empty()
+
+    def finish_table(self, batches: Any) -> Any:
+        # The table of pages read (a part of partitions=): of none, the selection's columns.
+        return self._typed(self._idle().finish_table(batches))
 
     def read_table(self, on_page: Callable[[int, int], object] | None = None) -> Any:
         inner = self._choose(True)

@@ -318,6 +318,8 @@ def _work_out(
         if cursor is not None:
             index = relay_index(cursor)
             if index is None:
+                index = _batched.resumed_offset(cursor)  # a batched walk's own: its row's offset
+            if index is None:
                 note = "after= is a cursor of the server's own: counted from the start"
             else:
                 rows = max(0, rows - index - 1)

@@ -390,7 +390,9 @@ class _Instrumented:
             attributes["secfindings.elapsed_ms"] = elapsed * 1e3
             owner.span.add_event("secfindings.attempt", attributes, timestamp=end)
             return
-        name = "secfindings.page" if label in self.walks else "secfindings.request"
+        # A batched walk's request (``findings_view_pages``: aliased pages) is a page request too.
+        walk = label in self.walks or label in _batched_walks()
+        name = "secfindings.page" if walk else "secfindings.request"
         span = self.tracer.start_span(
             name, kind=self.trace.SpanKind.CLIENT, attributes=attributes, start_time=start
         )
@@ -403,6 +405,21 @@ class _Instrumented:
 def _base(label: str) -> str:
     """The operation of a request's label (a batched lookup's is ``finding[4]``)."""
     return label.split("[", 1)[0]
+
+
+_BATCHED: frozenset[str] | None = None
+
+
+def _batched_walks() -> frozenset[str]:
+    """The operation names of batched walks' requests (``<connection>_pages``)."""
+    global _BATCHED
+    if _BATCHED is None:
+        _BATCHED = frozenset(
+            f"{op['name']}_pages"
+            for op in catalog()
+            if op["returns"] == "connection" and op["kind"] == "query"
+        )
+    return _BATCHED
 
 
 def _catalog_kind(name: str) -> str:
