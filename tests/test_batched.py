@@ -53,11 +53,15 @@ def test_a_walk_read_whole_goes_in_batches_of_ten_pages(big: Emulator) -> None:
         assert len(walks(big)) == N // 100 + 1 or len(walks(big)) == N // 100
 
 
-def test_iteration_keeps_its_cursor_unless_batches_are_asked_for(big: Emulator) -> None:
+def test_iteration_reads_in_batches_and_keeps_a_cursor(big: Emulator) -> None:
     with big.client() as client:
         pager = client.findings_view(page_size=100)
         next(iter(pager.pages()))
-        assert pager.cursor is not None  # one page per request: after= resumes it
+        assert pager.cursor.startswith("sfb1:")  # the batched walk's own: after= resumes it
+        client.pages_per_request = 1
+        pager = client.findings_view(page_size=100)
+        next(iter(pager.pages()))
+        assert not pager.cursor.startswith("sfb1:")  # one page per request: the server's
         client.pages_per_request = 20
         big.clear_request_log()
         rows = [f.id for f in client.findings_view(limit=5000)]
@@ -162,7 +166,7 @@ def test_estimate_counts_the_requests_in_batches(big: Emulator) -> None:
         assert estimate.requests == N // 100
         assert estimate.batched_requests is not None
         assert estimate.pages_per_request == 10
-        assert "requests in batches    21 (10 pages per request, read whole)" in str(estimate)
+        assert "requests in batches    21 (10 pages per request, every walk)" in str(estimate)
         big.clear_request_log()
         client.findings_view(fields="id title").to_arrow()
         assert len(walks(big)) == estimate.batched_requests
@@ -195,7 +199,7 @@ def test_export_dry_run_shows_both_figures(big: Emulator, tmp_path: Path) -> Non
     # A new process with an empty cache: the walk would ask the offset probe first, unless the
     # estimate asked it to count the rows (no total_count on the known profile).
     batches = 22 if big.profile == "default" else 21
-    assert f"requests in batches    {batches} (10 pages per request, read whole)\n" in out.stdout
+    assert f"requests in batches    {batches} (10 pages per request, every walk)\n" in out.stdout
 
 
 def test_a_walk_of_nothing_has_the_selection_s_columns(profile: str) -> None:

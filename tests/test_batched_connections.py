@@ -69,11 +69,11 @@ def test_a_connection_read_whole_goes_in_batches(emu: Emulator, name: str) -> No
         assert f"probe_offset_{name}" not in spent(emu)
 
 
-def test_iteration_of_a_connection_in_batches_when_asked(emu: Emulator) -> None:
+def test_iteration_of_a_connection_in_batches_by_default(emu: Emulator) -> None:
     with emu.client() as client:
         client.pages_per_request = 1
         ids = [r.id for r in client.get_resources_ch(page_size=5)]
-        client.pages_per_request = 10
+    with emu.client() as client:  # nothing asked for: ten pages a request
         emu.clear_request_log()
         assert [r.id for r in client.get_resources_ch(page_size=5)] == ids
         assert len(ids) == len(set(ids)) > 50

@@ -130,6 +130,10 @@ def test_an_interrupted_export_prints_where_to_resume(tmp_path):
         if b"IntrospectionQuery" in req.body:
             # Introspection off, as on many production servers: the CLI goes on without it.
             return Response.of_json({"errors": [{"message": "introspection is disabled"}]}, status=400)
+        if b"probe_offset" in req.body:
+            # The walk plan's offset probe: this server takes no offset (nor batches), so the
+            # walk reads one page per request and its third page fails.
+            return Response.of_json({"errors": [{"message": 'Unknown argument "offset"'}]})
         served["n"] += 1
         if served["n"] == 3:
             return Response(status=500, body=b"boom")

@@ -333,10 +333,19 @@ def test_parquet_widens_a_column_that_is_null_on_the_first_page(tmp_path):
 
 
 def test_the_cursor_follows_a_capsule_consumer(either):
+    # By default in batches: the walk's own cursor (sfb1:...), which resumes a batched walk (its
+    # selection has id).
     client = either.client
     pager = client.findings_view(fields="id id_int", limit=150)
     assert pa.table(pager).num_rows == 150
-    assert pager.cursor is not None
+    assert pager.cursor.startswith("sfb1:")
+    after = either.run(client.findings_view(fields="id id_int", after=pager.cursor, limit=1).to_list())
+    assert after[0].id_int == 151
+    # One page per request: the server's cursor, which resumes any selection.
+    client.pages_per_request = 1
+    pager = client.findings_view(fields="id id_int", limit=150)
+    assert pa.table(pager).num_rows == 150
+    assert not pager.cursor.startswith("sfb1:")
     after = either.run(client.findings_view(fields="id_int", after=pager.cursor, limit=1).to_list())
     assert after[0].id_int == 151
 

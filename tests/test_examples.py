@@ -110,9 +110,10 @@ def test_export_stops_at_limit_and_resumes_with_nothing_lost_or_repeated(tmp_pat
 def test_export_cut_short_prints_the_cursor_and_the_rest_follows(tmp_path, severe_ids):
     pytest.importorskip("pyarrow")
     first, second = tmp_path / "cut.parquet", tmp_path / "rest.parquet"
-    # Five requests a minute; the 429's Retry-After (a minute) exceeds --max-retry-wait, so the
-    # client gives up at once instead of waiting.
-    args = ["--severity", "4,5", "--emulator-rate-limit", "5", "--max-retry-wait", "1"]
+    # Three requests a minute (the offset probe and two batches of ten pages: 1,999 of the
+    # ~2,400 rows); the 429's Retry-After (a minute) exceeds --max-retry-wait, so the client
+    # gives up at once instead of waiting.
+    args = ["--severity", "4,5", "--emulator-rate-limit", "3", "--max-retry-wait", "1"]
     out = run_example("export_findings.py", "--out", str(first), *args, check=False)
     assert out.returncode == 1, out.stderr
     assert "export stopped: RateLimitError" in out.stderr

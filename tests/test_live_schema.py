@@ -275,6 +275,10 @@ def test_the_command_line_prints_the_live_schema(tmp_path: Path) -> None:
 def test_a_misspelt_filter_field_is_caught_and_a_field_only_the_server_has_is_not() -> None:
     from secfindings import field
 
+    def walks() -> list[str]:
+        # The documents of walks (a batched walk's first asks the walk plan's offset probe).
+        return [d for d in server.documents if not d.lstrip().startswith("query probe_")]
+
     with VariantServer() as server, variant_client(server) as c:
         sent = len(server.documents)
         with pytest.raises(secfindings.ValidationError, match=r"unknown filter field 'sevrity'.*'severity'"):
@@ -282,10 +286,11 @@ def test_a_misspelt_filter_field_is_caught_and_a_field_only_the_server_has_is_no
         with pytest.raises(secfindings.ValidationError, match=r"'exploitabilty'.*'exploitability'"):
             c.findings_view(filters=field("exploitabilty").gt(0.5) & field("severity").in_(["5"])).to_list()
         assert len(server.documents) == sent
+        sent = len(walks())
         # Known only to this server's schema, and a name unlike any known one: both sent.
         c.findings_view(filters=field("exploitability").gt(0.5), fields="id").to_list()
         c.findings_view(filters=field("vendor_risk_rating").in_(["A"]), fields="id").to_list()
-        assert len(server.documents) == sent + 2
+        assert len(walks()) == sent + 2
 
 
 def test_watch_keys_on_last_reported_time_where_the_server_can_and_on_id_where_it_cannot() -> None:

@@ -81,6 +81,7 @@ def test_id_ranges_cover_the_span_once() -> None:
 async def test_columns_in_partitions_are_the_sequential_walk(
     any_client: Any, emulator: Any, sort: Any
 ) -> None:
+    any_client.pages_per_request = 1  # the pages of each part, counted (batches below)
     whole = await settle(any_client.findings_view(fields=FIELDS, filters=SEVERE, sort=sort).to_arrow())
     emulator.clear_request_log()
     pager = any_client.findings_view(fields=FIELDS, filters=SEVERE, sort=sort, page_size=20)
@@ -101,6 +102,18 @@ async def test_columns_in_partitions_are_the_sequential_walk(
         per_part.append(whole.num_rows - sum(per_part))
         assert pages == sum(max(1, -(-n // 20)) for n in per_part)
         assert not any("gte" in json.dumps(r["variables"]) for r in sent)
+    # By default each part reads in batches of ten pages (200 rows here: one request a part),
+    # where its order is the id's.
+    any_client.pages_per_request = 10
+    emulator.clear_request_log()
+    pager = any_client.findings_view(fields=FIELDS, filters=SEVERE, sort=sort, page_size=20)
+    assert (await settle(pager.to_arrow(partitions=4))).equals(whole)
+    names = [r["operation_name"] for r in emulator.request_log()]
+    if sort != ["ID_DESC"]:
+        assert names.count("findings_view_pages") == 4
+        assert "findings_view" not in names
+    else:
+        assert "findings_view_pages" not in names
 
 
 def _by_range(table: Any, n: int) -> list[list[int]]:
@@ -256,8 +269,9 @@ def test_partitions_one_is_the_sequential_walk(profiled_client: Any, emulator: A
     emulator.reset_stats()
     table = client.findings_view(fields=FIELDS, page_size=100).to_arrow(partitions=1)
     assert table.num_rows == 300
-    # no bounds request: today's walk (300 rows in one aliased batch after the offset probe)
-    assert emulator.stats()["api_requests"] == 2
+    # no bounds request: today's walk (300 rows in one aliased batch; the walk above asked the
+    # offset probe)
+    assert emulator.stats()["api_requests"] == 1
 
 
 def test_an_interrupted_partitioned_cli_export_prints_its_resume(emulator: Any, tmp_path: Path) -> None:

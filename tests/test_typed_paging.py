@@ -23,11 +23,18 @@ def ids(n: int) -> dict[str, Any]:
 
 @pytest.mark.parametrize("n", [0, 1, 100, 101])
 def test_page_boundaries(emulator: Emulator, either: Either, n: int) -> None:
+    either.client.pages_per_request = 1  # the walk of one page per request
     pager = either.client.findings_view(filters=ids(n))
     items = either.run(pager.to_list())
     assert [i.id_int for i in items] == list(range(1, n + 1))
     assert all(isinstance(i, FindingsView) for i in items)
     assert len(emulator.request_log()) == max(1, -(-n // 100))
+    # The default walk reads the same rows in one batch of ten pages (one request).
+    emulator.clear_request_log()
+    batched = either.run(either.make().findings_view(filters=ids(n)).to_list())
+    assert [i.id_int for i in batched] == list(range(1, n + 1))
+    pages = [r for r in emulator.request_log() if str(r["operation_name"]).startswith("findings_view")]
+    assert [r["operation_name"] for r in pages] == ["findings_view_pages"]
 
 
 def test_filters_and_sort_are_carried_to_every_page(emulator: Emulator, either: Either) -> None:
@@ -68,9 +75,17 @@ def big() -> Iterator[Emulator]:
 def test_ten_thousand_typed_items(big: Emulator, kind: Kind) -> None:
     big.clear_request_log()  # the emulator is the module's: only this walk's requests count
     with either_client(kind, big) as either:
+        either.client.pages_per_request = 1  # the walk of one page per request
         seen = [f.id_int for f in either.items(either.client.findings_view())]
-    assert seen == list(range(1, 10_001))
-    assert len(big.request_log()) == 100
+        assert seen == list(range(1, 10_001))
+        assert len(big.request_log()) == 100
+        # By default in batches of ten pages: 999 new rows a request after the first (their
+        # overlap), and the offset probe where this server was not asked it yet.
+        big.clear_request_log()
+        seen = [f.id_int for f in either.items(either.make().findings_view())]
+        assert seen == list(range(1, 10_001))
+        pages = [r for r in big.request_log() if r["operation_name"] == "findings_view_pages"]
+        assert len(pages) == 11
 
 
 @pytest.mark.parametrize("kind", KINDS)

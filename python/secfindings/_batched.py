@@ -15,16 +15,16 @@ request as before:
 
 - ``pages_per_request`` above 1 (the client's :attr:`~secfindings.Client.pages_per_request`,
   default :data:`DEFAULT_PAGES_PER_REQUEST`, or ``$SECFINDINGS_PAGES_PER_REQUEST``);
-- the walk is read whole (``read_table``: ``to_arrow`` / ``to_pandas`` / ``to_polars``), or made
-  inside :func:`whole_walks` (the sync's loads), or batches were asked for (the client's
-  ``pages_per_request`` or the variable set): then iteration, the Arrow stream and the exports
-  read in batches too. Each row a batched walk hands out carries the walk's own cursor
+- every reading of the walk: iteration, ``to_list``, the Arrow stream, ``to_arrow`` /
+  ``to_pandas`` / ``to_polars``, the exports, the sync's loads (:func:`whole_walks`) and the
+  parts of ``partitions=`` (offset slices from their offset, :func:`starting_at`); a
+  partitioned export never (inside ``whole_walks(False)``: its resume text holds each part's
+  cursor of the server's). Each row a batched walk hands out carries the walk's own cursor
   (``sfb1:<offset>:<key>``, the row's offset in id order and its key) on its edge and as
   ``paginator.cursor``, and ``after=`` that cursor resumes a batched walk there
-  (:func:`_resumed`; the server never sees it), the overlap check holding across the pause.
-  :class:`_Chosen` chooses at the first read (both native walks are lazy). ``partitions=``
-  reads its parts in batches only when asked (offset slices from their offset,
-  :func:`starting_at`), a partitioned export never (inside ``whole_walks(False)``);
+  (:func:`_resumed`; the server never sees it, and the resumed walk's selection needs ``id``),
+  the overlap check holding across the pause. :class:`_Chosen` chooses at the first read (both
+  native walks are lazy);
 - the walk has no resume cursor of the server's (``after=``);
 - no ``sort=`` other than ``ID_ASC``; the selection has ``id`` (else one DEBUG line);
 - the walk plan's ``offset`` probe (one request per server and connection, remembered; it also
@@ -110,8 +110,8 @@ def _from_env() -> int:
 
 
 def asked_for(native: Any) -> bool:
-    """Whether batches were asked for (the client's setting or the environment's), so every
-    walk that allows them uses them, not only those read whole."""
+    """Whether batches were asked for (the client's setting or the environment's). Every walk
+    that allows them uses them either way now; kept for callers that report the setting."""
     return getattr(native, "pages_per_request", None) is not None or bool(os.environ.get(_ENV, "").strip())
 
 
@@ -163,7 +163,8 @@ def estimated(
         return None
     if len(parts) > 1 and not walk._always:
         # The parts are walks of their own, read as they come (not whole): in batches only
-        # where pages() makes every reading use them, as it made this one.
+        # where pages() makes every reading use them, as it made this one (a partitioned
+        # export, whose walks are made inside whole_walks(False), never).
         return None
     held = _probes.known(native.base_url, native.loaded_schema, _plan.offset_capability("findings_view"))
     if held is False:
@@ -172,7 +173,7 @@ def estimated(
     total = sum(requests_for(rows, page_size, n, limited) for rows, limited in parts)
     # The walk's first batch asks the offset probe first where it was not asked yet.
     probe = 1 if held is None and walk._inner is None else 0
-    return total + probe, walk._always and len(parts) == 1
+    return total + probe, walk._always
 
 
 def _id_sorted(sort: Any) -> bool:
@@ -545,10 +546,10 @@ def pages(
     except ValidationError as exc:  # the selection has no id, or another sort
         log.debug("%s: one page per request (%s)", name, str(exc)[:200])
         return plain()
-    # Walks read whole use batches by default; iteration, the Arrow stream and the exports when
-    # batches were asked for (each row a batched walk hands out carries the walk's own cursor,
-    # sfb1:..., so they resume from it).
-    always = bool(mode) or asked_for(native)
+    # Every walk that allows them reads in batches by default (pages_per_request 1 turns them
+    # off): each row a batched walk hands out carries the walk's own cursor, sfb1:..., so
+    # iteration, the Arrow stream and the exports resume from it.
+    always = True
     return _Chosen(
         batched,
         plain,

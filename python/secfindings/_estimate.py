@@ -67,14 +67,15 @@ class Estimate:
         strategy: how the walk will be read (``"sequential"``, ``"id_ranges"``,
             ``"offset_slices"``; see :mod:`secfindings._partitions`).
         batched_requests: the requests of the walk read in aliased batches of
-            ``pages_per_request`` pages (``to_arrow()`` and the other walks read whole; see
+            ``pages_per_request`` pages (every walk that allows them, by default; see
             :mod:`secfindings._batched`), the offset probe included where the walk would still
-            ask it; None where the walk would read one page per request.
+            ask it; None where the walk would read one page per request (then ``requests`` is
+            what it spends). A partitioned export reads one page per request: its
+            ``export --dry-run`` shows no batched figure.
         pages_per_request: the client's pages per request.
         batched_seconds: ``seconds`` for ``batched_requests`` (None: no batches, or unknown).
-        batched_everywhere: whether iteration and a (sequential) export read in batches too
-            (``pages_per_request`` asked for: the client's setting or
-            ``$SECFINDINGS_PAGES_PER_REQUEST``); else only the walks read whole do, and
+        batched_everywhere: whether every reading of the walk uses the batches (printed
+            ``every walk``); else only the walks read whole do (``read whole``), and
             ``requests`` / ``seconds`` are those of iteration and the exports.
     """
 

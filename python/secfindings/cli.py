@@ -20,6 +20,7 @@ with a secret.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import re
@@ -31,6 +32,7 @@ import click
 
 import secfindings
 import secfindings.sync as sync_module
+from secfindings import _batched
 from secfindings._cli_cache import cache_command
 from secfindings._cli_checks import diff_command, gate_command
 from secfindings._cli_examples import examples_command
@@ -367,7 +369,11 @@ def _dry_run(
     kwargs = _pager_kwargs(tree, fields, sort, after, limit, page_size)
     with errors(), client_from_env() as client:
         _checked_findings(client, operation, "", kwargs)
-        estimate = client.findings_view(**kwargs).estimate(partitions=partitions)
+        # A partitioned export reads one page per request (its resume text holds every
+        # part's cursor): its estimate counts no batches.
+        with _batched.whole_walks(False) if partitions > 1 else contextlib.nullcontext():
+            pager = client.findings_view(**kwargs)
+        estimate = pager.estimate(partitions=partitions)
     click.echo(str(estimate))
 
 
