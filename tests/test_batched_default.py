@@ -114,3 +114,20 @@ async def test_partitions_of_no_rows_in_batches_have_the_selection_s_columns(emu
     finally:
         aclient.close()
     assert (table.num_rows, table.column_names) == (0, ["id", "id_int", "title"])
+
+
+def test_a_sync_plan_prints_the_time_of_the_requests_it_counts(emu: Emulator, tmp_path: Path) -> None:
+    # The first load reads in batches: its requests are the batched figure, and so is its time.
+    import secfindings.sync as sync
+
+    with emu.client(rate_limit=(2, 1.0), budget=False) as client:
+        plan = sync.plan(client, str(tmp_path / "f.duckdb"))
+    part = plan.reconcile
+    assert part.batched_requests is not None
+    assert part.batched_seconds is not None
+    assert part.batched_requests < part.requests
+    assert round(part.batched_seconds) != round(part.seconds)
+    line = next(x for x in str(plan).splitlines() if x.startswith("  first load:"))
+    assert line.endswith(
+        f", {part.batched_requests} requests, about {part.batched_seconds:,.0f} s at the budget"
+    )

@@ -274,7 +274,8 @@ class SyncPlan:
             if part is not None:
                 rows = "? findings" if part.rows is None else _count(part.rows, "finding")
                 asks = "? requests" if _asks(part) is None else _count(_asks(part), "request")
-                when = "" if part.seconds is None else f", about {part.seconds:,.0f} s at the budget"
+                seconds = _took(part)
+                when = "" if seconds is None else f", about {seconds:,.0f} s at the budget"
                 lines.append(f"  {name}: {rows}, {asks}{when}")
         total = "?" if self.requests is None else f"{self.requests:,}"
         unknown = " (a newest-first walk cannot be counted ahead: it stops where it meets the watermark)"
@@ -287,6 +288,14 @@ def _asks(part: Any) -> Any:
     read in them (the reconcile's, by id; issue 37), else one page per request."""
     batched = getattr(part, "batched_requests", None)
     return part.requests if batched is None else batched
+
+
+def _took(part: Any) -> Any:
+    """The time of a walk of the run, of the requests :func:`_asks` counts (in batches: theirs;
+    None where it is unknown)."""
+    if getattr(part, "batched_requests", None) is None:
+        return part.seconds
+    return getattr(part, "batched_seconds", None)
 
 
 def plan(
