@@ -63,7 +63,7 @@ from secfindings._partitions import Part, Plan, _parts
 from secfindings._shared import need
 from secfindings.errors import ValidationError
 from secfindings.filters import Filter, Tree, all_of
-from secfindings.spark import _options, _pushdown
+from secfindings.spark import _checks, _options, _pushdown
 from secfindings.spark._options import ReadOptions
 
 try:
@@ -88,7 +88,10 @@ def register(spark: SparkSession, *, pushdown: bool = False) -> None:
     """Register the ``secfindings`` format with a SparkSession (``spark.read.format("secfindings")``
     then works); with ``pushdown=True`` also turn on Spark's filter pushdown for Python data
     sources (``spark.sql.python.filterPushdown.enabled``), which ``option("pushdown", "true")``
-    needs."""
+    needs. In a local session, checks first that the Python its workers run
+    (``$PYSPARK_PYTHON``, else ``python3`` on the ``PATH``) imports secfindings: an
+    ``ImportError`` of one line otherwise."""
+    _checks.workers_python(spark)
     spark.dataSource.register(SecFindingsDataSource)
     if pushdown:
         spark.conf.set(PUSHDOWN_CONF, "true")
@@ -101,9 +104,13 @@ def read(spark: SparkSession, **options: Any) -> DataFrame:
     option is checked here first, and the schema is read here (the selection checked against
     the server's live schema), so a mistake is a :class:`~secfindings.errors.ValidationError` of
     one line (missing credentials: a :class:`~secfindings.errors.ConfigurationError`), not an
-    error inside Spark's. Registers the format on the session (:func:`register`)."""
+    error inside Spark's; with ``budget_required``, a store that cannot be used now is a
+    :class:`~secfindings.errors.TransportError` of one line. Registers the format on the session
+    (:func:`register`)."""
     text = _options.with_environment({k: v if isinstance(v, str) else str(v) for k, v in options.items()})
-    schema = SecFindingsDataSource(text).schema()
+    source = SecFindingsDataSource(text)
+    schema = source.schema()
+    _checks.store_ready(source.read_options)
     register(spark, pushdown=_options._bool("pushdown", text.get("pushdown", "false")))
     frame: DataFrame = spark.read.format(FORMAT).schema(schema).options(**text).load()
     return frame
