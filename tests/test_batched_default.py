@@ -131,3 +131,45 @@ def test_a_sync_plan_prints_the_time_of_the_requests_it_counts(emu: Emulator, tm
     assert line.endswith(
         f", {part.batched_requests} requests, about {part.batched_seconds:,.0f} s at the budget"
     )
+
+
+def test_an_interrupted_cli_export_in_batches_prints_the_command_that_completes_it(tmp_path: Path) -> None:
+    import json
+    import os
+    import shlex
+    import subprocess
+    import sys
+
+    with Emulator(findings=N) as server:
+        env = {k: v for k, v in os.environ.items() if not k.startswith("SECFINDINGS_")}
+        env.update(
+            SECFINDINGS_API_TOKEN=server.create_api_token(),
+            SECFINDINGS_BASE_URL=server.base_url,
+            SECFINDINGS_AUTH_URL=server.auth_url,
+            SECFINDINGS_SCHEMA_CACHE=str(tmp_path / "cache"),
+        )
+        # The schema, the offset probe and two batches; the third is refused for 600 s.
+        server.set_rate_limit("token", (4, 600.0))
+        out = tmp_path / "f.jsonl"
+        args = ["export", "--out", str(out), "--fields", "id id_int", "--no-progress"]
+        cut = subprocess.run(
+            [sys.executable, "-m", "secfindings", *args], env=env, capture_output=True, text=True
+        )
+        assert cut.returncode == 1, cut.stderr
+        assert "1999 rows were written" in cut.stderr
+        assert "resume with: --after sfb1:1998:1999 --append" in cut.stderr
+        lines = cut.stderr.splitlines()
+        command = shlex.split(lines[lines.index(next(x for x in lines if x.endswith("that is, run:"))) + 1])
+        assert command[:2] == ["secfindings", "export"]
+        server.set_rate_limit("token", None)
+        server.clear_request_log()
+        rest = subprocess.run(
+            [sys.executable, "-m", "secfindings", *command[1:]], env=env, capture_output=True, text=True
+        )
+        assert rest.returncode == 0, rest.stderr
+        assert {str(r["operation_name"]) for r in server.request_log()} <= {
+            "IntrospectionQuery",
+            "findings_view_pages",
+        }
+    ids = [json.loads(line)["id_int"] for line in out.read_text().splitlines()]
+    assert ids == list(range(1, N + 1))
