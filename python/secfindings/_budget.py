@@ -9,8 +9,11 @@ from __future__ import annotations
 
 import datetime as dt
 import os
+import re
 from dataclasses import dataclass
 from typing import Any
+
+from secfindings.errors import ConfigurationError
 
 __all__ = ["Budget", "budget_required_setting", "budget_setting"]
 
@@ -91,10 +94,42 @@ def budget_required_setting(required: object) -> bool:
     return required
 
 
+#: A scheme (two letters or more) and a colon, not followed by ``//``: ``redis:host:6379``.
+_NO_SLASHES = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]+:(?!//)")
+#: A store's scheme followed by a slash, its colon forgotten: ``redis//host``.
+_NO_COLON = re.compile(r"^(?:redis|rediss|postgres|postgresql)/", re.IGNORECASE)
+#: libpq's key=value connection string (``host=db password=...``), which is not a URL.
+_KEYWORDS = re.compile(r"(?:^|\s)(?:host|password|user|dbname)=", re.IGNORECASE)
+
+
+def _not_a_folder(text: str, where: str) -> None:
+    """A value that is meant as a store's URL and is not one would be taken as a folder (a
+    relative one, made in the working directory, with whatever the text holds in its name,
+    a password too) and the budget would not be shared: refuse it, without showing it."""
+    if _NO_SLASHES.match(text):
+        scheme = text.split(":", 1)[0]
+        found = f"{scheme}: without // after it"
+    elif _NO_COLON.match(text):
+        found = f"{text.split('/', 1)[0]}/ without the : of '://'"
+    elif _KEYWORDS.search(text):
+        found = "a key=value connection string"
+    else:
+        return
+    raise ConfigurationError(
+        f"{where} looks like a store's URL but is not one ({found}); give "
+        "redis://[:password@]host:6379/0, postgresql://user[:password]@host:5432/db, or a folder"
+    )
+
+
 def budget_setting(budget: bool | str | os.PathLike[str]) -> str | None:
     """The native client's ``budget`` argument: None for the default (``$SECFINDINGS_BUDGET``,
-    else the default folder), ``"off"``, a folder, or a ``redis://`` / ``postgresql://`` URL."""
+    else the default folder), ``"off"``, a folder, or a ``redis://`` / ``postgresql://`` URL.
+    A text meant as a store's URL that is not one (``redis:host``, ``redis//host``, libpq's
+    ``host=... password=...``) is a ConfigurationError, here or in ``$SECFINDINGS_BUDGET``."""
     if budget is True:
+        env = os.environ.get("SECFINDINGS_BUDGET", "").strip()
+        if env:
+            _not_a_folder(env, "$SECFINDINGS_BUDGET")
         return None
     if budget is False:
         return "off"
@@ -102,6 +137,7 @@ def budget_setting(budget: bool | str | os.PathLike[str]) -> str | None:
         text = os.fspath(budget)
         if not text.strip():
             raise ValueError("budget must be True, False, a folder or a store's URL; got an empty string")
+        _not_a_folder(text.strip(), "budget")
         return text
     raise TypeError(
         "budget must be True, False, a folder (str or path) or a redis:// or postgresql:// URL, "
