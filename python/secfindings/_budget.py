@@ -83,7 +83,10 @@ class Budget:
         if self.store in ("redis", "postgresql"):
             head += f" (kept in {self.location})"
         if self.error is not None:
-            head += f" (the store is not used: {self.error})"
+            # "the store at X cannot be used" says itself what happened; what the figures are
+            # of is what the reader needs besides.
+            where = "this machine's file budget" if self.store == "file" else "no shared budget"
+            head += f" ({where}, because {self.error})"
         return head
 
 
