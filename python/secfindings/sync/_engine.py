@@ -591,8 +591,9 @@ class Engine(Tables):
         state = self.state()
         schema = self._settle_fields(result)
         if state.fields is not None and state.fields != self.opt.fields:
+            was, now = self._as_given(state.fields, schema), self._as_given(self.opt.fields, schema)
             raise ConfigurationError(
-                f"{self.db.dest} was synced with fields={state.fields!r}, not {self.opt.fields!r}: "
+                f"{self.db.dest} was synced with fields={was!r}, not {now!r}: "
                 "use the same fields, or a new destination"
             )
         if self.col is FINDINGS:
@@ -630,6 +631,21 @@ class Engine(Tables):
             state.last_full_reconcile = None  # the state is written at the first chunk's commit
             state.reconcile_after_id = state.reconcile_started = state.reconcile_mark = None
         state.filters = wanted
+
+    def _as_given(self, stored: str, schema: Any) -> str:
+        """The fields a destination was synced with, as they were given: ``"analyst
+        datasource_tags_values"`` rather than the preset spelt out, where they settle into
+        exactly ``stored`` on this server (else ``stored`` itself)."""
+        preset = (schema.preset("FindingsView", "analyst") if schema is not None else None) or ANALYST[
+            "FindingsView"
+        ]
+        if not stored.startswith(preset + " "):
+            return stored
+        given = f"analyst {stored[len(preset) + 1 :]}"
+        settled = analyst_and(given, schema)
+        if self.readable:
+            settled = with_required(settled, [_newer.KEY])
+        return given if settled == stored else stored
 
     def _settle_fields(self, result: SyncResult) -> Any:
         """The selection for this server: ``last_reported_time`` added where its rows have it;
