@@ -110,8 +110,8 @@ def _from_env() -> int:
 
 
 def asked_for(native: Any) -> bool:
-    """Whether batches were asked for (the client's setting or the environment's). Every walk
-    that allows them uses them either way now; kept for callers that report the setting."""
+    """Whether batches were asked for (the client's setting or the environment's). It no longer
+    decides where they apply: every walk that allows them uses them by default."""
     return getattr(native, "pages_per_request", None) is not None or bool(os.environ.get(_ENV, "").strip())
 
 
@@ -279,10 +279,10 @@ def _offset_held(native: Any, name: str) -> bool:
 
 class _Chosen:
     """A findings walk whose reading chooses its requests at the first read: in batches where the
-    server takes them (the offset probe; ``always``, else only when read whole), else one page
-    per request. Both native walks are lazy (no request until read). A batched walk whose first
-    batch fails with a PaginationError (a server that does not order by id) starts again with
-    one page per request."""
+    server takes them (the offset probe; ``always``, as :func:`pages` makes every walk now, else
+    only when read whole), else one page per request. Both native walks are lazy (no request
+    until read). A batched walk whose first batch fails with a PaginationError (a server that
+    does not order by id) starts again with one page per request."""
 
     def __init__(
         self,
