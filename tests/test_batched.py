@@ -287,3 +287,18 @@ def test_a_server_that_ignores_offset_past_a_remembered_probe_is_an_error_not_a_
         with pytest.raises(PaginationError, match="does not page by offset"):
             client.findings_view(fields="id id_int title").to_arrow()
         assert len([r for r in server.requests if not r.is_idp]) < 20
+
+
+def test_after_an_alias_refusal_the_estimate_counts_the_size_the_server_took(profile: str) -> None:
+    """The core remembers the pages per request a server took after refusing more; the estimate
+    of the next walk counts that size, and the walk spends what it says."""
+    with Emulator(findings=3_000, profile=profile) as emu, emu.client() as client:
+        emu.set_document_limits(max_aliases=4)
+        client.findings_view(fields="id id_int").to_arrow()  # refused once, then 4 a request
+        walk = client.findings_view(fields="id id_int")
+        said = walk.estimate().batched_requests
+        before = len(walks(emu))
+        assert len(walk.to_arrow()) == 3_000
+        spent = len(walks(emu)) - before
+        assert said == spent
+        assert spent == math.ceil((3_000 - 400) / 399) + 1

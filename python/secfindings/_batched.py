@@ -156,7 +156,7 @@ def estimated(
     if isinstance(walk, _Resumed):
         # Every batch of a resumed walk starts on the last row handed out (the cursor's row
         # first): each brings one row fewer than it reads; no offset probe.
-        step = max(1, max(1, page_size) * walk.pages_per_request - 1)
+        step = max(1, max(1, page_size) * _taken(native, walk.pages_per_request) - 1)
         counts = [max(1, -(-rows // step)) if limited else rows // step + 1 for rows, limited in parts]
         return sum(counts), True
     if not isinstance(walk, _Chosen) or (walk._inner is not None and walk._inner is not walk._batched):
@@ -169,11 +169,18 @@ def estimated(
     held = _probes.known(native.base_url, native.loaded_schema, _plan.offset_capability("findings_view"))
     if held is False:
         return None
-    n = walk.pages_per_request
+    n = _taken(native, walk.pages_per_request)
     total = sum(requests_for(rows, page_size, n, limited) for rows, limited in parts)
     # The walk's first batch asks the offset probe first where it was not asked yet.
     probe = 1 if held is None and walk._inner is None else 0
     return total + probe, walk._always
+
+
+def _taken(native: Any, asked: int) -> int:
+    """The pages per request a walk will send: as asked, or fewer where the server refused more
+    in this process (the core remembers the size that worked, and starts there)."""
+    took = _native.batch_pages_for(native.base_url)
+    return asked if took is None else max(1, min(asked, took))
 
 
 def _id_sorted(sort: Any) -> bool:
