@@ -120,3 +120,18 @@ def test_read_with_budget_required_and_the_store_down_is_one_line(emu: Emulator)
     assert "\n" not in message
     assert "s3cret" not in message
     assert token not in message
+
+
+def test_pages_per_request_over_the_clients_bound_is_the_options_error() -> None:
+    """The option took 1 to 100 while the client takes 1 to 50: 80 passed the option's check and
+    failed where the client was made (inside Spark's task with ``format().load()``)."""
+    from secfindings.errors import ValidationError
+    from secfindings.spark import _options
+
+    environ = {"SECFINDINGS_API_TOKEN": "not-shown"}
+    assert _options.parse({"pages_per_request": "50"}, environ).pages_per_request == 50
+    with pytest.raises(ValidationError) as caught:
+        _options.parse({"pages_per_request": "80"}, environ)
+    assert str(caught.value) == (
+        "secfindings data source: option 'pages_per_request' must be an integer from 1 to 50, got '80'"
+    )

@@ -18,6 +18,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from secfindings._batched import MAX_PAGES_PER_REQUEST
 from secfindings._client import Client
 from secfindings._partitions import MAX_PARTITIONS
 from secfindings._shared import did_you_mean
@@ -238,7 +239,9 @@ def parse(options: Mapping[str, str], environ: Mapping[str, str] | None = None) 
         if "partitions" in given
         else DEFAULT_PARTITIONS,
         page_size=_int("page_size", given["page_size"], 1, 100) if "page_size" in given else 100,
-        pages_per_request=None if pages is None else _int("pages_per_request", pages, 1, 100),
+        pages_per_request=None
+        if pages is None
+        else _int("pages_per_request", pages, 1, MAX_PAGES_PER_REQUEST),
         pushdown=_bool("pushdown", given["pushdown"]) if "pushdown" in given else False,
     )
 
