@@ -41,3 +41,10 @@ def test_a_store_in_use_is_named() -> None:
         location="redis://:***@budget.internal:6379/0",
     )
     assert str(seen) == "0 requests booked; no rate_limit set (kept in redis://:***@budget.internal:6379/0)"
+
+
+def test_one_request_is_one_request() -> None:
+    seen = Budget(
+        limit=None, window=None, used=1, remaining=None, resets_at=None, blocked_until=None, shared=True
+    )
+    assert str(seen) == "1 request booked; no rate_limit set"

@@ -73,7 +73,7 @@ class Budget:
 
     def __str__(self) -> str:
         if self.limit is None:
-            head = f"{self.used} requests booked; no rate_limit set"
+            head = f"{self.used} request{'' if self.used == 1 else 's'} booked; no rate_limit set"
         else:
             head = f"{self.used} of {self.limit} per {self.window:g}s used, {self.remaining} remaining"
         if self.resets_at is not None:
