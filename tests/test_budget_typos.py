@@ -86,3 +86,28 @@ def test_the_command_line_exits_2_with_one_line(emu: Emulator, tmp_path: Path) -
         "it); give redis://[:password@]host:6379/0, postgresql://user[:password]@host:5432/db, or a folder"
     ]
     assert list(tmp_path.iterdir()) == []
+
+
+def test_another_scheme_in_the_variable_names_the_variable(emu: Emulator, tmp_path: Path) -> None:
+    """The core's message spoke of the argument ('budget must be True, False, a folder, ...'),
+    which a user of the command line never wrote."""
+    env = {
+        **os.environ,
+        "SECFINDINGS_API_TOKEN": emu.create_api_token(),
+        "SECFINDINGS_BASE_URL": emu.base_url,
+        "SECFINDINGS_AUTH_URL": emu.auth_url,
+        "SECFINDINGS_BUDGET": "mysql://sec:s3cret@db.internal/sec",
+    }
+    done = subprocess.run(
+        [sys.executable, "-m", "secfindings", "finding", "1"],
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=tmp_path,
+        timeout=120,
+        check=False,
+    )
+    assert done.returncode == 2, done.stderr
+    assert done.stderr.splitlines() == [
+        "error: $SECFINDINGS_BUDGET must be a folder, or a redis:// or postgresql:// URL; got a mysql:// URL"
+    ]

@@ -101,6 +101,9 @@ def budget_required_setting(required: object) -> bool:
 _NO_SLASHES = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]+:(?!//)")
 #: A store's scheme followed by a slash, its colon forgotten: ``redis//host``.
 _NO_COLON = re.compile(r"^(?:redis|rediss|postgres|postgresql)/", re.IGNORECASE)
+#: A URL's scheme, and the schemes of the stores the core takes.
+_SCHEME = re.compile(r"^([A-Za-z][A-Za-z0-9+.-]+)://")
+_STORES = ("redis", "rediss", "postgres", "postgresql")
 #: libpq's key=value connection string (``host=db password=...``), which is not a URL.
 _KEYWORDS = re.compile(r"(?:^|\s)(?:host|password|user|dbname)=", re.IGNORECASE)
 
@@ -133,6 +136,14 @@ def budget_setting(budget: bool | str | os.PathLike[str]) -> str | None:
         env = os.environ.get("SECFINDINGS_BUDGET", "").strip()
         if env:
             _not_a_folder(env, "$SECFINDINGS_BUDGET")
+            scheme = _SCHEME.match(env)
+            if scheme and scheme.group(1).lower() not in _STORES:
+                # The core's own message speaks of the argument ("budget must be True, False,
+                # ..."), which a command line's user never wrote.
+                raise ConfigurationError(
+                    "$SECFINDINGS_BUDGET must be a folder, or a redis:// or postgresql:// URL; "
+                    f"got a {scheme.group(1)[:20]}:// URL"
+                )
         return None
     if budget is False:
         return "off"
