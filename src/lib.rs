@@ -21,6 +21,7 @@ fn _native(m: &pyo3::Bound<'_, pyo3::types::PyModule>) -> pyo3::PyResult<()> {
     py::init_logging();
     py::runtime::init_async_runtime().map_err(py::errors::to_py)?;
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
+    m.add("BATCH_CURSOR_PREFIX", core::batched::CURSOR_PREFIX)?;
     m.add_class::<py::client::NativeClient>()?;
     m.add_class::<py::paging::NativePages>()?;
     m.add_class::<py::subscribe::NativeSubscription>()?;

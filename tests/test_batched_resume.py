@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from secfindings import ValidationError
+from secfindings.filters import field
 from secfindings.testing import Emulator
 
 
@@ -91,3 +92,25 @@ def test_pages_per_request_1_still_reads_one_page_per_request_and_resumes_a_batc
         rest = [f.id_int for f in client.findings_view(fields="id id_int", after=cursor)]
         assert len(set(got) | set(rest)) == 500
         assert not set(got) & set(rest)
+
+
+def test_a_cursor_of_another_walk_is_refused_with_a_reason() -> None:
+    """A batched cursor from a filtered walk used on the unfiltered one: one readable error,
+    not 'the server does not page by offset'."""
+    with Emulator(findings=2_000) as emu, emu.client() as client:
+        high = client.findings_view(fields="id id_int severity", filters=field("severity").in_(["5"]))
+        for n, _ in enumerate(high, 1):
+            if n == 300:
+                break
+        cursor = high.cursor
+        assert cursor is not None
+        with pytest.raises(ValidationError, match="is not of this walk"):
+            list(client.findings_view(fields="id id_int", after=cursor))
+
+
+def test_a_malformed_batched_cursor_is_refused_before_any_request() -> None:
+    with Emulator(findings=10) as emu, emu.client() as client:
+        before = len(emu.request_log())
+        with pytest.raises(ValidationError, match="looks like a batched walk's cursor"):
+            list(client.findings_view(fields="id id_int", after="sfb1:garbage"))
+        assert len(emu.request_log()) == before

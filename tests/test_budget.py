@@ -326,3 +326,23 @@ def test_the_environment_names_the_store(emu: Emulator, monkeypatch: pytest.Monk
     off = emu.client(budget=False)
     assert off.budget().store is None
     assert off.budget().error is None
+
+
+def test_the_rate_limit_can_come_from_the_environment(emu: Emulator, monkeypatch: pytest.MonkeyPatch) -> None:
+    """$SECFINDINGS_RATE_LIMIT ("200/60") is rate_limit's default, so a command or a worker set up
+    by its environment books in a shared budget; rate_limit= still wins; a bad value is one line."""
+    monkeypatch.setenv("SECFINDINGS_RATE_LIMIT", "7/30")
+    assert emu.client(budget=False).budget().limit == 7
+    assert emu.client(budget=False).budget().window == 30.0
+    assert emu.client(budget=False, rate_limit=(3, 1.0)).budget().limit == 3
+    monkeypatch.setenv("SECFINDINGS_RATE_LIMIT", "lots")
+    with pytest.raises(secfindings.ConfigurationError, match=r"SECFINDINGS_RATE_LIMIT must be REQUESTS/SECONDS"):
+        emu.client(budget=False)
+
+
+def test_budget_says_why_the_store_is_not_used(emu: Emulator) -> None:
+    client = emu.client(budget="redis://127.0.0.1:9/0")
+    client.execute("{ __typename }")
+    error = client.budget().error
+    assert error is not None
+    assert "cannot connect" in error

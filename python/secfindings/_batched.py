@@ -534,6 +534,11 @@ def pages(
     after = args.get("after")
     if isinstance(after, str) and _native.is_batch_cursor(after):
         return _resumed(native, name, args, page_size, limit, fields, after)
+    if isinstance(after, str) and after.startswith(_native.BATCH_CURSOR_PREFIX):
+        raise ValidationError(
+            f"after={after[:40]!r} looks like a batched walk's cursor but is not one "
+            f"({_native.BATCH_CURSOR_PREFIX}<offset>:<key>); pass paginator.cursor as it was"
+        )
     mode = _WHOLE.get()
     if mode is False or limit == 0:
         return plain()

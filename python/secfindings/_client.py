@@ -231,7 +231,9 @@ class Client(_Base, SyncOperations):
         refresh_mandatory: seconds before expiry when calls wait for a fresh JWT.
         max_response_bytes: the largest answer read, after decompression.
         rate_limit: ``(requests, per_seconds)``, a client-side limit shared by every client,
-            thread and process of the API token on this machine.
+            thread and process of the API token through its budget (on this machine, or on every
+            machine with a store as ``budget``); default ``$SECFINDINGS_RATE_LIMIT``
+            (``"200/60"``), else none.
         schema: ``"live"`` (learn the server's schema and check against it), ``"builtin"``
             (the package's schema, no introspection) or ``"off"`` (no checks).
         budget: where the API token's shared request budget is kept: True (the default:

@@ -5,6 +5,7 @@ from collections.abc import Awaitable, Callable, Sequence
 from typing import Any, Literal, final
 
 __all__ = [
+    "BATCH_CURSOR_PREFIX",
     "NativeClient",
     "NativeEmulator",
     "NativePages",
@@ -31,6 +32,7 @@ __all__ = [
 ]
 
 __version__: str
+BATCH_CURSOR_PREFIX: str
 
 @final
 class NativeClient:

@@ -134,6 +134,8 @@ pub(crate) struct BatchWalker {
     ready: VecDeque<RawPage>,
     /// Shifts seen (rows removed before the walk's position while it walked).
     pub(crate) shifts: u64,
+    /// Whether no batch was taken yet of a walk resumed from a cursor.
+    resumed: bool,
 }
 
 /// A walk of a catalog connection in aliased page batches (see the module's text).
@@ -338,6 +340,7 @@ impl BatchWalker {
             done: false,
             ready: VecDeque::new(),
             shifts: 0,
+            resumed: last.is_some(),
         })
     }
 
@@ -462,6 +465,15 @@ impl BatchWalker {
                 return Ok(());
             }
         }
+        if fresh == 0 && self.back == 0 && self.resumed {
+            // The first batch of a walk resumed from a cursor found only rows at or before the
+            // cursor's: the cursor is another walk's (other filters), not this one's.
+            return Err(Error::validation(
+                "the cursor given as after= (sfb1:...) is not of this walk: at its offset this walk \
+                 holds no row past the cursor's row, so the walk that gave it had other filters or \
+                 fields; resume with the walk that gave it",
+            ));
+        }
         if fresh == 0 && self.back == 0 {
             // Full pages and not one row past the last handed out: the server does not skip to
             // the offsets asked (it ignores `offset`), and the walk would go on for ever.
@@ -471,6 +483,7 @@ impl BatchWalker {
             ));
         }
         self.back = 0;
+        self.resumed = false;
         // The next batch starts at this one's last row: the overlap that shows a shift.
         let read = u64::from(pages).saturating_mul(size);
         self.offset = self.offset.saturating_add(read.saturating_sub(1));

@@ -332,7 +332,10 @@ impl Budget {
                 };
             }
             Outcome::Failed(why) => why,
-            Outcome::Fallback => format!("the store at {} cannot be used", shared.shown()),
+            Outcome::Fallback => match shared.last_failure() {
+                Some(why) => format!("the store at {} cannot be used ({why})", shared.shown()),
+                None => format!("the store at {} cannot be used", shared.shown()),
+            },
         };
         View { error: Some(error), ..self.view() }
     }

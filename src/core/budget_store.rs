@@ -240,6 +240,11 @@ impl Shared {
         }
     }
 
+    /// Why the store was last found down (kept through the cooldown and after it).
+    pub(crate) fn last_failure(&self) -> Option<String> {
+        self.down.lock().ok()?.as_ref().map(|(_, why)| why.clone())
+    }
+
     fn down_reason(&self) -> Option<String> {
         let guard = self.down.lock().ok()?;
         let (until, why) = guard.as_ref()?;

@@ -221,7 +221,13 @@ impl Settings {
                 .ok_or_else(|| Error::config(format!("max_response_bytes must be at least 1024, got {n}")))?,
         };
 
-        let rate_limit = match input.rate_limit {
+        // rate_limit=, else $SECFINDINGS_RATE_LIMIT ("200/60": 200 requests per 60 seconds), so
+        // that a command or a worker configured by its environment books in a shared budget.
+        let from_env = match env("SECFINDINGS_RATE_LIMIT").filter(|v| !v.trim().is_empty()) {
+            Some(text) if input.rate_limit.is_none() => Some(rate_limit_text(&text)?),
+            _ => None,
+        };
+        let rate_limit = match input.rate_limit.or(from_env) {
             None => None,
             Some((n, per)) => {
                 let max = super::limit::MAX_REQUESTS;
@@ -308,6 +314,20 @@ impl Settings {
     }
 }
 
+/// `$SECFINDINGS_RATE_LIMIT`: `"REQUESTS/SECONDS"` (`"200/60"`, `"200/60s"`).
+fn rate_limit_text(text: &str) -> Result<(i64, f64)> {
+    let bad = || {
+        Error::config(format!(
+            "$SECFINDINGS_RATE_LIMIT must be REQUESTS/SECONDS, e.g. 200/60; got {:?}",
+            text.chars().take(40).collect::<String>()
+        ))
+    };
+    let (n, per) = text.trim().split_once('/').ok_or_else(bad)?;
+    let n = n.trim().parse::<i64>().map_err(|_| bad())?;
+    let per = per.trim().trim_end_matches('s').trim().parse::<f64>().map_err(|_| bad())?;
+    Ok((n, per))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -320,6 +340,15 @@ mod tests {
 
     fn no_env(_: &str) -> Option<String> {
         None
+    }
+
+    #[test]
+    fn the_rate_limit_can_come_from_the_environment() {
+        assert_eq!(rate_limit_text("200/60").unwrap(), (200, 60.0));
+        assert_eq!(rate_limit_text(" 5 / 1.5s ").unwrap(), (5, 1.5));
+        for bad in ["", "200", "a/60", "200/x", "200/60/1"] {
+            assert!(rate_limit_text(bad).is_err(), "{bad}");
+        }
     }
 
     fn input(base: &str) -> SettingsInput {
