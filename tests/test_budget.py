@@ -336,7 +336,7 @@ def test_the_rate_limit_can_come_from_the_environment(emu: Emulator, monkeypatch
     assert emu.client(budget=False).budget().window == 30.0
     assert emu.client(budget=False, rate_limit=(3, 1.0)).budget().limit == 3
     monkeypatch.setenv("SECFINDINGS_RATE_LIMIT", "lots")
-    with pytest.raises(secfindings.ConfigurationError, match=r"SECFINDINGS_RATE_LIMIT must be REQUESTS/SECONDS"):
+    with pytest.raises(secfindings.ConfigurationError, match=r"RATE_LIMIT must be REQUESTS/SECONDS"):
         emu.client(budget=False)
 
 
