@@ -41,6 +41,13 @@ def redis() -> Iterator[RedisServer]:
         yield server
 
 
+@pytest.fixture
+def redis_alone() -> Iterator[RedisServer]:
+    """A server of the test's own, for a test that takes it away."""
+    with redis_server(PASSWORD) as server:
+        yield server
+
+
 @pytest.fixture(scope="module")
 def pg_server() -> Iterator[PostgresServer]:
     with postgres_server() as server:
@@ -145,10 +152,16 @@ def _machines(
             )
         )
     outs = []
-    for p in procs:
-        out, err = p.communicate(timeout=120)  # a watchdog against a hang, never a measure
-        assert p.returncode == 0, err[-2000:]
-        outs.append(json.loads(out))
+    try:
+        for p in procs:
+            out, err = p.communicate(timeout=120)  # a watchdog against a hang, never a measure
+            assert p.returncode == 0, err[-2000:]
+            outs.append(json.loads(out))
+    finally:
+        for p in procs:
+            if p.poll() is None:
+                p.kill()
+                p.wait()
     return outs
 
 
@@ -304,19 +317,19 @@ def _budget_warnings(caplog: pytest.LogCaptureFixture) -> list[logging.LogRecord
 
 
 def test_the_store_going_away_mid_walk_falls_back_with_one_warning_and_loses_nothing(
-    emu: Emulator, token: str, tmp_path: Path, caplog: pytest.LogCaptureFixture
+    redis_alone: RedisServer, emu: Emulator, token: str, tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
     caplog.set_level(logging.WARNING, logger="secfindings")
-    with redis_server(PASSWORD) as server:
-        client = _client(emu, token, server.url, tmp_path / "a", rate_limit=(1000, 60.0))
-        ids: list[int | None] = []
-        for finding in client.findings_view(fields="id_int", page_size=10):
-            ids.append(finding.id_int)
-            if len(ids) == 50:
-                before = client.budget()
-                assert before.store == "redis"
-                assert before.used >= 5  # the pages so far (and one read ahead), booked in Redis
-                server.kill()
+    server = redis_alone
+    client = _client(emu, token, server.url, tmp_path / "a", rate_limit=(1000, 60.0))
+    ids: list[int | None] = []
+    for finding in client.findings_view(fields="id_int", page_size=10):
+        ids.append(finding.id_int)
+        if len(ids) == 50:
+            before = client.budget()
+            assert before.store == "redis"
+            assert before.used >= 5  # the pages so far (and one read ahead), booked in Redis
+            server.kill()
     assert ids == list(range(1, 301))  # every row of the walk, once
     (warning,) = _budget_warnings(caplog)
     text = warning.getMessage()
@@ -334,15 +347,15 @@ def test_the_store_going_away_mid_walk_falls_back_with_one_warning_and_loses_not
 
 
 def test_budget_required_fails_clearly_when_the_store_goes_away(
-    emu: Emulator, token: str, tmp_path: Path, caplog: pytest.LogCaptureFixture
+    redis_alone: RedisServer, emu: Emulator, token: str, tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
-    with redis_server(PASSWORD) as server:
-        client = _client(emu, token, server.url, tmp_path / "a", budget_required=True)
-        client.finding(1)
-        server.kill()
-        emu.reset_stats()
-        with pytest.raises(secfindings.SecFindingsError) as failed:
-            client.finding(2)
+    server = redis_alone
+    client = _client(emu, token, server.url, tmp_path / "a", budget_required=True)
+    client.finding(1)
+    server.kill()
+    emu.reset_stats()
+    with pytest.raises(secfindings.TransportError) as failed:
+        client.finding(2)
     message = str(failed.value)
     assert "budget_required=True" in message
     assert f"127.0.0.1:{server.port}" in message
@@ -363,3 +376,58 @@ def test_an_unreachable_store_at_the_start(
     with pytest.raises(secfindings.SecFindingsError, match="budget_required=True") as failed:
         _client(emu, token, nowhere, tmp_path / "b", budget_required=True).finding(1)
     assert PASSWORD not in str(failed.value)
+
+
+# The printed outputs of docs/guides/many-workers.md, each from a run here: the guide shows the
+# store at budget.internal:6379 where the run has 127.0.0.1 and a port, and its times of day.
+GUIDE = ROOT / "docs" / "guides" / "many-workers.md"
+SHOWN_HOST = "budget.internal:6379"
+
+
+def _shown(name: str) -> str:
+    found = re.search(rf"<!-- printed: {name} -->\n```text\n(?P<out>.*?)```", GUIDE.read_text("utf-8"), re.S)
+    assert found, name
+    return found.group("out").rstrip("\n")
+
+
+def _as_shown(printed: str, host: str, shown: str) -> str:
+    """The run's output with the page's host, and the page's times of day where it has times."""
+    text = printed.replace(host, SHOWN_HOST)
+    times = iter(re.findall(r"\d\d:\d\d:\d\d", shown))
+    return re.sub(r"\d\d:\d\d:\d\d", lambda m: next(times, m.group(0)), text)
+
+
+def test_the_guide_shows_what_budget_prints(
+    redis: RedisServer, emu: Emulator, token: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """<!-- printed: many-workers budget --> in docs/guides/many-workers.md."""
+    other = _client(emu, token, redis.url, tmp_path / "b", rate_limit=(180, 60.0))
+    for i in range(3):
+        other.finding(i + 1)
+    client = _client(emu, token, redis.url, tmp_path / "a", rate_limit=(180, 60.0))
+    client.finding(4)
+    client.finding(5)
+    seen = client.budget()
+    print(seen.store, seen.location)
+    print(seen)
+    shown = _shown("many-workers budget")
+    assert _as_shown(capsys.readouterr().out.rstrip("\n"), f"127.0.0.1:{redis.port}", shown) == shown
+
+
+def test_the_guide_shows_the_fallbacks_warning_and_budget_requireds_error(
+    emu: Emulator, token: str, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """<!-- printed: many-workers fallback --> and <!-- printed: many-workers required --> in
+    docs/guides/many-workers.md: a store that refuses connections (port 1)."""
+    caplog.set_level(logging.WARNING, logger="secfindings")
+    down = f"redis://:{PASSWORD}@127.0.0.1:1/0"
+    _client(emu, token, down, tmp_path / "a").finding(1)
+    (record,) = _budget_warnings(caplog)
+    line = logging.Formatter("%(levelname)s %(name)s: %(message)s").format(record)
+    shown = _shown("many-workers fallback")
+    assert _as_shown(line, "127.0.0.1:1", shown) == shown
+    with pytest.raises(secfindings.TransportError) as failed:
+        _client(emu, token, down, tmp_path / "b", budget_required=True).finding(1)
+    error = f"{type(failed.value).__module__}.{type(failed.value).__name__}: {failed.value}"
+    shown = _shown("many-workers required")
+    assert _as_shown(error, "127.0.0.1:1", shown) == shown
