@@ -251,6 +251,22 @@ def test_budget_reads_the_figures_from_the_store(
     assert _client(emu, token, False, tmp_path / "off").budget().store is None
 
 
+@pytest.mark.asyncio
+async def test_the_async_client_books_in_the_store_with_the_sync_one(
+    store: str, emu: Emulator, token: str, tmp_path: Path
+) -> None:
+    (tmp_path / "a").mkdir(mode=0o700)
+    aclient = secfindings.AsyncClient(
+        token, base_url=emu.base_url, auth_url=emu.auth_url, schema="off", budget=store, rate_limit=(50, 60.0)
+    )
+    await aclient.finding(1)
+    await aclient.finding(2)
+    _client(emu, token, store, tmp_path / "b", rate_limit=(50, 60.0)).finding(3)
+    seen = aclient.budget()
+    assert (seen.store, seen.used) == (store.split("://")[0], 3)
+    await aclient.aclose()
+
+
 def test_the_budget_url_comes_from_the_environment(
     redis: RedisServer, emu: Emulator, token: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
