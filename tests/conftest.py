@@ -100,20 +100,34 @@ def pytest_configure(config: pytest.Config) -> None:
     for name, doc in RELIABILITY_MARKERS.items():
         config.addinivalue_line("markers", f"{name}: {doc}")
     config.addinivalue_line("markers", POSTGRES_MARKER)
+    for name, doc in SERVER_MARKERS.items():
+        config.addinivalue_line("markers", f"{name}: {doc}")
 
 
 # The tests that need a PostgreSQL server (the `pg` fixture, or a database parameter
 # "postgresql") are marked `postgres`, so a runner without its binaries deselects them
 # (`-m "not postgres"`, .github/workflows/ci.yml on macOS and Windows) instead of skipping them.
 POSTGRES_MARKER = "postgres: needs a PostgreSQL server (tests/servers/postgres.py); marked by conftest.py"
+# Likewise Redis (tests/servers/redis.py: a fixture whose name starts with `redis`, or the store
+# parameter "redis") and Spark (the `spark` fixture: a local JVM).
+SERVER_MARKERS = {
+    "redis": "needs Debian's redis-server (tests/servers/redis.py); marked by conftest.py",
+    "spark": "needs Spark on a local Java 17 (tests/test_spark.py); marked by conftest.py",
+}
+_PG_FIXTURES = {"pg", "pg_server", "tls_pg"}
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     for item in items:
         callspec = getattr(item, "callspec", None)
         params = list(callspec.params.values()) if callspec is not None else []
-        if "pg" in getattr(item, "fixturenames", ()) or "postgresql" in params:
+        names = set(getattr(item, "fixturenames", ()))
+        if names & _PG_FIXTURES or "postgresql" in params:
             item.add_marker(pytest.mark.postgres)
+        if any(n.startswith("redis") for n in names) or "redis" in params:
+            item.add_marker(pytest.mark.redis)
+        if "spark" in names:
+            item.add_marker(pytest.mark.spark)
 
 
 # `make reliability` (scripts/reliability.sh) sets SECFINDINGS_RELIABILITY_REPORT: the outcome of

@@ -73,7 +73,7 @@ def test_the_suite_runs_on_each_os_the_wheels_ship_for_with_the_oldest_and_newes
     assert {"linux", "macos", "windows"} <= set(release)
 
 
-def test_the_suite_installs_the_test_group_and_deselects_only_postgres_off_linux() -> None:
+def test_the_suite_installs_the_test_group_and_deselects_only_the_servers_off_linux() -> None:
     job = _suite()
     runs = "\n".join(str(step.get("run", "")) for step in job["steps"])
     assert "pip install -e . --group test" in runs
@@ -81,7 +81,8 @@ def test_the_suite_installs_the_test_group_and_deselects_only_postgres_off_linux
     assert pytest_step["env"]["CI"] == "true"  # a skip fails (tests/conftest.py)
     assert pytest_step["run"] == 'python -m pytest ${MARKERS:+-m "$MARKERS"}'
     markers = {entry["os"]: entry["markers"] for entry in job["strategy"]["matrix"]["include"]}
-    assert markers == {"macos-latest": "not postgres", "windows-latest": "not postgres"}
+    off_linux = "not postgres and not redis and not spark"
+    assert markers == {"macos-latest": off_linux, "windows-latest": off_linux}
 
 
 def test_the_postgres_marker_selects_the_tests_that_need_a_server() -> None:
