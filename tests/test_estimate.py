@@ -206,19 +206,23 @@ def test_export_dry_run_prints_the_estimate_and_walks_nothing(emulator: Any, tmp
     assert sent.count("findings_bounds") == 1
     assert "findings_view" not in sent  # no walk
     if emulator.profile == "default":
-        # 4 id ranges of 75 ids, 4 pages of 20 each.
+        # 4 id ranges of 75 ids, 4 pages of 20 each; in batches one a part, and the offset
+        # probe the parts still ask (the split did not need it).
         assert lines == {
             "rows": "300",
             "requests": "16",
+            "requests in batches": "5 (10 pages per request, every walk)",
             "partitions": "4 (id ranges)",
             "counted by": "total_count",
         }
         assert "cost of this estimate  2 requests" in out.stdout  # the count, the id range probe
     else:
-        # 4 slices of 75 rows, 4 pages each (the estimate probed the cursor before each of 3).
+        # 4 slices of 75 rows, 4 pages each (the estimate probed the cursor before each of 3);
+        # in batches one a slice (the split asked the offset probe).
         assert lines == {
             "rows": "300",
             "requests": "16",
+            "requests in batches": "4 (10 pages per request, every walk)",
             "partitions": "4 (offset slices)",
             "counted by": "offset probes",
         }

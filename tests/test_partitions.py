@@ -171,12 +171,17 @@ async def test_an_interrupted_partitioned_export_resumes_with_nothing_lost_or_re
             injected.append(1)
             emulator.inject("status", 1, status=400)
 
+    # Batches of two pages (20 rows): each part of 75 rows takes several requests, so the
+    # fault lands part-way, and the resume text holds the parts' batched cursors.
+    any_client.pages_per_request = 2
     pager = any_client.findings_view(fields=FIELDS, page_size=10)
     with pytest.raises(secfindings.SecFindingsError):
         await settle(getattr(pager, f"write_{fmt}")(path, partitions=4, progress=fail_soon))
     assert injected
     state = pager.resume
     assert state is not None
+    key = _partitions.Plan(any_client.findings_view(fields=FIELDS, page_size=10), 4).key
+    assert any(str(p.cursor).startswith("sfb1:") for p in _partitions.decode_resume(state, key))
     first = ids(path, fmt)
     assert 0 < len(first) < 300
     with pytest.raises(secfindings.PaginationError, match=r"resume=paginator\.resume"):

@@ -17,10 +17,10 @@ request as before:
   default :data:`DEFAULT_PAGES_PER_REQUEST`, or ``$SECFINDINGS_PAGES_PER_REQUEST``);
 - every reading of the walk: iteration, ``to_list``, the Arrow stream, ``to_arrow`` /
   ``to_pandas`` / ``to_polars``, the exports, the sync's loads (:func:`whole_walks`) and the
-  parts of ``partitions=`` (offset slices from their offset, :func:`starting_at`); a
-  partitioned export never (inside ``whole_walks(False)``: its resume text holds each part's
-  cursor of the server's). Each row a batched walk hands out carries the walk's own cursor
-  (``sfb1:<offset>:<key>``, the row's offset in id order and its key) on its edge and as
+  parts of ``partitions=`` (offset slices from their offset, :func:`starting_at`), a
+  partitioned export's too (its resume text holds each part's batched cursor, and an offset
+  slice's rows left as its ``limit=``). Each row a batched walk hands out carries the walk's
+  own cursor (``sfb1:<offset>:<key>``, the row's offset in id order and its key) on its edge and as
   ``paginator.cursor``, and ``after=`` that cursor resumes a batched walk there
   (:func:`_resumed`; the server never sees it, and the resumed walk's selection needs ``id``),
   the overlap check holding across the pause. :class:`_Chosen` chooses at the first read (both
@@ -163,8 +163,8 @@ def estimated(
         return None
     if len(parts) > 1 and not walk._always:
         # The parts are walks of their own, read as they come (not whole): in batches only
-        # where pages() makes every reading use them, as it made this one (a partitioned
-        # export, whose walks are made inside whole_walks(False), never).
+        # where pages() makes every reading use them, as it made this one (a walk made inside
+        # whole_walks(False) never).
         return None
     held = _probes.known(native.base_url, native.loaded_schema, _plan.offset_capability("findings_view"))
     if held is False:
@@ -485,8 +485,8 @@ class _Chosen:
         return pa.RecordBatchReader.from_batches(head.schema, batches())
 
 
-#: True: walks made here read in batches however they are read; False: never (a partitioned
-#: export, whose resume text holds each part's cursor); None: as the reading chooses.
+#: True: walks made here read in batches however they are read; False: never (a reader that
+#: needs every page's cursor of the server's); None: as the reading chooses.
 _WHOLE: contextvars.ContextVar[bool | None] = contextvars.ContextVar("secfindings_whole_walks", default=None)
 #: The offset a walk made here starts at, in place of its after= cursor (offset slices).
 _START: contextvars.ContextVar[int | None] = contextvars.ContextVar("secfindings_batch_start", default=None)

@@ -85,8 +85,8 @@ class _Base:
         100, offset: 0) ...``): default 10, or ``$SECFINDINGS_PAGES_PER_REQUEST``; 1 turns the
         batches off (one page per request, the server's own cursors). Every walk that allows
         them reads in batches by default: iteration, ``to_list()``, the Arrow stream,
-        ``to_arrow()`` / ``to_pandas()`` / ``to_polars()``, the exports, ``partitions=`` and the
-        sync (a partitioned export reads one page per request). A batched walk's cursor is its
+        ``to_arrow()`` / ``to_pandas()`` / ``to_polars()``, the exports, ``partitions=`` (a
+        partitioned export's parts too) and the sync. A batched walk's cursor is its
         own (``sfb1:<offset>:<key>``), and ``after=`` it resumes a batched walk. Set it before
         making a walk: a walk keeps the value it was made with. See
         docs/guides/performance.md and :mod:`secfindings._batched` for where it applies."""

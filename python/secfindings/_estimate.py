@@ -70,8 +70,8 @@ class Estimate:
             ``pages_per_request`` pages (every walk that allows them, by default; see
             :mod:`secfindings._batched`), the offset probe included where the walk would still
             ask it; None where the walk would read one page per request (then ``requests`` is
-            what it spends). A partitioned export reads one page per request: its
-            ``export --dry-run`` shows no batched figure.
+            what it spends). A partitioned export reads its parts in batches too (``export
+            --dry-run --partitions N`` shows both figures).
         pages_per_request: the client's pages per request.
         batched_seconds: ``seconds`` for ``batched_requests`` (None: no batches, or unknown).
         batched_everywhere: whether every reading of the walk uses the batches (printed

@@ -27,7 +27,8 @@ partitions interleave. Another ``sort=`` is refused: only the id order survives 
 Resuming: every partition has its own cursor. A partitioned export's
 :class:`~secfindings.ExportResult` has ``cursor=None`` and ``resume``: a text holding each
 partition's ids, the cursor after its last page *in the file*, the rows it has left to read and
-whether it is done (with a fingerprint of the walk's filters, sort and fields). Pass it as
+whether it is done (with a fingerprint of the walk's filters, sort and fields); a part read in
+aliased batches (:mod:`secfindings._batched`) holds its batched walk's own cursor. Pass it as
 ``resume=`` to the same export of the same walk (``append=True`` for CSV and JSON lines, a new
 file for Parquet): every row is written exactly once over the two runs.
 
@@ -158,8 +159,8 @@ class Part:
     done: bool = False
     limit: int | None = None
     filtered: bool = True
-    #: Where the plan's offset slice starts (not kept in a resume text: a resumed part starts
-    #: after its cursor).
+    #: Where the plan's offset slice starts (kept in a resume text while nothing of the slice is
+    #: written; a slice written in part resumes from its batched walk's own cursor, sfb1:...).
     offset: int | None = None
 
     def holds(self, value: Any) -> bool:
@@ -219,8 +220,10 @@ def _fingerprint(args: Mapping[str, Any]) -> str:
 
 
 def encode_resume(key: str, parts: Sequence[Part]) -> str:
-    """The resume text of a partitioned walk (see the module's documentation)."""
-    body = {"key": key, "parts": [[p.low, p.high, p.cursor, p.done, p.limit, p.filtered] for p in parts]}
+    """The resume text of a partitioned walk (see the module's documentation). An offset slice
+    of which nothing was written keeps its offset (a seventh value), so that it is read in
+    batches from there when resumed, as it would have been."""
+    body = {"key": key, "parts": [_items(p) for p in parts]}
     raw = json.dumps(body, separators=(",", ":")).encode()
     return _RESUME + base64.urlsafe_b64encode(raw).decode().rstrip("=")
 
@@ -264,20 +267,28 @@ def _int_or_none(value: object, what: str) -> int | None:
     return value
 
 
+def _items(p: Part) -> list[Any]:
+    items = [p.low, p.high, p.cursor, p.done, p.limit, p.filtered]
+    return items if p.offset is None or p.filtered else [*items, p.offset]
+
+
 def _part(item: Any) -> Part:
-    if not isinstance(item, list) or len(item) not in (4, 6):
-        raise TypeError("a partition is a list of 4 or 6 values")
+    if not isinstance(item, list) or len(item) not in (4, 6, 7):
+        raise TypeError("a partition is a list of 4, 6 or 7 values")
     low, high, cursor, done = item[:4]
-    limit, filtered = item[4:] if len(item) == 6 else (None, True)
+    limit, filtered = item[4:6] if len(item) >= 6 else (None, True)
     low, high = _int_or_none(low, "bound"), _int_or_none(high, "bound")
     limit = _int_or_none(limit, "row count")
+    offset = _int_or_none(item[6], "offset") if len(item) == 7 else None
     if low is not None and high is not None and low > high:
         raise ValueError(f"a partition's bounds are reversed ({low} > {high})")
-    if limit is not None and limit < 0:
-        raise ValueError("a partition's row count is negative")
+    if (limit is not None and limit < 0) or (offset is not None and offset < 0):
+        raise ValueError("a partition's row count or offset is negative")
+    if offset is not None and filtered:
+        raise ValueError("a partition filtered by id has no offset")
     if cursor is not None and not isinstance(cursor, str):
         raise TypeError("a partition's cursor must be text or null")
-    return Part(low, high, cursor, bool(done), limit, bool(filtered))
+    return Part(low, high, cursor, bool(done), limit, bool(filtered), offset)
 
 
 def _top_level(selection: str) -> set[str]:
@@ -536,7 +547,10 @@ class _Ledger:
         for i, p in enumerate(self.parts):
             limit = None if p.limit is None else max(0, p.limit - read.get(i, 0))
             done = p.done or (i in self.ended and self.ended[i] <= self.written) or limit == 0
-            out.append(Part(p.low, p.high, cursors.get(i, p.cursor), done, limit, p.filtered))
+            # A part's cursor in the file: its batched walk's own (sfb1:..., which resumes a
+            # batched walk, offsets absolute, limit= the rows left), or the server's.
+            offset = None if i in cursors else p.offset
+            out.append(Part(p.low, p.high, cursors.get(i, p.cursor), done, limit, p.filtered, offset))
         return out
 
 
@@ -762,8 +776,7 @@ def write(
     """A partitioned export of a :class:`~secfindings.Paginator` (threads)."""
     plan = _plan_export(walk, fmt, partitions, resume)
     walk._as_columns()
-    with _batched.whole_walks(False):  # the resume text holds every page's cursor
-        run = Run(plan, _parts(walk, plan))
+    run = Run(plan, _parts(walk, plan))
     with _exporting(walk, run, path, fmt, append, progress, escape) as (out, report):
         pump_threads(run.walks, _fetch(fmt), run.exporter(out, report))
     result: ExportResult = walk._written
@@ -783,9 +796,7 @@ async def write_async(
     """A partitioned export of an :class:`~secfindings.AsyncPaginator` (tasks)."""
     plan = _plan_export(walk, fmt, partitions, resume)
     walk._as_columns()
-    parts = await _parts_async(walk, plan)
-    with _batched.whole_walks(False):
-        run = Run(plan, parts)
+    run = Run(plan, await _parts_async(walk, plan))
 
     def fetch(pages: NativePages) -> Awaitable[Any]:
         if fmt == "jsonl":

@@ -20,7 +20,6 @@ with a secret.
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
 import re
@@ -32,7 +31,6 @@ import click
 
 import secfindings
 import secfindings.sync as sync_module
-from secfindings import _batched
 from secfindings._cli_cache import cache_command
 from secfindings._cli_checks import diff_command, gate_command
 from secfindings._cli_examples import examples_command
@@ -369,10 +367,9 @@ def _dry_run(
     kwargs = _pager_kwargs(tree, fields, sort, after, limit, page_size)
     with errors(), client_from_env() as client:
         _checked_findings(client, operation, "", kwargs)
-        # A partitioned export reads one page per request (its resume text holds every
-        # part's cursor): its estimate counts no batches.
-        with _batched.whole_walks(False) if partitions > 1 else contextlib.nullcontext():
-            pager = client.findings_view(**kwargs)
+        # A partitioned export reads its parts in batches too (its resume text holds each
+        # part's batched cursor): the estimate shows both figures.
+        pager = client.findings_view(**kwargs)
         estimate = pager.estimate(partitions=partitions)
     click.echo(str(estimate))
 
