@@ -302,3 +302,13 @@ def test_after_an_alias_refusal_the_estimate_counts_the_size_the_server_took(pro
         spent = len(walks(emu)) - before
         assert said == spent
         assert spent == math.ceil((3_000 - 400) / 399) + 1
+
+
+def test_a_limited_walk_asks_only_the_pages_it_needs(profile: str) -> None:
+    """limit=5 reads one page of the batch, not ten (1,000 rows read for 5); limit=250 three."""
+    with Emulator(findings=2_000, profile=profile) as emu, emu.client() as client:
+        for limit, pages in ((5, 1), (250, 3)):
+            before = len(emu.request_log())
+            assert len(client.findings_view(fields="id id_int", limit=limit).to_list()) == limit
+            batches = [r for r in emu.request_log()[before:] if r["operation_name"] == "findings_view_pages"]
+            assert [int(r["aliases"]) for r in batches] == [pages]

@@ -344,6 +344,16 @@ impl BatchWalker {
         })
     }
 
+    /// At most `pages`, and no more than a limited walk still needs: its remaining rows and the
+    /// row the batch overlaps with (a walk of `limit=5` reads one page, not ten).
+    pub(crate) fn pages_wanted(&self, pages: u32) -> u32 {
+        let Some(limit) = self.spec.limit else { return pages };
+        let rows = limit.saturating_sub(self.yielded).saturating_add(u64::from(self.last.is_some()));
+        let size = u64::from(self.spec.page_size.max(1));
+        let needed = rows.div_ceil(size).max(1);
+        u32::try_from(needed).map_or(pages, |n| n.min(pages)).max(1)
+    }
+
     /// The next page ready, if any.
     pub(crate) fn pop(&mut self) -> Option<RawPage> {
         self.ready.pop_front()
@@ -550,7 +560,8 @@ impl BatchStream {
 
     /// Sends one batch (halving it while the server refuses its size) and takes its pages.
     async fn read_batch(&mut self) -> Result<()> {
-        let mut pages = remembered_size(&self.server, self.walker.spec.pages_per_request);
+        let mut pages =
+            self.walker.pages_wanted(remembered_size(&self.server, self.walker.spec.pages_per_request));
         loop {
             let req = self.walker.request(pages)?;
             let sent = self.transport.send(&req).await.and_then(|body| {

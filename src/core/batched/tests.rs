@@ -279,3 +279,20 @@ fn only_a_walks_own_cursor_is_taken() {
         assert_eq!(parse_cursor(bad), None, "{bad}");
     }
 }
+
+#[test]
+fn a_limited_walk_asks_only_the_pages_it_needs() {
+    let rows: Vec<u64> = (1..=100).collect();
+    let mut w = walker(10, Some(4));
+    assert_eq!(w.pages_wanted(10), 2); // 4 rows in pages of 3
+    let body = answer(&w, &rows, 2);
+    w.take(&body, 2).unwrap();
+    assert_eq!(handed_out(&mut w), vec![1, 2, 3, 4]);
+    let open = walker(10, None);
+    assert_eq!(open.pages_wanted(10), 10);
+    let mut seven = walker(10, Some(7));
+    let body = answer(&seven, &rows, 1);
+    seven.take(&body, 1).unwrap();
+    // 4 rows left and the overlapping row: 5 rows, 2 pages of 3.
+    assert_eq!(seven.pages_wanted(10), 2);
+}
