@@ -284,8 +284,8 @@ def test_a_pickled_client_keeps_its_budget_folder(emu: Emulator, tmp_path: Path)
 
 def test_a_store_url_is_checked_before_any_request(emu: Emulator) -> None:
     """budget= takes a redis:// or postgresql:// URL; what cannot work is refused at once."""
-    with pytest.raises(secfindings.ConfigurationError, match="rediss://"):
-        emu.client(budget="rediss://127.0.0.1:6379/0")
+    with pytest.raises(secfindings.ConfigurationError, match="names no host"):
+        emu.client(budget="rediss:///0")
     with pytest.raises(secfindings.ConfigurationError, match="sslmode"):
         emu.client(budget="postgresql://u@127.0.0.1/db?sslmode=sometimes")
     with pytest.raises(secfindings.ConfigurationError, match="budget_required=True books every request"):

@@ -81,15 +81,9 @@ pub(crate) fn parse(text: &str) -> Option<Result<StoreUrl, String>> {
     let text = text.trim();
     let scheme = text.split_once("://").map(|(s, _)| s.to_ascii_lowercase())?;
     let kind = match scheme.as_str() {
-        "redis" => Kind::Redis,
         "postgresql" | "postgres" => Kind::Postgres,
-        "rediss" => {
-            return Some(Err(
-                "budget: rediss:// (Redis over TLS) is not supported yet; use redis:// on a trusted \
-                 network, or a PostgreSQL store"
-                    .into(),
-            ))
-        }
+        // Redis over TLS: the system's trusted roots, or the client's `ca_bundle` alone.
+        "redis" | "rediss" => Kind::Redis,
         // A Windows drive or anything else with "://" is not a folder we would make either.
         other => {
             return Some(Err(format!(
@@ -172,6 +166,8 @@ pub(crate) struct Shared {
     url: StoreUrl,
     /// The client's TLS configuration, for a PostgreSQL store that asks for TLS.
     tls: Arc<rustls::ClientConfig>,
+    /// The client's `ca_bundle`, the roots a `rediss://` store is checked by (else the system's).
+    ca_bundle: Option<std::path::PathBuf>,
     key: String,
     required: bool,
     backend: tokio::sync::Mutex<Option<(u32, Backend)>>,
@@ -186,10 +182,17 @@ impl std::fmt::Debug for Shared {
 }
 
 impl Shared {
-    pub(crate) fn new(url: StoreUrl, key: String, required: bool, tls: Arc<rustls::ClientConfig>) -> Self {
+    pub(crate) fn new(
+        url: StoreUrl,
+        key: String,
+        required: bool,
+        tls: Arc<rustls::ClientConfig>,
+        ca_bundle: Option<std::path::PathBuf>,
+    ) -> Self {
         Self {
             url,
             tls,
+            ca_bundle,
             key,
             required,
             backend: tokio::sync::Mutex::new(None),
@@ -290,7 +293,9 @@ impl Shared {
         if guard.as_ref().is_none_or(|(p, _)| *p != pid) {
             *guard = None;
             let made = match self.url.kind {
-                Kind::Redis => redis::Connection::open(&self.url.url).await.map(Backend::Redis),
+                Kind::Redis => redis::Connection::open(&self.url.url, self.ca_bundle.as_deref())
+                    .await
+                    .map(Backend::Redis),
                 Kind::Postgres => {
                     postgres::Connection::open(&self.url.url, &self.tls).await.map(Backend::Postgres)
                 }
@@ -346,7 +351,7 @@ mod tests {
         assert!(!format!("{u:?}").contains("s3cret"));
         let p = parse("postgres://me:pw@db.example:5432/x").unwrap().unwrap();
         assert_eq!(p.kind, Kind::Postgres);
-        assert!(matches!(parse("rediss://h:1/0"), Some(Err(_))));
+        assert_eq!(parse("rediss://h:1/0").unwrap().unwrap().kind, Kind::Redis);
         let tls = parse("postgresql://u:pw@h/db?sslmode=verify-full&application_name=x").unwrap().unwrap();
         assert!(tls.url.contains("sslmode=require"), "{}", tls.url);
         assert!(tls.url.contains("application_name=x"), "{}", tls.url);

@@ -171,10 +171,15 @@ impl Transport {
             Credential::Jwt(j) => j.expose().as_bytes(),
         };
         let key = super::budget::key(settings.base_url.as_str(), credential);
-        let shared = settings
-            .budget_store
-            .clone()
-            .map(|url| Shared::new(url, key.clone(), settings.budget_required, Arc::clone(&tls)));
+        let shared = settings.budget_store.clone().map(|url| {
+            Shared::new(
+                url,
+                key.clone(),
+                settings.budget_required,
+                Arc::clone(&tls),
+                settings.ca_bundle.clone(),
+            )
+        });
         let budget =
             Budget::new(settings.budget_dir.clone(), key, settings.rate_limit, settings.max_retry_wait)
                 .sharing_waits(settings.budget_shares_waits)

@@ -1,7 +1,7 @@
 //! The Redis store: one Lua script per booking (`book.lua`), by the Redis server's clock.
 
 use redis::aio::MultiplexedConnection;
-use redis::{AsyncConnectionConfig, Client, Script};
+use redis::{AsyncConnectionConfig, Client, Script, TlsCertificates};
 
 use super::wire::{number, Answer, Figures, Op, Reply, PATIENCE};
 
@@ -22,8 +22,21 @@ fn send_name() -> String {
 }
 
 impl Connection {
-    pub(super) async fn open(url: &str) -> Result<Self, String> {
-        let client = Client::open(url).map_err(|e| format!("the Redis URL is not usable: {e}"))?;
+    /// Connects; `rediss://` over TLS, checked by `ca_bundle`'s roots, else the system's.
+    pub(super) async fn open(url: &str, ca_bundle: Option<&std::path::Path>) -> Result<Self, String> {
+        let client = if url.get(..9).is_some_and(|s| s.eq_ignore_ascii_case("rediss://")) {
+            let root_cert = match ca_bundle {
+                Some(path) => Some(
+                    std::fs::read(path)
+                        .map_err(|e| format!("cannot read ca_bundle {}: {e}", path.display()))?,
+                ),
+                None => None,
+            };
+            Client::build_with_tls(url, TlsCertificates { client_tls: None, root_cert })
+        } else {
+            Client::open(url)
+        }
+        .map_err(|e| format!("the Redis URL is not usable: {e}"))?;
         let config = AsyncConnectionConfig::new()
             .set_connection_timeout(Some(PATIENCE))
             .set_response_timeout(Some(PATIENCE));
