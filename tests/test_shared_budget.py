@@ -358,8 +358,10 @@ def test_the_store_going_away_mid_walk_falls_back_with_one_warning_and_loses_not
     assert after.store == "file"
     assert after.error is not None
     assert PASSWORD not in after.error
-    # Every request was booked once: in Redis before the kill, in the file after it.
-    assert before.used + after.used == emu.stats()["api_requests"]
+    # Every request was booked once: in Redis before the kill, in the file after it. The walk
+    # reads one request ahead, so one booking may land in Redis between `before` and the kill.
+    sent = emu.stats()["api_requests"]
+    assert before.used + after.used <= sent <= before.used + after.used + 1
 
 
 def test_budget_required_fails_clearly_when_the_store_goes_away(

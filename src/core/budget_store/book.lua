@@ -65,11 +65,13 @@ if count > MAX_SENDS then
 end
 
 if op == 'view' then
+  -- Counted, not listed: a window may hold 20,000 sends.
   local in_window = redis.call('ZCOUNT', KEYS[1], '(' .. f(now - window), '+inf')
-  local used = redis.call('ZRANGEBYSCORE', KEYS[1], '(' .. f(now - window), f(now), 'WITHSCORES')
+  local used = redis.call('ZCOUNT', KEYS[1], '(' .. f(now - window), f(now))
+  local oldest = redis.call('ZRANGEBYSCORE', KEYS[1], '(' .. f(now - window), f(now), 'WITHSCORES', 'LIMIT', 0, 1)
   local first = ''
-  if #used >= 2 then first = used[2] end
-  return {f(now), f(blocked), tostring(in_window), tostring(#used / 2), first}
+  if #oldest >= 2 then first = oldest[2] end
+  return {f(now), f(blocked), tostring(in_window), tostring(used), first}
 end
 
 -- op == 'book'
